@@ -1,0 +1,38 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+# Both create .venv, install torch==2.13.0 first when no torch is present (a bare `torch`
+# requirement could pull a multi-GB CUDA build), then the package with its extras.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.export-gelu-installed
+DEMO   := build/demo
+
+.PHONY: demo test test-gpu lint fuzz clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): setup.cfg pyproject.toml | $(PY)
+	@$(PY) -c "import torch" 2>/dev/null || { echo "installing torch==2.13.0 (CPU)"; \
+		$(PY) -m pip install -q torch==2.13.0; }
+	$(PY) -m pip install -q -e ".[examples,test,plot]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p $(DEMO)
+	$(PY) -m examples.save_model gpt2 --format exported -o $(DEMO)/model.pt
+	$(VENV)/bin/export-gelu $(DEMO)/model.pt --target trt --report $(DEMO)/report.json
+
+test: $(STAMP)
+	$(PY) -m ruff check export_gelu tests examples benchmarks
+	$(PY) -m pytest -q -rs
+
+test-gpu: $(STAMP)
+	$(PY) -m pytest -q -rs -m trt
+
+lint: $(STAMP)
+	$(PY) -m ruff check export_gelu tests examples benchmarks
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,99 @@
+"""Example architectures with random weights: BERT, GPT-2, ViT (transformers configs) and an
+LSTM regressor. Each builder is also a `--model-factory` for its state_dict.
+
+Sizes are small so that the tests run on two CPU cores; the layer structure (and so every
+GELU site) is that of the real architecture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+SEED = 0
+VOCAB = 1000
+SEQ = 16
+
+
+class HiddenStates(nn.Module):
+    """Wraps a transformers model so it takes one tensor and returns `last_hidden_state`."""
+
+    def __init__(self, model: nn.Module, kwarg: str) -> None:
+        super().__init__()
+        self.model = model
+        self.kwarg = kwarg
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(**{self.kwarg: x}).last_hidden_state
+
+
+class LSTMRegressor(nn.Module):
+    """LSTM → Linear → GELU → Linear: a sequence regressor with one exact GELU."""
+
+    def __init__(self, features: int = 8, hidden: int = 32, out: int = 1) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, batch_first=True)
+        self.fc1 = nn.Linear(hidden, hidden * 2)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden * 2, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        seq, _ = self.lstm(x)
+        return self.fc2(self.act(self.fc1(seq[:, -1])))
+
+
+def bert() -> nn.Module:
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(SEED)
+    cfg = BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=256, max_position_embeddings=64, hidden_act="gelu")
+    return HiddenStates(BertModel(cfg, add_pooling_layer=False), "input_ids").eval()
+
+
+def gpt2() -> nn.Module:
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(SEED)
+    cfg = GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                     activation_function="gelu_new", bos_token_id=0, eos_token_id=0)
+    return HiddenStates(GPT2Model(cfg), "input_ids").eval()
+
+
+def vit() -> nn.Module:
+    from transformers import ViTConfig, ViTModel
+
+    torch.manual_seed(SEED)
+    cfg = ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                    intermediate_size=256, image_size=32, patch_size=8, hidden_act="gelu")
+    return HiddenStates(ViTModel(cfg, add_pooling_layer=False), "pixel_values").eval()
+
+
+def lstm() -> nn.Module:
+    torch.manual_seed(SEED)
+    return LSTMRegressor().eval()
+
+
+@dataclass(frozen=True)
+class Example:
+    """A bundled example: its builder, input spec (as `--input` takes it) and GELU census."""
+
+    name: str
+    factory: str  # for --model-factory
+    input_spec: str
+    gelu_sites: int  # GELUs in the model (MLP activations)
+    gelu_kind: str  # exact | tanh
+
+
+EXAMPLES: dict[str, Example] = {
+    "bert": Example("bert", "examples.models:bert", f"x:2x{SEQ}:int64:0,{VOCAB}", 2, "exact"),
+    "gpt2": Example("gpt2", "examples.models:gpt2", f"x:2x{SEQ}:int64:0,{VOCAB}", 2, "tanh"),
+    "vit": Example("vit", "examples.models:vit", "x:2x3x32x32:float32", 2, "exact"),
+    "lstm": Example("lstm", "examples.models:lstm", "x:4x10x8:float32", 1, "exact"),
+}
+
+
+def build(name: str) -> nn.Module:
+    return {"bert": bert, "gpt2": gpt2, "vit": vit, "lstm": lstm}[name]()

@@ -1,0 +1,268 @@
+"""The Python API: export(), inspect_model(); the CLI is a thin layer over these."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from export_gelu.compat import incompatibilities, model_opset, op_counts
+from export_gelu.errors import BadInputError, TargetUnmetError
+from export_gelu.exporter.capture import capture, cast_args, module_for_precision
+from export_gelu.exporter.feeds import resolve_feed
+from export_gelu.exporter.load import LoadedModel, load_model
+from export_gelu.exporter.save import check_output_path, save_onnx_atomic, write_text_atomic
+from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, export_to_onnx
+from export_gelu.passes.fx import run_fx_passes
+from export_gelu.passes.onnx import run_onnx_passes
+from export_gelu.passes.sites import GeluSite
+from export_gelu.progress import Progress
+from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances, skipped
+from export_gelu.runtime.report import Report
+from export_gelu.targets import TRT_PROFILES, TargetProfile, resolve_target
+
+GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+def default_output(model: Path, target: str) -> Path:
+    """`model.pt` → `model.<target>.onnx` beside it."""
+    return model.with_name(f"{model.stem}.{target}.onnx")
+
+
+def check_form(form: str, profile: TargetProfile) -> None:
+    if form not in GELU_FORMS:
+        raise BadInputError(f"--gelu {form!r}: choose one of {', '.join(GELU_FORMS)}")
+    if form == "plugin" and not profile.plugin_usable:
+        takers = ", ".join(p.name for p in TRT_PROFILES if p.plugin_usable)
+        raise TargetUnmetError(
+            f"--gelu plugin: CustomGeluPluginDynamic is not available on {profile.name} "
+            f"({profile.gelu_plugin}); targets that take it: {takers}"
+        )
+
+
+def _torch_feed(feed: OrderedDict[str, np.ndarray], precision: str) -> tuple[Any, ...]:
+    import torch
+
+    return cast_args(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in feed.values()),
+                     precision)
+
+
+def _deployed_feed(feed: OrderedDict[str, np.ndarray], model: onnx.ModelProto,
+                   precision: str) -> OrderedDict[str, np.ndarray]:
+    """The feed as the produced graph takes it: its inputs only, floats in its precision."""
+    inits = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    dtype = np.float16 if precision == "fp16" else None
+    out: OrderedDict[str, np.ndarray] = OrderedDict()
+    for name in names:
+        if name not in feed:
+            raise TargetUnmetError(f"the produced graph takes an input {name!r} that the model "
+                                   f"was not given (inputs: {', '.join(feed)})")
+        arr = feed[name]
+        out[name] = arr.astype(dtype) if dtype is not None and arr.dtype.kind == "f" else arr
+    return out
+
+
+def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profile: TargetProfile,
+                  opset: int, form: str, precision: str, report: Report,
+                  progress: Progress) -> tuple[onnx.ModelProto, list[GeluSite]]:
+    module = module_for_precision(loaded, precision)
+    args = _torch_feed(feed, precision)
+    progress.step("capturing the model with torch.export")
+    program, why_not = capture(loaded, module, args, precision)
+    sites: list[GeluSite] = []
+    if program is not None:
+        progress.step("finding and canonicalizing GELU sites (fx)")
+        sites = run_fx_passes(program, form)
+    else:
+        report.notes.append(f"torch.export capture failed ({why_not}); GELU passes ran at the "
+                            "ONNX level only")
+        if opset >= DYNAMO_MIN_OPSET:
+            opset = DYNAMO_MIN_OPSET - 1
+            report.notes.append(f"exported with the TorchScript exporter at opset {opset}")
+    progress.step(f"exporting to ONNX (opset {opset})")
+    export_module = module if program is None else None
+    model, report.exporter = export_to_onnx(export_module, args, list(feed), opset, program)
+    return model, sites
+
+
+def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto,
+                     feed: OrderedDict[str, np.ndarray], precision: str, atol: float | None,
+                     rtol: float | None, added_error: float, threads: int, iterations: int,
+                     warmup: int, report: Report, progress: Progress) -> None:
+    from export_gelu.compat import PLUGIN_OP
+    from export_gelu.runtime.latency import measure_latency
+    from export_gelu.runtime.ort_runner import ort_runner
+
+    if any(n.op_type == PLUGIN_OP for n in model.graph.node):
+        report.parity = skipped(f"the graph holds {PLUGIN_OP}, which ONNX Runtime cannot run")
+        return
+    if precision == "bf16":
+        report.parity = skipped("bf16 graphs are not checked in ONNX Runtime (numpy has no bf16)")
+        return
+    d_atol, d_rtol = default_tolerances(precision, added_error)
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    deployed_feed = _deployed_feed(feed, model, precision)
+    dep = ort_runner(deployed_path, threads=threads, name="onnxruntime")
+    progress.step("checking parity in ONNX Runtime")
+    report.parity = compare_runners(reference, dep, deployed_feed, atol, rtol)
+    if iterations > 0:
+        progress.step("timing")
+        with reference, dep:
+            report.latency = measure_latency([reference, dep], deployed_feed, iterations, warmup,
+                                             progress)
+
+
+def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedDict,
+                      model: onnx.ModelProto, threads: int) -> Any:
+    from export_gelu.runtime.ort_runner import ort_runner
+    from export_gelu.runtime.torch_runner import TorchRunner
+
+    if loaded.is_onnx:
+        return ort_runner(loaded.path, threads=threads, name="input-onnx")
+    import torch
+
+    torch.set_num_threads(threads)
+    outputs = [o.name for o in model.graph.output]
+    return TorchRunner(reference_module, feed, outputs, name="pytorch")
+
+
+def export(model: str | Path, *, target: str = "trt", output: str | Path | None = None,
+           gelu: str = "keep", opset: int | None = None, inputs: Sequence[str] = (),
+           inputs_npz: str | Path | None = None, precision: str = "fp32",
+           engine: str | Path | None = None, report: str | Path | None = None,
+           atol: float | None = None, rtol: float | None = None, verify: bool = True,
+           allow_pickle: bool = False, model_factory: str | None = None, threads: int = 1,
+           iterations: int = 50, warmup: int = 5, require_trt: bool = False,
+           dynamic: Sequence[str] = (), progress: Progress | None = None) -> Report:
+    """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report.
+
+    Raises ExportGeluError subclasses for bad input (exit 2) or unmet targets (exit 3);
+    a parity failure is returned in the report (`report.exit_code == 1`).
+    """
+    progress = progress or Progress(enabled=False)
+    model_path = Path(model)
+    profile, target_note = resolve_target(target)
+    check_form(gelu, profile)
+    if precision not in PRECISIONS:
+        raise BadInputError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if precision not in profile.precisions:
+        raise TargetUnmetError(f"{profile.name} does not take {precision}")
+    if opset is not None and opset > profile.opset_ceiling:
+        raise TargetUnmetError(f"--opset {opset} is above {profile.name}'s ceiling "
+                               f"{profile.opset_ceiling}")
+    out = Path(output) if output else default_output(model_path, target)
+    for path in filter(None, [out, report and Path(report), engine and Path(engine)]):
+        check_output_path(path, [model_path])
+    if threads < 1:
+        raise BadInputError("--threads must be at least 1")
+
+    progress.step(f"loading {model_path}")
+    loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
+    feed = resolve_feed(loaded, list(inputs), inputs_npz)
+    rep = Report(model=str(model_path), target=profile.name, target_note=target_note,
+                 model_format=loaded.format.value, precision=precision, gelu_form=gelu,
+                 threads=threads, notes=list(loaded.notes))
+    reference_module = None if loaded.is_onnx else loaded.reference_module()
+
+    if loaded.is_onnx:
+        onnx_model = onnx.load(str(loaded.path), load_external_data=True)
+        fx_sites: list[GeluSite] = []
+        rep.exporter = "none (ONNX input)"
+    else:
+        onnx_model, fx_sites = _export_torch(loaded, feed, profile, opset or profile.opset,
+                                             gelu, precision, rep, progress)
+    progress.step("rewriting GELU sites for the target (ONNX)")
+    onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
+    rep.gelu_sites = fx_sites or onnx_sites
+    rep.opset = model_opset(onnx_model)
+    rep.op_counts = dict(op_counts(onnx_model))
+    problems = incompatibilities(onnx_model, profile)
+    rep.compatibility = {profile.name: problems}
+    if problems:
+        raise TargetUnmetError(f"the produced graph does not fit {profile.name}: "
+                               f"{'; '.join(problems)} (a bug in export-gelu; please report it)")
+
+    progress.step(f"writing {out}")
+    written = save_onnx_atomic(onnx_model, out, validate=onnx.checker.check_model)
+    rep.output = str(written[0])
+    rep.external_data = str(written[1]) if len(written) > 1 else None
+
+    from export_gelu.runtime.trt_runner import trt_unavailable_reason
+
+    why_no_trt = trt_unavailable_reason()
+    if profile.runtime == "trt" or engine:
+        rep.trt = {"status": "skipped", "reason": why_no_trt or "not requested"}
+        if why_no_trt and require_trt:
+            raise TargetUnmetError(f"--require-trt: TensorRT engine build skipped: {why_no_trt}")
+    else:
+        rep.trt = {"status": "skipped", "reason": f"target {profile.name} is not TensorRT"}
+
+    if verify:
+        reference = _reference_runner(loaded, reference_module, feed, onnx_model, threads)
+        added = max((s.added_max_error for s in rep.gelu_sites), default=0.0)
+        _verify_and_time(reference, out, onnx_model, feed, precision, atol, rtol, added,
+                         threads, iterations, warmup, rep, progress)
+        if not why_no_trt and profile.runtime == "trt":
+            _build_and_check_trt(out, profile, precision, feed, onnx_model, engine, dynamic,
+                                 reference, rep, progress, atol, rtol, added)
+    else:
+        rep.parity = skipped("--no-verify")
+    progress.done()
+    if report:
+        write_text_atomic(rep.dumps(), Path(report))
+    return rep
+
+
+def _build_and_check_trt(onnx_path: Path, profile: TargetProfile, precision: str,
+                         feed: OrderedDict, model: onnx.ModelProto, engine: Any,
+                         dynamic: Sequence[str], reference: Any, rep: Report,
+                         progress: Progress, atol: float | None, rtol: float | None,
+                         added: float) -> None:
+    """Build a TensorRT engine with polygraphy and check it against the reference."""
+    from export_gelu.runtime.latency import measure_latency
+    from export_gelu.runtime.trt_runner import build_engine_loader, parse_dynamic, trt_runner
+
+    deployed_feed = _deployed_feed(feed, model, precision)
+    shapes = {n: tuple(a.shape) for n, a in deployed_feed.items()}
+    progress.step("building the TensorRT engine")
+    loader = build_engine_loader(onnx_path, profile, precision, shapes,
+                                 [parse_dynamic(d) for d in dynamic],
+                                 Path(engine) if engine else None)
+    runner = trt_runner(loader)
+    d_atol, d_rtol = default_tolerances(precision, added)
+    result: ParityResult = compare_runners(reference, runner, deployed_feed,
+                                           d_atol if atol is None else atol,
+                                           d_rtol if rtol is None else rtol)
+    rep.trt = {"status": "built", "reason": "", "engine": str(engine) if engine else None,
+               "parity": result.to_json()}
+    if result.status == "failed":
+        rep.parity = result
+    with runner:
+        rep.latency.update(measure_latency([runner], deployed_feed, 50, 5))
+
+
+def inspect_model(model: str | Path) -> dict[str, Any]:
+    """GELU sites and per-target compatibility of an ONNX file, without a GPU."""
+    from export_gelu.targets import PROFILES
+
+    loaded = load_model(model)
+    if not loaded.is_onnx:
+        raise BadInputError(f"{model}: inspect takes an ONNX file (export one first)")
+    onnx_model = onnx.load(str(model), load_external_data=False)
+    _m, sites = run_onnx_passes(onnx_model, PROFILES["onnx"], "keep")
+    return {
+        "model": str(model),
+        "opset": model_opset(onnx_model),
+        "gelu_sites": [s.to_json() for s in sites],
+        "compatibility": {p.name: incompatibilities(onnx_model, p) for p in PROFILES.values()},
+    }
+
+
+__all__ = ["export", "inspect_model", "default_output", "GELU_FORMS", "PRECISIONS"]

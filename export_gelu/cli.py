@@ -1,0 +1,148 @@
+"""Command line: argument parsing only; everything else is in export_gelu.api."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+
+from export_gelu.errors import ExportGeluError
+from export_gelu.targets import TARGET_NAMES
+
+EXPORT_EXAMPLES = """\
+examples:
+  export-gelu model.pt --target trt                      # newest TensorRT (or the installed one)
+  export-gelu model.pt --target trt8.2 -o bert.onnx      # a fleet pinned to TensorRT 8.2
+  export-gelu model.pt --target onnx --report r.json     # opset-20 ONNX with native Gelu
+  export-gelu model.pt --input input_ids:1x128:int64:0,30522 --target ort
+  export-gelu weights.pt --model-factory mypkg.models:build --input x:1x3x224x224
+  export-gelu model.onnx --target trt8.6                 # rewrite an existing ONNX file
+  export-gelu inspect model.onnx                         # which TensorRT versions take it
+  export-gelu verify model.pt deployed.onnx --inputs real_batch.npz
+
+exit codes: 0 done, 1 parity failed, 2 bad input or usage, 3 target cannot be met,
+            4 internal error (a bug: please report it with --debug output)
+"""
+
+
+def _add_input_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", action="append", default=[], metavar="NAME:SHAPE[:DTYPE[:LOW,HIGH]]",
+                   help="a model input, repeatable, in forward() order; e.g. x:1x3x224x224 or "
+                        "input_ids:1x128:int64:0,30522 (dtypes float32 float16 int64 int32 bool)")
+    p.add_argument("--inputs", metavar="FILE.npz", help="real input arrays, named as the inputs")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="allow loading a pickled nn.Module (runs code from the file: trust it)")
+    p.add_argument("--model-factory", metavar="PKG.MODULE:FUNC",
+                   help="builds the nn.Module that a state_dict file's weights load into")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads for ORT and torch (1)")
+    p.add_argument("--iterations", type=int, default=50, help="timed runs per runner (50)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed runs first (5)")
+    p.add_argument("--report", metavar="REPORT.json", help="write the JSON report here")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="export-gelu",
+        description="Export a PyTorch model (or rewrite an ONNX file) for ONNX Runtime or "
+                    "TensorRT 7.0–11, with every GELU found and lowered for the target, then "
+                    "check parity with PyTorch and time it.",
+        epilog=EXPORT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", metavar="MODEL", help="model.pt (ExportedProgram, TorchScript, "
+                   "pickled module, state_dict; detected by content) or model.onnx")
+    p.add_argument("--target", default="trt", choices=TARGET_NAMES, metavar="TARGET",
+                   help=f"one of: {', '.join(TARGET_NAMES)} (default trt)")
+    p.add_argument("-o", "--output", metavar="OUT.onnx", help="default: MODEL.<target>.onnx")
+    p.add_argument("--gelu", default="keep", choices=("keep", "erf", "tanh", "sigmoid", "plugin"),
+                   help="GELU form: keep (each site's own math; default), erf, tanh, sigmoid "
+                        "(changes the math), plugin (TensorRT plugin; computes tanh)")
+    p.add_argument("--opset", type=int, help="default: the target's")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"))
+    p.add_argument("--engine", metavar="OUT.plan", help="save the TensorRT engine (needs a GPU)")
+    p.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS=MIN:OPT:MAX",
+                   help="a TensorRT optimization-profile range for one input axis")
+    p.add_argument("--require-trt", action="store_true",
+                   help="exit 3 if the TensorRT engine cannot be built here")
+    p.add_argument("--no-verify", action="store_true", help="skip parity and latency")
+    _add_input_flags(p)
+    return p
+
+
+def inspect_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="export-gelu inspect",
+        description="List an ONNX file's GELU sites and which targets would parse it, and why "
+                    "not (static check: no GPU needed).")
+    p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def _run_export(argv: Sequence[str]) -> int:
+    from export_gelu import api
+    from export_gelu.progress import Progress
+
+    args = export_parser().parse_args(argv)
+    rep = api.export(
+        args.model, target=args.target, output=args.output, gelu=args.gelu, opset=args.opset,
+        inputs=args.input, inputs_npz=args.inputs, precision=args.precision, engine=args.engine,
+        report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
+        allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
+        iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
+        dynamic=args.dynamic, progress=Progress())
+    print(rep.summary())
+    return rep.exit_code
+
+
+def _run_inspect(argv: Sequence[str]) -> int:
+    from export_gelu import api
+
+    args = inspect_parser().parse_args(argv)
+    info = api.inspect_model(args.model)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    sites = info["gelu_sites"]
+    print(f"{info['model']}: opset {info['opset']}, {len(sites)} GELU site(s)")
+    for s in sites:
+        print(f"  {s['name']:<40} {s['kind']:<6} {s['source']}")
+    print(f"{'target':<8} {'parses as is?':<14} why not")
+    for name, reasons in info["compatibility"].items():
+        print(f"{name:<8} {'yes' if not reasons else 'no':<14} {'; '.join(reasons)}")
+    return 0
+
+
+COMMANDS = {"inspect": _run_inspect}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    command = COMMANDS.get(argv[0]) if argv else None
+    try:
+        if command is not None:
+            return command(argv[1:])
+        return _run_export(argv)
+    except ExportGeluError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"export-gelu: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("export-gelu: interrupted; no output was left half-written", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if debug:
+            traceback.print_exc()
+        print(f"export-gelu: internal error: {type(exc).__name__}: {exc} "
+              "(run again with --debug for the traceback)", file=sys.stderr)
+        return 4
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""torch → ONNX at a target's opset, choosing the exporter that can reach it (KNOWLEDGE.md §2)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from export_gelu.errors import BadInputError, TargetUnmetError
+
+#: The dynamo exporter cannot produce an opset below this in torch 2.13.
+DYNAMO_MIN_OPSET = 18
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    """The default-domain opset a model imports."""
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return 0
+
+
+@contextlib.contextmanager
+def quiet_exporter() -> Iterator[None]:
+    """Silence the exporters' chatter (progress prints, deprecation and registry warnings)."""
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "torch.export",
+                                               "torch._export", "torch.fx.experimental")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def exporter_for_opset(opset: int) -> str:
+    return "dynamo" if opset >= DYNAMO_MIN_OPSET else "torchscript"
+
+
+def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[str],
+                   opset: int) -> onnx.ModelProto:
+    import torch
+
+    with quiet_exporter():
+        onnx_program = torch.onnx.export(program, args, dynamo=True, opset_version=opset,
+                                         input_names=list(input_names) or None, verbose=False)
+    return onnx_program.model_proto
+
+
+def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequence[str],
+                        opset: int) -> onnx.ModelProto:
+    import torch
+
+    with tempfile.TemporaryDirectory(prefix="export-gelu-") as tmp:
+        path = Path(tmp) / "model.onnx"
+        with quiet_exporter():
+            torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
+                              input_names=list(input_names) or None,
+                              training=torch.onnx.TrainingMode.PRESERVE,
+                              do_constant_folding=True)
+        return onnx.load(str(path), load_external_data=True)
+
+
+def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str], opset: int,
+                   program: Any = None) -> tuple[onnx.ModelProto, str]:
+    """Export to ONNX at exactly `opset`; returns the model and the exporter used.
+
+    `program` (an ExportedProgram) is used by the dynamo exporter; the TorchScript exporter
+    needs a module (`program.module()` when only a program is at hand).
+    """
+    exporter = exporter_for_opset(opset)
+    try:
+        if exporter == "dynamo":
+            model = _export_dynamo(program if program is not None else module, args,
+                                   input_names, opset)
+        else:
+            target = module if module is not None else program.module()
+            model = _export_torchscript(target, args, input_names, opset)
+    except BadInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - exporter failures are reported, not re-thrown
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise TargetUnmetError(
+            f"the {exporter} exporter could not export this model at opset {opset}: {first}"
+        ) from exc
+    produced = default_opset(model)
+    if produced != opset:
+        raise TargetUnmetError(
+            f"asked the {exporter} exporter for opset {opset} but it produced opset {produced}"
+        )
+    return model, exporter

@@ -1,0 +1,1 @@
+"""GELU passes: find every GELU, canonicalize it, lower it to what the target wants."""

@@ -1,0 +1,1 @@
+"""Runners (torch, ONNX Runtime, TensorRT), parity, latency and the report."""

@@ -1,0 +1,120 @@
+"""The run report: JSON keys of DESIGN.md, and the one-screen summary printed after a run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from export_gelu.passes.sites import GeluSite
+from export_gelu.runtime.latency import Latency
+from export_gelu.runtime.parity import ParityResult, skipped
+
+
+@dataclass
+class Report:
+    """Everything a run found, did and measured."""
+
+    model: str
+    target: str
+    target_note: str = ""
+    model_format: str = ""
+    output: str | None = None
+    external_data: str | None = None
+    opset: int | None = None
+    exporter: str | None = None
+    precision: str = "fp32"
+    gelu_form: str = "keep"
+    gelu_sites: list[GeluSite] = field(default_factory=list)
+    op_counts: dict[str, int] = field(default_factory=dict)
+    compatibility: dict[str, list[str]] = field(default_factory=dict)
+    parity: ParityResult = field(default_factory=lambda: skipped("not run"))
+    trt: dict[str, Any] = field(default_factory=lambda: {"status": "skipped", "reason": "not run"})
+    latency: dict[str, Latency] = field(default_factory=dict)
+    threads: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.parity.status == "failed" else 0
+
+    def to_json(self) -> dict[str, Any]:
+        from export_gelu import __version__
+
+        return {
+            "tool": "export-gelu",
+            "version": __version__,
+            "model": self.model,
+            "model_format": self.model_format,
+            "target": self.target,
+            "target_note": self.target_note,
+            "output": self.output,
+            "external_data": self.external_data,
+            "opset": self.opset,
+            "exporter": self.exporter,
+            "precision": self.precision,
+            "gelu_form": self.gelu_form,
+            "gelu_sites": [s.to_json() for s in self.gelu_sites],
+            "op_counts": dict(sorted(self.op_counts.items())),
+            "compatibility": self.compatibility,
+            "parity": self.parity.to_json(),
+            "trt": self.trt,
+            "latency": {k: v.to_json() for k, v in self.latency.items()},
+            "threads": self.threads,
+            "notes": self.notes,
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2) + "\n"
+
+    def summary(self) -> str:
+        """A one-screen, plain-text summary."""
+        target = self.target_note or self.target
+        lines = [f"export-gelu  {self.model}  [{self.model_format}]  →  {target}"]
+        kinds: dict[str, int] = {}
+        for s in self.gelu_sites:
+            kinds[s.kind] = kinds.get(s.kind, 0) + 1
+        kind_text = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
+        lines.append(f"GELU sites: {len(self.gelu_sites)} ({kind_text})")
+        shown = self.gelu_sites[:8]
+        for s in shown:
+            where = s.module or s.name
+            lines.append(f"  {where:<38} {s.kind:<6} {s.source}  →  {s.action}")
+        if len(self.gelu_sites) > len(shown):
+            lines.append(f"  … and {len(self.gelu_sites) - len(shown)} more (see --report)")
+        if self.output:
+            extra = f" + {Path(self.external_data).name}" if self.external_data else ""
+            lines.append(f"Output: {self.output}{extra}  (opset {self.opset}, "
+                         f"{self.exporter} exporter, {self.precision})")
+        for target, reasons in self.compatibility.items():
+            verdict = "parses as is" if not reasons else "; ".join(reasons)
+            lines.append(f"Check: {target}: {verdict}")
+        lines.append(self._parity_line())
+        for name, out in self.parity.outputs.items():
+            mark = "ok  " if out.passed else "FAIL"
+            lines.append(f"  {mark} {name}: max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}, "
+                         f"p99.9 abs {out.p999_abs:.3g} (|ref| ≤ {out.ref_scale:.3g})")
+        if self.trt.get("status") == "built":
+            engine = self.trt.get("engine") or "in memory"
+            lines.append(f"TensorRT: engine built ({engine}); parity above includes it")
+        else:
+            lines.append(f"TensorRT: engine build and TensorRT parity skipped: "
+                         f"{self.trt.get('reason')}")
+        if self.latency:
+            lines.append(f"Latency ({self.threads} thread(s), median / p90 / p99 ms):")
+            for name, lat in self.latency.items():
+                lines.append(f"  {name:<14} {lat.median_ms:9.3f} {lat.p90_ms:9.3f} "
+                             f"{lat.p99_ms:9.3f}   ({lat.iterations} runs)")
+        for note in self.notes:
+            lines.append(f"Note: {note}")
+        return "\n".join(lines)
+
+    def _parity_line(self) -> str:
+        p = self.parity
+        if p.status == "skipped":
+            return f"Parity: skipped ({p.reason})"
+        runners = " vs ".join(p.runners)
+        head = "PASSED" if p.status == "passed" else "FAILED"
+        tail = f" — {p.reason}" if p.reason else ""
+        return f"Parity: {head} ({runners}, atol {p.atol:g}, rtol {p.rtol:g}){tail}"

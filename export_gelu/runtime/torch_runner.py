@@ -1,0 +1,85 @@
+"""A polygraphy runner for a PyTorch module (polygraphy's own PytRunner is broken, KNOWLEDGE §7)."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from polygraphy.backend.base import BaseRunner
+from polygraphy.common import TensorMetadata
+from polygraphy.datatype import DataType
+
+
+def flatten_outputs(value: Any) -> list[torch.Tensor]:
+    """Tensors of a model's output in order (tuples, lists, dicts and HF ModelOutputs)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict) or hasattr(value, "to_tuple"):
+        items = value.to_tuple() if hasattr(value, "to_tuple") else tuple(value.values())
+        return [t for v in items for t in flatten_outputs(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in flatten_outputs(v)]
+    return []
+
+
+class TorchRunner(BaseRunner):
+    """Calls `module(*inputs)` with inputs taken from the feed dict in `input_names` order.
+
+    Outputs are named `output_names` (the deployed graph's names) so Comparator can pair them.
+    """
+
+    def __init__(self, module: Any, inputs: dict[str, np.ndarray], output_names: Sequence[str],
+                 device: str = "cpu", name: str | None = None,
+                 float_dtype: torch.dtype | None = torch.float32) -> None:
+        """`inputs`: example arrays, in forward() order (their names, dtypes and shapes)."""
+        super().__init__(name=name or "torch", prefix="torch-runner")
+        self.module = module
+        self.input_names = list(inputs)
+        self._input_meta = dtype_metadata(inputs)
+        self.float_dtype = float_dtype
+        self.output_names = list(output_names)
+        self.device = device
+
+    def activate_impl(self) -> None:
+        if hasattr(self.module, "to") and self.device != "cpu":
+            self.module = self.module.to(self.device)
+
+    def get_input_metadata_impl(self) -> TensorMetadata:
+        return self._input_meta
+
+    def infer_impl(self, feed_dict: dict[str, Any]) -> OrderedDict[str, np.ndarray]:
+        args = [self._tensor(feed_dict[n]) for n in self.input_names]
+        with torch.inference_mode():
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            out = self.module(*args)
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            self.inference_time = time.perf_counter() - start
+        tensors = flatten_outputs(out)
+        names = self.output_names or [f"output_{i}" for i in range(len(tensors))]
+        if len(tensors) != len(names):
+            raise RuntimeError(f"the PyTorch model returned {len(tensors)} tensors but the "
+                               f"deployed graph has {len(names)} outputs")
+        return OrderedDict((n, t.detach().cpu().numpy()) for n, t in zip(names, tensors))
+
+    def _tensor(self, value: Any) -> torch.Tensor:
+        t = torch.as_tensor(np.asarray(value)).to(self.device)
+        if self.float_dtype is not None and t.is_floating_point():
+            t = t.to(self.float_dtype)
+        return t
+
+    def deactivate_impl(self) -> None:
+        pass
+
+
+def dtype_metadata(arrays: dict[str, np.ndarray]) -> TensorMetadata:
+    meta = TensorMetadata()
+    for name, arr in arrays.items():
+        meta.add(name, dtype=DataType.from_dtype(arr.dtype), shape=arr.shape)
+    return meta
