@@ -17,6 +17,7 @@ from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.load import LoadedModel, load_model
 from export_gelu.exporter.save import check_output_path, save_onnx_atomic, write_text_atomic
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, export_to_onnx
+from export_gelu.passes.compat import fit_to_profile, prepare_program_for_opset
 from export_gelu.passes.fx import run_fx_passes
 from export_gelu.passes.onnx import run_onnx_passes
 from export_gelu.passes.sites import GeluSite
@@ -79,6 +80,7 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
     if program is not None:
         progress.step("finding and canonicalizing GELU sites (fx)")
         sites = run_fx_passes(program, form)
+        report.notes.extend(prepare_program_for_opset(program, opset))
     else:
         report.notes.append(f"torch.export capture failed ({why_not}); GELU passes ran at the "
                             "ONNX level only")
@@ -180,6 +182,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                                              gelu, precision, rep, progress)
     progress.step("rewriting GELU sites for the target (ONNX)")
     onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
+    onnx_model, fit_notes = fit_to_profile(onnx_model, profile)
+    rep.notes.extend(fit_notes)
     rep.gelu_sites = fx_sites or onnx_sites
     rep.opset = model_opset(onnx_model)
     rep.op_counts = dict(op_counts(onnx_model))
