@@ -1,5 +1,6 @@
-"""Example architectures with random weights: BERT, GPT-2, ViT (transformers configs) and an
-LSTM regressor. Each builder is also a `--model-factory` for its state_dict.
+"""Example architectures with random weights: BERT, GPT-2, ViT, CLIP, Bloom, a Gemma-style
+decoder (transformers configs) and an LSTM regressor. Each builder is also a
+`--model-factory` for its state_dict.
 
 Sizes are small so that the tests run on two CPU cores; the layer structure (and so every
 GELU site) is that of the real architecture.
@@ -71,6 +72,37 @@ def vit() -> nn.Module:
     return HiddenStates(ViTModel(cfg, add_pooling_layer=False), "pixel_values").eval()
 
 
+def clip() -> nn.Module:
+    """CLIP's text encoder: its MLPs use QuickGELU (`quick_gelu`), which is not a GELU."""
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    torch.manual_seed(SEED)
+    cfg = CLIPTextConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=256,
+                         num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
+                         hidden_act="quick_gelu", bos_token_id=0, eos_token_id=2, pad_token_id=1)
+    return HiddenStates(CLIPTextModel(cfg), "input_ids").eval()
+
+
+def bloom() -> nn.Module:
+    """Bloom: its MLPs write the tanh GELU by hand (`x*0.5*(1+tanh(0.79788456*x*(…)))`)."""
+    from transformers import BloomConfig, BloomModel
+
+    torch.manual_seed(SEED)
+    cfg = BloomConfig(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4)
+    return HiddenStates(BloomModel(cfg), "input_ids").eval()
+
+
+def gemma() -> nn.Module:
+    """A Gemma-style decoder (GeGLU MLPs, `gelu_pytorch_tanh`: F.gelu(approximate='tanh'))."""
+    from transformers import GemmaConfig, GemmaModel
+
+    torch.manual_seed(SEED)
+    cfg = GemmaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                      head_dim=16, max_position_embeddings=64, hidden_act="gelu_pytorch_tanh")
+    return HiddenStates(GemmaModel(cfg), "input_ids").eval()
+
+
 def lstm() -> nn.Module:
     torch.manual_seed(SEED)
     return LSTMRegressor().eval()
@@ -92,6 +124,16 @@ EXAMPLES: dict[str, Example] = {
     "gpt2": Example("gpt2", "examples.models:gpt2", f"x:2x{SEQ}:int64:0,{VOCAB}", 2, "tanh"),
     "vit": Example("vit", "examples.models:vit", "x:2x3x32x32:float32", 2, "exact"),
     "lstm": Example("lstm", "examples.models:lstm", "x:4x10x8:float32", 1, "exact"),
+}
+
+
+#: More architectures, one per GELU spelling family (CLIP's QuickGELU, Bloom's hand-written
+#: tanh, Gemma's F.gelu tanh). Kept out of EXAMPLES so the every-format end-to-end matrix
+#: stays fast; tests/test_fx_models.py exports them.
+MORE_EXAMPLES: dict[str, Example] = {
+    "clip": Example("clip", "examples.models:clip", f"x:2x{SEQ}:int64:0,{VOCAB}", 2, "quick"),
+    "bloom": Example("bloom", "examples.models:bloom", f"x:2x{SEQ}:int64:0,{VOCAB}", 2, "tanh"),
+    "gemma": Example("gemma", "examples.models:gemma", f"x:2x{SEQ}:int64:0,{VOCAB}", 2, "tanh"),
 }
 
 

@@ -80,10 +80,13 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
     if program is not None:
         progress.step("finding and canonicalizing GELU sites (fx)")
         sites = run_fx_passes(program, form)
+        if loaded.format.value == "TorchScript":
+            report.notes.append("TorchScript converted to an ExportedProgram (TS2EPConverter); "
+                                "the fx GELU passes ran on it")
         report.notes.extend(prepare_program_for_opset(program, opset))
     else:
-        report.notes.append(f"torch.export capture failed ({why_not}); GELU passes ran at the "
-                            "ONNX level only")
+        report.notes.append(f"fx GELU passes skipped: torch.export capture failed ({why_not}); "
+                            "GELU passes ran at the ONNX level only")
         if opset >= DYNAMO_MIN_OPSET:
             opset = DYNAMO_MIN_OPSET - 1
             report.notes.append(f"exported with the TorchScript exporter at opset {opset}")

@@ -10,6 +10,25 @@ KINDS = ("exact", "tanh", "quick")
 FORM_MAX_ERROR = {"exact": 0.0, "tanh": 4.73e-4, "sigmoid": 2.03e-2}
 
 
+#: Worst-case absolute difference between two GELU functions over the whole real line
+#: (dense float64 sweep of [-20, 20]; beyond it all three agree to < 1e-6). `sigmoid` is
+#: x*sigmoid(1.702x), the function a `quick` site computes.
+_PAIR_MAX_ERROR = {frozenset(("exact", "tanh")): 4.73e-4,
+                   frozenset(("exact", "sigmoid")): 2.03e-2,
+                   frozenset(("tanh", "sigmoid")): 2.07e-2}
+
+
+def function_of(kind_or_form: str) -> str:
+    """The function a site kind or `--gelu` form computes: exact, tanh or sigmoid."""
+    return {"erf": "exact", "quick": "sigmoid"}.get(kind_or_form, kind_or_form)
+
+
+def added_max_error(kind: str, form: str) -> float:
+    """Worst-case absolute error that turning a `kind` site into `form` adds (0 if same)."""
+    a, b = function_of(kind), function_of(form)
+    return 0.0 if a == b else _PAIR_MAX_ERROR[frozenset((a, b))]
+
+
 @dataclass
 class GeluSite:
     """One GELU found in a graph: where, what it was, and what was done to it."""

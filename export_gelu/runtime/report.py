@@ -95,6 +95,7 @@ class Report:
             mark = "ok  " if out.passed else "FAIL"
             lines.append(f"  {mark} {name}: max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}, "
                          f"p99.9 abs {out.p999_abs:.3g} (|ref| ≤ {out.ref_scale:.3g})")
+        lines += self._form_error_lines()
         if self.trt.get("status") == "built":
             engine = self.trt.get("engine") or "in memory"
             lines.append(f"TensorRT: engine built ({engine}); parity above includes it")
@@ -109,6 +110,18 @@ class Report:
         for note in self.notes:
             lines.append(f"Note: {note}")
         return "\n".join(lines)
+
+    def _form_error_lines(self) -> list[str]:
+        """The worst-case error a GELU form change adds, next to the deviation measured."""
+        changed = [s for s in self.gelu_sites if s.added_max_error > 0]
+        if not changed:
+            return []
+        added = max(s.added_max_error for s in changed)
+        measured = [o.max_abs for o in self.parity.outputs.values()]
+        seen = (f"measured end to end: max abs {max(measured):.3g}" if measured
+                else "not measured (parity skipped)")
+        return [f"GELU form --gelu {self.gelu_form}: {len(changed)} site(s) changed the math, "
+                f"adding ≤ {added:.3g} abs each (worst case over the real line); {seen}"]
 
     def _parity_line(self) -> str:
         p = self.parity

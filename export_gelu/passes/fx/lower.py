@@ -1,4 +1,10 @@
-"""Lower canonical `aten.gelu` sites to the GELU form asked for with `--gelu`."""
+"""Lower canonical `aten.gelu` sites to the GELU *kind* asked for with `--gelu`.
+
+The fx level only changes what function a site computes (`erf` → exact, `tanh`,
+`sigmoid` → x*sigmoid(1.702x)); the node form a runtime wants (native `Gelu`, a contrib
+op, expanded or fp16-safe primitives, the TensorRT plugin) is emitted by the ONNX-level
+passes. `keep` and `plugin` leave every site's kind alone here.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from torch import fx
 
 from export_gelu.passes.fx.canonicalize import GELU, gelu_kind
 from export_gelu.passes.fx.patterns import QUICK_ALPHA
-from export_gelu.passes.sites import FORM_MAX_ERROR, GeluSite
+from export_gelu.passes.sites import GeluSite, added_max_error
 
 aten = torch.ops.aten
 
@@ -22,6 +28,7 @@ def _copy_meta(src: fx.Node, *dst: fx.Node) -> None:
 
 
 def _to_sigmoid(graph: fx.Graph, node: fx.Node) -> fx.Node:
+    """Replace `node` (an aten.gelu) by x*sigmoid(1.702x)."""
     x = node.args[0]
     with graph.inserting_before(node):
         scaled = graph.call_function(aten.mul.Tensor, (x, QUICK_ALPHA))
@@ -33,26 +40,40 @@ def _to_sigmoid(graph: fx.Graph, node: fx.Node) -> fx.Node:
     return out
 
 
+def _set_approximate(node: fx.Node, approximate: str) -> None:
+    node.args = node.args[:1]
+    node.kwargs = {**node.kwargs, "approximate": approximate}
+
+
 def lower_gelus(gm: fx.GraphModule, sites: list[GeluSite], form: str) -> None:
-    """Change every exact/tanh site to `form` (erf, tanh or sigmoid); QuickGELU stays."""
+    """Make every exact/tanh site compute `form` (erf, tanh or sigmoid); QuickGELU stays.
+
+    Each changed site's action says what was done and `added_max_error` states the
+    worst-case absolute error the change adds over the site's own math.
+    """
     if form not in FX_FORMS:
         return
     by_name = {s.name: s for s in sites if s.kind != "quick"}
     graph = gm.graph
+    changed = False
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not GELU or node.name not in by_name:
             continue
         site = by_name[node.name]
+        kind = gelu_kind(node)
         if form == "sigmoid":
             _to_sigmoid(graph, node)
-            site.action = "lowered to x*sigmoid(1.702x) (changes the math; opt-in)"
-            site.added_max_error = FORM_MAX_ERROR["sigmoid"]
+            site.action = f"changed {kind} → x*sigmoid(1.702x) (--gelu sigmoid; changes the math)"
+        elif (form == "tanh") != (kind == "tanh"):
+            wanted = "tanh" if form == "tanh" else "none"
+            _set_approximate(node, wanted)
+            target = "tanh" if form == "tanh" else "exact"
+            site.action = (f"changed {kind} → {target}: aten.gelu(approximate={wanted}) "
+                           f"(--gelu {form}; changes the math)")
+        else:
             continue
-        wanted = "tanh" if form == "tanh" else "none"
-        if gelu_kind(node) == ("tanh" if wanted == "tanh" else "exact"):
-            continue
-        node.kwargs = {**node.kwargs, "approximate": wanted}
-        site.action = f"changed {site.kind} → {'tanh' if wanted == 'tanh' else 'exact'} (opt-in)"
-        site.added_max_error = FORM_MAX_ERROR["tanh"]
-    graph.lint()
-    gm.recompile()
+        site.added_max_error = added_max_error(kind, form)
+        changed = True
+    if changed:
+        graph.lint()
+        gm.recompile()

@@ -1,22 +1,25 @@
 """GELU formulas as patterns, written as the math they match (KNOWLEDGE.md §3).
 
-Each rule is a formula over one variable `x`; products and sums are unordered, so one
-rule covers every operand order and bracketing. A rule names the canonical GELU it
-stands for (`exact`, `tanh` or `quick`) and the spellings it covers.
+Each rule is a formula over one variable `x`, built with the polynomial algebra of
+`expr.py`. The matched graph is brought to the same canonical form, so one rule covers
+every operand order, bracketing, distribution and cube spelling: GPT-2's `gelu_new`,
+`gelu_accurate`, `gelu_fast`, Bloom and Megatron are all the one `tanh formula`.
+Literals are compared with a relative tolerance.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from torch import fx
 
-from export_gelu.passes.fx.expr import Const, Expr, Leaf, Op
+from export_gelu.passes.fx.expr import Fn, Leaf, Poly, apply
 
-#: Relative tolerance for literals: accepts 0.7978845608, 0.79788456 and √(2/π), rejects 0.8.
+#: Relative tolerance for literals: accepts 0.7978845608, 0.79788456 and √(2/π); rejects
+#: 0.7978 (1.1e-4 off), 0.8 and a β of 0.0447.
 LITERAL_RTOL = 1e-4
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -24,110 +27,99 @@ INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 TANH_BETA = 0.044715
 QUICK_ALPHA = 1.702
 
-
-@dataclass(frozen=True)
-class Var:
-    name: str = "x"
+x = Poly.var("x")
 
 
-Pattern = Var | Const | Op
+def tanh(a: Poly) -> Poly:
+    return apply("tanh", a)
 
 
-def mul(*args: Pattern | float) -> Op:
-    return Op("mul", tuple(Const(float(a)) if isinstance(a, (int, float)) else a for a in args))
+def erf(a: Poly) -> Poly:
+    return apply("erf", a)
 
 
-def add(*args: Pattern | float) -> Op:
-    return Op("add", tuple(Const(float(a)) if isinstance(a, (int, float)) else a for a in args))
+def erfc(a: Poly) -> Poly:
+    return apply("erfc", a)
 
 
-def tanh(a: Pattern) -> Op:
-    return Op("tanh", (a,))
+def sigmoid(a: Poly) -> Poly:
+    return apply("sigmoid", a)
 
 
-def erf(a: Pattern) -> Op:
-    return Op("erf", (a,))
+def ndtr(a: Poly) -> Poly:
+    return apply("ndtr", a)
 
 
-def sigmoid(a: Pattern) -> Op:
-    return Op("sigmoid", (a,))
-
-
-x = Var()
-
-# The two ways the tanh argument is written: expanded (GPT-2's gelu_new) or factored
-# (gelu_fast, Megatron, Bloom). `pow(x,3)` and `x*x*x` are the same tree here.
-TANH_ARG_EXPANDED = mul(SQRT_2_OVER_PI, add(x, mul(TANH_BETA, x, x, x)))
-TANH_ARG_FACTORED = mul(SQRT_2_OVER_PI, x, add(1, mul(TANH_BETA, x, x)))
+#: The tanh approximation's argument; factored (`c*x*(1+β*x*x)`), distributed or with
+#: `pow(x,3)`, it is this one polynomial.
+TANH_ARG = SQRT_2_OVER_PI * (x + TANH_BETA * x**3)
 
 
 @dataclass(frozen=True)
 class GeluRule:
-    """A formula that computes a GELU of kind `kind`."""
+    """A formula that computes a GELU of kind `kind` (exact | tanh | quick)."""
 
     name: str
     kind: str
-    formula: Op
+    formula: Poly
 
 
 RULES: tuple[GeluRule, ...] = (
-    GeluRule("tanh formula (gelu_new / gelu_accurate)", "tanh",
-             mul(0.5, x, add(1, tanh(TANH_ARG_EXPANDED)))),
-    GeluRule("tanh formula, factored (gelu_fast / Bloom / Megatron)", "tanh",
-             mul(0.5, x, add(1, tanh(TANH_ARG_FACTORED)))),
-    GeluRule("tanh formula as sigmoid", "tanh",
-             mul(x, sigmoid(mul(2.0 * SQRT_2_OVER_PI, add(x, mul(TANH_BETA, x, x, x)))))),
-    GeluRule("erf formula (gelu_python / ESM / TF)", "exact",
-             mul(0.5, x, add(1, erf(mul(INV_SQRT_2, x))))),
-    GeluRule("QuickGELU x*sigmoid(1.702x)", "quick", mul(x, sigmoid(mul(QUICK_ALPHA, x)))),
+    GeluRule("tanh formula", "tanh", 0.5 * x * (1 + tanh(TANH_ARG))),
+    GeluRule("tanh formula as sigmoid", "tanh", x * sigmoid(2 * TANH_ARG)),
+    GeluRule("erf formula", "exact", 0.5 * x * (1 + erf(x * INV_SQRT_2))),
+    GeluRule("erfc formula", "exact", 0.5 * x * erfc(-x * INV_SQRT_2)),
+    GeluRule("x*ndtr(x)", "exact", x * ndtr(x)),
+    GeluRule("QuickGELU x*sigmoid(1.702x)", "quick", x * sigmoid(QUICK_ALPHA * x)),
 )
 
 
-def _close(a: float, b: float) -> bool:
+def close(a: float, b: float) -> bool:
+    """Literal equality within LITERAL_RTOL."""
     return math.isclose(a, b, rel_tol=LITERAL_RTOL, abs_tol=1e-12)
 
 
-def _match(pat: Pattern, expr: Expr, bound: dict[str, fx.Node]) -> Iterator[dict[str, fx.Node]]:
-    """Yield every binding of the pattern's variables under which `pat` equals `expr`."""
-    if isinstance(pat, Var):
-        if not isinstance(expr, Leaf):
-            return
-        if pat.name in bound:
-            if bound[pat.name] is expr.node:
-                yield bound
-            return
-        yield {**bound, pat.name: expr.node}
-        return
-    if isinstance(pat, Const):
-        if isinstance(expr, Const) and _close(pat.value, expr.value):
-            yield bound
-        return
-    if not isinstance(expr, Op) or expr.kind != pat.kind or len(expr.args) != len(pat.args):
-        return
-    if pat.kind in ("mul", "add"):
-        seen: set[tuple[int, ...]] = set()
-        for order in itertools.permutations(range(len(expr.args))):
-            key = tuple(order)
-            if key in seen:
-                continue
-            seen.add(key)
-            yield from _match_seq(pat.args, tuple(expr.args[i] for i in order), bound)
-        return
-    yield from _match_seq(pat.args, expr.args, bound)
+T = TypeVar("T")
 
 
-def _match_seq(pats: tuple[Pattern, ...], exprs: tuple[Expr, ...],
-               bound: dict[str, fx.Node]) -> Iterator[dict[str, fx.Node]]:
-    if not pats:
-        yield bound
-        return
-    for b in _match(pats[0], exprs[0], bound):
-        yield from _match_seq(pats[1:], exprs[1:], b)
+def _pairs_up(left: Sequence[T], right: Sequence[T], same: Callable[[T, T], bool]) -> bool:
+    """Whether the two sequences can be paired one to one so that every pair is `same`."""
+    if len(left) != len(right):
+        return False
+    if not left:
+        return True
+    head, rest = left[0], left[1:]
+    for i, candidate in enumerate(right):
+        if same(head, candidate) and _pairs_up(rest, right[:i] + right[i + 1:], same):
+            return True
+    return False
 
 
-def match_rule(expr: Expr) -> tuple[GeluRule, fx.Node] | None:
-    """The first rule that `expr` computes, and the node bound to `x`."""
+def _same_atom(p: object, e: object) -> bool:
+    if isinstance(p, Leaf) and isinstance(e, Leaf):
+        return True  # both sides have exactly one leaf (checked in match_rule)
+    if isinstance(p, Fn) and isinstance(e, Fn):
+        return p.name == e.name and same_form(p.arg, e.arg)
+    return False
+
+
+def same_form(pattern: Poly, expr: Poly) -> bool:
+    """Equal polynomials, literals within tolerance (terms and factors in any order)."""
+    return _pairs_up(pattern.terms, expr.terms,
+                     lambda p, e: close(p[1], e[1]) and _pairs_up(p[0], e[0], _same_atom))
+
+
+def match_rule(form: Poly) -> tuple[GeluRule, fx.Node] | None:
+    """The rule whose formula `form` computes, and the node that plays `x`; else None."""
+    if not form.has_function():
+        return None
+    leaves = form.leaves()
+    if len(leaves) != 1:
+        return None
+    (node,) = leaves
+    if not isinstance(node, fx.Node):
+        return None
     for rule in RULES:
-        for binding in _match(rule.formula, expr, {}):
-            return rule, binding["x"]
+        if same_form(rule.formula, form):
+            return rule, node
     return None
