@@ -14,16 +14,23 @@ from export_gelu.compat import incompatibilities, model_opset, op_counts
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.capture import capture, cast_args, module_for_precision
 from export_gelu.exporter.feeds import resolve_feed
-from export_gelu.exporter.load import LoadedModel, load_model
-from export_gelu.exporter.save import check_output_path, save_onnx_atomic, write_text_atomic
+from export_gelu.exporter.inputs import check_run_flags
+from export_gelu.exporter.load import LoadedModel, load_model, load_onnx_model
+from export_gelu.exporter.save import (
+    check_distinct_outputs,
+    check_output_path,
+    save_onnx_atomic,
+    write_text_atomic,
+)
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, export_to_onnx
 from export_gelu.passes.compat import fit_to_profile, prepare_program_for_opset
 from export_gelu.passes.fx import run_fx_passes
-from export_gelu.passes.onnx import run_onnx_passes
+from export_gelu.passes.onnx import find_sites, merge_sites, run_onnx_passes
 from export_gelu.passes.sites import GeluSite
 from export_gelu.progress import Progress
 from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances, skipped
 from export_gelu.runtime.report import Report
+from export_gelu.runtime.trt_runner import parse_dynamic
 from export_gelu.targets import TRT_PROFILES, TargetProfile, resolve_target
 
 GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
@@ -163,13 +170,20 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         raise TargetUnmetError(f"--opset {opset} is above {profile.name}'s ceiling "
                                f"{profile.opset_ceiling}")
     out = Path(output) if output else default_output(model_path, target)
-    for path in filter(None, [out, report and Path(report), engine and Path(engine)]):
+    outputs = [(f, Path(p)) for f, p in (("--output", out), ("--report", report),
+                                         ("--engine", engine)) if p]
+    check_distinct_outputs(outputs)
+    for _flag, path in outputs:
         check_output_path(path, [model_path])
-    if threads < 1:
-        raise BadInputError("--threads must be at least 1")
+    check_run_flags(threads=threads, iterations=iterations, warmup=warmup, atol=atol, rtol=rtol,
+                    opset=opset)
+    for spec in dynamic:
+        parse_dynamic(spec)  # a bad --dynamic is refused here, not only on a GPU machine
 
     progress.step(f"loading {model_path}")
     loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
+    for _flag, path in outputs:
+        check_output_path(path, [model_path, *loaded.data_files])
     feed = resolve_feed(loaded, list(inputs), inputs_npz)
     rep = Report(model=str(model_path), target=profile.name, target_note=target_note,
                  model_format=loaded.format.value, precision=precision, gelu_form=gelu,
@@ -177,7 +191,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     reference_module = None if loaded.is_onnx else loaded.reference_module()
 
     if loaded.is_onnx:
-        onnx_model = onnx.load(str(loaded.path), load_external_data=True)
+        onnx_model = load_onnx_model(loaded.path)
         fx_sites: list[GeluSite] = []
         rep.exporter = "none (ONNX input)"
     else:
@@ -187,7 +201,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
     onnx_model, fit_notes = fit_to_profile(onnx_model, profile)
     rep.notes.extend(fit_notes)
-    rep.gelu_sites = fx_sites or onnx_sites
+    rep.gelu_sites = merge_sites(fx_sites, onnx_sites)
     rep.opset = model_opset(onnx_model)
     rep.op_counts = dict(op_counts(onnx_model))
     problems = incompatibilities(onnx_model, profile)
@@ -263,7 +277,7 @@ def inspect_model(model: str | Path) -> dict[str, Any]:
     if not loaded.is_onnx:
         raise BadInputError(f"{model}: inspect takes an ONNX file (export one first)")
     onnx_model = onnx.load(str(model), load_external_data=False)
-    _m, sites = run_onnx_passes(onnx_model, PROFILES["onnx"], "keep")
+    sites = find_sites(onnx_model)
     return {
         "model": str(model),
         "opset": model_opset(onnx_model),

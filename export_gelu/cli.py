@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 from export_gelu.errors import ExportGeluError
 from export_gelu.targets import TARGET_NAMES
@@ -25,6 +29,13 @@ examples:
 exit codes: 0 done, 1 parity failed, 2 bad input or usage, 3 target cannot be met,
             4 internal error (a bug: please report it with --debug output)
 """
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr and exit 2 (the full usage is in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _add_input_flags(p: argparse.ArgumentParser) -> None:
@@ -46,7 +57,7 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
 
 
 def export_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineErrorParser(
         prog="export-gelu",
         description="Export a PyTorch model (or rewrite an ONNX file) for ONNX Runtime or "
                     "TensorRT 7.0–11, with every GELU found and lowered for the target, then "
@@ -73,7 +84,7 @@ def export_parser() -> argparse.ArgumentParser:
 
 
 def inspect_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineErrorParser(
         prog="export-gelu inspect",
         description="List an ONNX file's GELU sites and which targets would parse it, and why "
                     "not (static check: no GPU needed).")
@@ -120,26 +131,59 @@ def _run_inspect(argv: Sequence[str]) -> int:
 COMMANDS = {"inspect": _run_inspect}
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM: unwinds like Ctrl-C so staging files are removed on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _interrupts_unwind() -> Iterator[None]:
+    """SIGTERM (and SIGINT) raise Interrupted for the span of a command; handlers restored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     command = COMMANDS.get(argv[0]) if argv else None
     try:
-        if command is not None:
-            return command(argv[1:])
-        return _run_export(argv)
+        with _interrupts_unwind():
+            if command is not None:
+                return command(argv[1:])
+            return _run_export(argv)
     except ExportGeluError as exc:
         if debug:
             traceback.print_exc()
-        print(f"export-gelu: error: {exc}", file=sys.stderr)
+        print(f"export-gelu: error: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("export-gelu: interrupted; no output was left half-written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        print(f"export-gelu: interrupted ({signal.Signals(signum).name}); no output was left "
+              "half-written", file=sys.stderr)
+        return 128 + int(signum)
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if debug:
             traceback.print_exc()
-        print(f"export-gelu: internal error: {type(exc).__name__}: {exc} "
+        print(f"export-gelu: internal error: {type(exc).__name__}: {_one_line(exc)[:500]} "
               "(run again with --debug for the traceback)", file=sys.stderr)
         return 4
 

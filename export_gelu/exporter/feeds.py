@@ -1,15 +1,28 @@
-"""Decide the input arrays a run uses: flags, a `.npz`, the model's own examples, or the graph."""
+"""Decide the input arrays a run uses: flags, a `.npz`, the model's own examples, or the graph.
+
+Whatever the source, the feed is checked against what the model declares before anything is
+exported: an ONNX graph's input names, dtypes and fixed dimensions; an ExportedProgram's
+input count, dtypes and static dimensions; a module's `forward()` arity.
+"""
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.inputs import SPEC_HELP, load_npz, make_inputs, parse_input_spec
+from export_gelu.exporter.inputs import (
+    MAX_ELEMENTS,
+    SPEC_HELP,
+    load_npz,
+    make_inputs,
+    parse_input_spec,
+)
 from export_gelu.exporter.load import LoadedModel
 
 _ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
@@ -32,22 +45,123 @@ def onnx_graph_inputs(path: Path) -> list[tuple[str, list[int | str], int]]:
     return found
 
 
+def _shape_text(dims: list[Any]) -> str:
+    return "x".join(str(d) for d in dims) or "scalar"
+
+
 def _feed_from_onnx(path: Path) -> OrderedDict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     feed: OrderedDict[str, np.ndarray] = OrderedDict()
     for name, dims, elem in onnx_graph_inputs(path):
-        if any(not isinstance(d, int) or d <= 0 for d in dims) or elem not in _ONNX_TO_NUMPY:
-            shown = "x".join(str(d) for d in dims)
+        if elem not in _ONNX_TO_NUMPY:
+            kind = onnx.TensorProto.DataType.Name(elem) if elem else "no tensor type"
+            raise BadInputError(f"{path}: input {name!r} is {kind}, which random inputs are "
+                                "not made for; pass --inputs FILE.npz")
+        if any(not isinstance(d, int) or d <= 0 for d in dims):
             raise BadInputError(
-                f"{path}: input {name!r} has shape {shown} with symbolic dimensions or an "
-                f"unsupported type; pass --input {SPEC_HELP}"
+                f"{path}: input {name!r} has shape {_shape_text(dims)} with symbolic or zero "
+                f"dimensions; pass --input {SPEC_HELP}"
             )
+        if float(np.prod(dims, dtype=np.float64)) > MAX_ELEMENTS:
+            raise BadInputError(f"{path}: input {name!r} declares shape {_shape_text(dims)}, "
+                                f"more than the {MAX_ELEMENTS} elements allowed; pass --input")
         dtype = np.dtype(_ONNX_TO_NUMPY[elem])
         if dtype.kind == "f":
             feed[name] = rng.standard_normal(dims).astype(dtype)
         else:
             feed[name] = rng.integers(0, 2 if dtype.kind == "b" else 10, size=dims).astype(dtype)
     return feed
+
+
+def _check_against_onnx(path: Path, feed: OrderedDict[str, np.ndarray]
+                        ) -> OrderedDict[str, np.ndarray]:
+    """The feed in the graph's input order; names, dtypes and fixed dims must match."""
+    declared = onnx_graph_inputs(path)
+    expected = [n for n, _d, _e in declared]
+    missing = [n for n in expected if n not in feed]
+    if missing:
+        raise BadInputError(f"{path}: no input given for {', '.join(missing)} "
+                            f"(the graph takes {', '.join(expected)})")
+    extra = [n for n in feed if n not in expected]
+    if extra:
+        raise BadInputError(f"{path}: the graph has no input named {', '.join(extra)} "
+                            f"(it takes {', '.join(expected)})")
+    for name, dims, elem in declared:
+        arr = feed[name]
+        want = _ONNX_TO_NUMPY.get(elem)
+        if want is not None and arr.dtype != np.dtype(want):
+            raise BadInputError(f"{path}: input {name!r} is {np.dtype(want).name} in the graph, "
+                                f"but {arr.dtype.name} was given")
+        fixed_ok = len(dims) == arr.ndim and all(
+            not isinstance(d, int) or d <= 0 or d == s for d, s in zip(dims, arr.shape))
+        if dims and not fixed_ok:
+            raise BadInputError(f"{path}: input {name!r} has shape {_shape_text(dims)} in the "
+                                f"graph, but {_shape_text(list(arr.shape))} was given")
+    return OrderedDict((n, feed[n]) for n in expected)
+
+
+def _program_inputs(loaded: LoadedModel) -> list[tuple[str, Any]]:
+    """(name, fake tensor) of an ExportedProgram's user inputs."""
+    program = loaded.exported
+    user = set(program.graph_signature.user_inputs)
+    return [(n.name, n.meta.get("val")) for n in program.graph.nodes
+            if n.op == "placeholder" and n.name in user]
+
+
+def _check_against_program(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]) -> None:
+    import torch
+
+    declared = _program_inputs(loaded)
+    if len(declared) != len(feed):
+        raise BadInputError(f"{loaded.path}: the ExportedProgram takes {len(declared)} input(s) "
+                            f"({', '.join(n for n, _ in declared)}), {len(feed)} given")
+    for (name, val), (given, arr) in zip(declared, feed.items()):
+        if not isinstance(val, torch.Tensor):
+            continue
+        want = torch.empty((), dtype=val.dtype).numpy().dtype if val.dtype != torch.bfloat16 \
+            else None
+        if want is not None and arr.dtype != want:
+            raise BadInputError(f"{loaded.path}: input {name!r} is {want.name} in the "
+                                f"ExportedProgram, but {arr.dtype.name} was given ({given!r})")
+        static = [d if isinstance(d, int) else None for d in val.shape]
+        if len(static) != arr.ndim or any(d is not None and d != s
+                                          for d, s in zip(static, arr.shape)):
+            shown = _shape_text([d if d is not None else "?" for d in static])
+            raise BadInputError(f"{loaded.path}: input {name!r} was exported with shape {shown}"
+                                f", but {_shape_text(list(arr.shape))} was given ({given!r}); "
+                                "an ExportedProgram only takes the shapes it was exported for")
+
+
+def forward_arity(module: Any) -> tuple[int, int | None] | None:
+    """(required, maximum or None if unbounded) positional inputs of `forward`, if knowable."""
+    import torch
+
+    try:
+        if isinstance(module, torch.jit.ScriptModule):
+            args = module.forward.schema.arguments[1:]
+            required = sum(1 for a in args if not a.has_default_value())
+            return required, len(args)
+        params = list(inspect.signature(module.forward).parameters.values())
+    except Exception:  # noqa: BLE001 - builtin or exotic forward: cannot tell
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return sum(1 for p in params if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD
+                   ), None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = sum(1 for p in positional if p.default is p.empty)
+    return required, len(positional)
+
+
+def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]) -> None:
+    arity = forward_arity(loaded.module)
+    if arity is None:
+        return
+    required, maximum = arity
+    if len(feed) < required or (maximum is not None and len(feed) > maximum):
+        want = str(required) if maximum == required else \
+            f"{required} to {maximum if maximum is not None else 'any'}"
+        raise BadInputError(f"{loaded.path}: forward() takes {want} input(s), {len(feed)} given "
+                            f"({', '.join(feed)}); pass one --input per argument, in order")
 
 
 def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
@@ -72,10 +186,9 @@ def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
             "or --inputs FILE.npz"
         )
     if loaded.is_onnx:
-        expected = [n for n, _d, _e in onnx_graph_inputs(loaded.path)]
-        missing = [n for n in expected if n not in feed]
-        if missing:
-            raise BadInputError(f"{loaded.path}: no input given for {', '.join(missing)} "
-                                f"(the graph takes {', '.join(expected)})")
-        feed = OrderedDict((n, feed[n]) for n in expected)
+        return _check_against_onnx(loaded.path, feed)
+    if loaded.exported is not None:
+        _check_against_program(loaded, feed)
+    elif loaded.module is not None:
+        _check_against_module(loaded, feed)
     return feed

@@ -1,11 +1,23 @@
-"""Load a model file safely: what it is, the module to run, and inputs it carries."""
+"""Load a model file safely: what it is, the module to run, and inputs it carries.
+
+Pickle policy: no Python pickle from the file is executed unless `allow_pickle` is set.
+- torch.save files are loaded with `weights_only=True` first (tensors and containers only);
+  what that refuses is a pickled module, refused with the risk explained.
+- ExportedProgram archives are loaded with every inner `torch.load` forced to
+  `weights_only` (torch.export.load otherwise falls back to full unpickling of sample inputs
+  and pickled weights), and archives holding AOTInductor libraries or pickled opaque objects
+  are refused outright.
+- TorchScript archives are read by TorchScript's own unpickler, which builds no Python objects.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +29,11 @@ PICKLE_RISK = (
     "loading it runs arbitrary Python code from the file; "
     "pass --allow-pickle only if you trust where it came from"
 )
+_FACTORY_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+#: Keys under which training checkpoints nest the model's state_dict.
+_NESTED_STATE_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")
+_FORCE_WEIGHTS_ONLY = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
+_FORCE_NO_WEIGHTS_ONLY = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
 
 
 @dataclass
@@ -31,6 +48,7 @@ class LoadedModel:
     example_inputs: tuple[Any, ...] | None = None
     input_names: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    data_files: list[Path] = field(default_factory=list)  # an ONNX input's external data
 
     @property
     def is_onnx(self) -> bool:
@@ -43,19 +61,24 @@ class LoadedModel:
         return self.module
 
 
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:limit]
+
+
 def _import_callable(spec: str) -> Any:
     """Resolve 'pkg.module:function' to a callable, with the working directory importable."""
-    if ":" not in spec:
-        raise BadInputError(f"--model-factory {spec!r}: expected the form pkg.module:function")
+    if not _FACTORY_FORM.match(spec or ""):
+        raise BadInputError(f"--model-factory {spec!r}: expected the form pkg.module:function "
+                            "(a module importable from the working directory)")
     mod_name, _, attr = spec.partition(":")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(mod_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
-        raise BadInputError(
-            f"--model-factory {spec!r}: cannot import {mod_name!r} ({exc})"
-        ) from exc
+        raise BadInputError(f"--model-factory {spec!r}: cannot import {mod_name!r} "
+                            f"({type(exc).__name__}: {_first_line(exc)})") from exc
     try:
         obj: Any = module
         for part in attr.split("."):
@@ -67,53 +90,132 @@ def _import_callable(spec: str) -> Any:
     return obj
 
 
-def _load_weights_only(path: Path) -> Any:
-    import pickle
+def _call_factory(spec: str) -> Any:
+    import torch
 
+    factory = _import_callable(spec)
+    try:
+        module = factory()
+    except Exception as exc:  # noqa: BLE001 - the factory is the user's code
+        raise BadInputError(f"--model-factory {spec!r}: calling it raised "
+                            f"{type(exc).__name__}: {_first_line(exc)}") from exc
+    if not isinstance(module, torch.nn.Module):
+        raise BadInputError(f"--model-factory {spec!r} returned {type(module).__name__}, "
+                            "not a torch.nn.Module")
+    return module
+
+
+@contextlib.contextmanager
+def forced_weights_only() -> Iterator[None]:
+    """Every `torch.load` inside, even one asking for `weights_only=False`, is weights-only."""
+    saved = {k: os.environ.get(k) for k in (_FORCE_WEIGHTS_ONLY, _FORCE_NO_WEIGHTS_ONLY)}
+    os.environ[_FORCE_WEIGHTS_ONLY] = "1"
+    os.environ.pop(_FORCE_NO_WEIGHTS_ONLY, None)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _refused_global(exc: BaseException) -> str | None:
+    """The global a weights-only load refused (`builtins.exec`), or None if it refused none."""
+    match = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+    if match:
+        return match.group(1)
+    if "Weights only load failed" in str(exc):
+        return "an object that is not a tensor or container"
+    return None
+
+
+def _load_weights_only(path: Path, is_zip: bool) -> Any:
+    """The object a torch.save file holds, loaded weights-only; or the exception it raised."""
     import torch
 
     try:
-        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
-    except (pickle.UnpicklingError, RuntimeError, AttributeError, ValueError, TypeError) as exc:
+        # mmap keeps big checkpoints file-backed; legacy (non-zip) files cannot be mapped
+        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=is_zip)
+    except Exception as exc:  # noqa: BLE001 - refusal and corruption are sorted by the caller
         return exc
-    except Exception as exc:  # noqa: BLE001
-        return exc
+
+
+def _unwrap_checkpoint(state: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
+    """A training checkpoint's nested state_dict (`{"model": {...}, "optimizer": ...}`)."""
+    import torch
+
+    if all(isinstance(v, torch.Tensor) for v in state.values()):
+        return state, None
+    for key in _NESTED_STATE_KEYS:
+        inner = state.get(key)
+        if isinstance(inner, Mapping) and inner and \
+                all(isinstance(v, torch.Tensor) for v in inner.values()):
+            return inner, key
+    return state, None
+
+
+def nonfinite_weights(state: Mapping[str, Any], limit: int = 3) -> list[str]:
+    """Names of floating tensors holding NaN (checked in chunks, never a full-size copy)."""
+    import torch
+
+    bad = []
+    for name, value in state.items():
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            continue
+        flat = value.detach().reshape(-1)
+        if any(bool(torch.isnan(chunk).any()) for chunk in flat.split(1 << 24)):
+            bad.append(name)
+            if len(bad) >= limit:
+                break
+    return bad
+
+
+def _refuse_nan(path: Path, state: Mapping[str, Any]) -> None:
+    bad = nonfinite_weights(state)
+    if bad:
+        raise BadInputError(f"{path}: weight {bad[0]!r} holds NaN (a corrupt or diverged "
+                            f"checkpoint{'; also ' + ', '.join(bad[1:]) if bad[1:] else ''}); "
+                            "its outputs could not be verified")
 
 
 def _load_state_dict(path: Path, state: Mapping[str, Any], factory: str | None) -> LoadedModel:
-    import torch
-
+    state, nested = _unwrap_checkpoint(state)
+    tensors = sum(1 for _ in state)
     if not factory:
         raise BadInputError(
-            f"{path}: holds a state_dict (weights only, {len(state)} tensors) and no model; "
+            f"{path}: holds a state_dict (weights only, {tensors} entries) and no model; "
             "pass --model-factory pkg.module:function that builds the nn.Module"
         )
-    module = _import_callable(factory)()
-    if not isinstance(module, torch.nn.Module):
-        raise BadInputError(f"--model-factory {factory!r} returned {type(module).__name__}, "
-                            "not a torch.nn.Module")
+    module = _call_factory(factory)
     try:
         module.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
+    except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as exc:
         first = str(exc).strip().splitlines()
         raise BadInputError(
             f"{path}: the state_dict does not fit the module from {factory}: "
-            f"{' '.join(line.strip() for line in first[:3])}"
+            f"{' '.join(line.strip() for line in first[:3])[:400]}"
         ) from exc
+    _refuse_nan(path, module.state_dict())
     module.eval()
-    return LoadedModel(path, ModelFormat.STATE_DICT, module=module,
-                       notes=[f"state_dict loaded into {factory}()"])
+    notes = [f"state_dict loaded into {factory}()"]
+    if nested:
+        notes.append(f"the file is a training checkpoint; its {nested!r} entry was loaded")
+    return LoadedModel(path, ModelFormat.STATE_DICT, module=module, notes=notes)
 
 
-def _load_pickled(path: Path, detected: Detected, allow_pickle: bool) -> LoadedModel:
+def _load_pickled(path: Path, detected: Detected, allow_pickle: bool,
+                  refused: str | None) -> LoadedModel:
     import torch
 
-    classes = ", ".join(detected.pickle_globals[:5]) or "unknown classes"
+    names = detected.pickle_globals[:5] or ([refused] if refused else [])
+    classes = ", ".join(names) or "unknown classes"
     if not allow_pickle:
         raise BadInputError(
-            f"{path}: a pickled nn.Module (it names {classes}); {PICKLE_RISK}. "
-            "Safer: save it with torch.export.save, torch.jit.save, or as a state_dict "
-            "with --model-factory"
+            f"{path}: a pickled Python object (it names {classes}), not plain weights; "
+            f"{PICKLE_RISK}. Safer: save it with torch.export.save, torch.jit.save, or as a "
+            "state_dict with --model-factory"
         )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -121,16 +223,63 @@ def _load_pickled(path: Path, detected: Detected, allow_pickle: bool) -> LoadedM
         obj = torch.load(str(path), map_location="cpu", weights_only=False)
     except (ModuleNotFoundError, AttributeError) as exc:
         raise BadInputError(
-            f"{path}: the pickle needs code that cannot be imported here ({exc}); "
+            f"{path}: the pickle needs code that cannot be imported here ({_first_line(exc)}); "
             "run from the directory that holds the model's package"
         ) from exc
     except Exception as exc:  # noqa: BLE001
-        raise BadInputError(f"{path}: could not unpickle ({type(exc).__name__}: {exc})") from exc
+        raise BadInputError(f"{path}: could not unpickle "
+                            f"({type(exc).__name__}: {_first_line(exc)})") from exc
     if not isinstance(obj, torch.nn.Module):
         raise BadInputError(f"{path}: unpickled a {type(obj).__name__}, not an nn.Module")
+    _refuse_nan(path, obj.state_dict())
     obj.eval()
     return LoadedModel(path, ModelFormat.PICKLED_MODULE, module=obj,
                        notes=["pickled module loaded with --allow-pickle"])
+
+
+def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> LoadedModel:
+    import pickle
+
+    import torch
+
+    from export_gelu.exporter.to_onnx import quiet_exporter
+
+    if detected.code_members and not allow_pickle:
+        shown = ", ".join(detected.code_members[:3])
+        raise BadInputError(f"{path}: the ExportedProgram archive holds compiled or pickled "
+                            f"code ({shown}); {PICKLE_RISK}")
+    guard = contextlib.nullcontext() if allow_pickle else forced_weights_only()
+    try:
+        with guard, quiet_exporter(), path.open("rb") as fh:
+            ep = torch.export.load(fh)
+    except pickle.UnpicklingError as exc:
+        refused = _refused_global(exc) or "a non-tensor object"
+        raise BadInputError(f"{path}: the ExportedProgram archive holds pickled Python objects "
+                            f"(it names {refused}), not just tensors; {PICKLE_RISK}") from exc
+    except Exception as exc:  # noqa: BLE001
+        raise BadInputError(f"{path}: corrupt ExportedProgram archive "
+                            f"({type(exc).__name__}: {_first_line(exc)})") from exc
+    _refuse_nan(path, ep.state_dict)
+    args, kwargs = ep.example_inputs or ((), {})
+    names = [s for s in ep.graph_signature.user_inputs if isinstance(s, str)]
+    example = tuple(args) + tuple(kwargs.values()) if (args or kwargs) else None
+    if example is not None and any(not isinstance(t, torch.Tensor) for t in example):
+        example = None  # non-tensor example inputs cannot be fed to ONNX Runtime
+    return LoadedModel(path, ModelFormat.EXPORTED_PROGRAM, exported=ep, example_inputs=example,
+                       input_names=names)
+
+
+def _load_torchscript(path: Path) -> LoadedModel:
+    import torch
+
+    try:
+        module = torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:  # noqa: BLE001
+        raise BadInputError(f"{path}: corrupt TorchScript archive "
+                            f"({type(exc).__name__}: {_first_line(exc)})") from exc
+    _refuse_nan(path, module.state_dict())
+    module.eval()
+    return LoadedModel(path, ModelFormat.TORCHSCRIPT, module=module)
 
 
 def load_model(path: str | Path, *, allow_pickle: bool = False,
@@ -140,36 +289,101 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
     detected = detect_format(path)
     fmt = detected.format
     if fmt is ModelFormat.ONNX:
-        return LoadedModel(path, fmt, onnx_path=path)
-
-    import torch
-
+        return LoadedModel(path, fmt, onnx_path=path, data_files=check_external_data(path))
     if fmt is ModelFormat.EXPORTED_PROGRAM:
-        try:
-            with path.open("rb") as fh:
-                ep = torch.export.load(fh)
-        except Exception as exc:  # noqa: BLE001
-            raise BadInputError(f"{path}: corrupt ExportedProgram archive "
-                                f"({type(exc).__name__}: {str(exc)[:200]})") from exc
-        args, kwargs = ep.example_inputs or ((), {})
-        names = [s for s in ep.graph_signature.user_inputs if isinstance(s, str)]
-        example = tuple(args) + tuple(kwargs.values()) if (args or kwargs) else None
-        return LoadedModel(path, fmt, exported=ep, example_inputs=example, input_names=names)
+        return _load_exported(path, detected, allow_pickle)
     if fmt is ModelFormat.TORCHSCRIPT:
-        try:
-            module = torch.jit.load(str(path), map_location="cpu")
-        except Exception as exc:  # noqa: BLE001
-            raise BadInputError(f"{path}: corrupt TorchScript archive "
-                                f"({type(exc).__name__}: {str(exc)[:200]})") from exc
-        module.eval()
-        return LoadedModel(path, fmt, module=module)
+        return _load_torchscript(path)
 
     # A torch.save pickle: weights_only first; that never runs code from the file.
-    obj = _load_weights_only(path)
+    with path.open("rb") as fh:
+        is_zip = fh.read(2) == b"PK"
+    obj = _load_weights_only(path, is_zip)
     if isinstance(obj, Mapping):
         return _load_state_dict(path, obj, model_factory)
-    if isinstance(obj, Exception) and fmt is ModelFormat.STATE_DICT:
-        raise BadInputError(f"{path}: corrupt or truncated torch.save file ({obj})")
-    if not isinstance(obj, Exception):
+    if not isinstance(obj, BaseException):
         raise BadInputError(f"{path}: holds a {type(obj).__name__}, not a model or state_dict")
-    return _load_pickled(path, detected, allow_pickle)
+    refused = _refused_global(obj)
+    if refused is None and not allow_pickle:
+        raise BadInputError(f"{path}: corrupt or truncated torch.save file "
+                            f"({type(obj).__name__}: {_first_line(obj)})")
+    return _load_pickled(path, detected, allow_pickle, refused)
+
+
+def _external_refs(model: Any) -> Iterator[tuple[str, dict[str, str]]]:
+    """(tensor name, external_data entries) of every tensor stored outside the file."""
+    import onnx
+
+    tensors = list(model.graph.initializer)
+    for node in model.graph.node:
+        tensors.extend(a.t for a in node.attribute if a.type == onnx.AttributeProto.TENSOR)
+    for tensor in tensors:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            yield tensor.name, {e.key: e.value for e in tensor.external_data}
+
+
+def check_external_data(path: Path) -> list[Path]:
+    """Refuse external-data references that escape the model's folder, point at missing files
+    or reach past a file's end; return the files referenced."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001
+        raise BadInputError(f"{path}: not a readable ONNX file ({_first_line(exc)})") from exc
+    base = path.resolve().parent
+    sizes: dict[Path, int] = {}
+    for name, info in _external_refs(model):
+        location = info.get("location", "")
+        target = (base / location).resolve()
+        if not location or Path(location).is_absolute() or not target.is_relative_to(base):
+            raise BadInputError(f"{path}: tensor {name!r} points its data at {location!r}, "
+                                "outside the model's folder; refusing to read it")
+        if target not in sizes:
+            if not target.is_file():
+                raise BadInputError(f"{path}: tensor {name!r} keeps its data in {location!r}, "
+                                    "which is missing (copy the .data file with the .onnx)")
+            sizes[target] = target.stat().st_size
+        try:
+            offset = int(info.get("offset", 0))
+            length = int(info["length"]) if "length" in info else sizes[target] - offset
+        except ValueError as exc:
+            raise BadInputError(f"{path}: tensor {name!r} has a malformed external-data "
+                                "offset or length") from exc
+        if offset < 0 or length < 0 or offset + length > sizes[target]:
+            raise BadInputError(f"{path}: tensor {name!r} needs bytes {offset}..{offset + length}"
+                                f" of {location!r}, which holds {sizes[target]}: truncated")
+    return sorted(sizes)
+
+
+def load_onnx_model(path: str | Path) -> Any:
+    """An ONNX file with its external data, after checking every data reference is sound."""
+    import onnx
+
+    path = Path(path)
+    check_external_data(path)
+    try:
+        model = onnx.load(str(path), load_external_data=True)
+    except Exception as exc:  # noqa: BLE001 - onnx raises ValidationError, OSError, DecodeError
+        raise BadInputError(f"{path}: cannot load the ONNX model with its external data "
+                            f"({type(exc).__name__}: {_first_line(exc)})") from exc
+    bad = nan_initializers(model)
+    if bad:
+        raise BadInputError(f"{path}: initializer {bad[0]!r} holds NaN (a corrupt model); "
+                            "its outputs could not be verified")
+    return model
+
+
+def nan_initializers(model: Any, limit: int = 3) -> list[str]:
+    """Names of floating initializers holding NaN."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    bad = []
+    for init in model.graph.initializer:
+        arr = numpy_helper.to_array(init)
+        if arr.dtype.kind == "f" and bool(np.isnan(arr).any()):
+            bad.append(init.name)
+            if len(bad) >= limit:
+                break
+    return bad
