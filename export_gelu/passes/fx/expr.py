@@ -214,7 +214,7 @@ class FormBuilder:
         if node not in self._cache:
             try:
                 poly = self._build(node)
-            except (TooLarge, ValueError, OverflowError, ZeroDivisionError):
+            except (TooLarge, ValueError, OverflowError, ZeroDivisionError, RecursionError):
                 poly = None
             self._cache[node] = poly if poly is not None else Poly.atom(Leaf(node))
         return self._cache[node]
