@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 KINDS = ("exact", "tanh", "quick")
 
@@ -40,6 +40,8 @@ class GeluSite:
     module: str = ""  # module path from nn_module_stack, "" when unknown
     level: str = "fx"  # fx | onnx
     added_max_error: float = 0.0  # worst-case abs error the action adds over the source math
+    onnx_nodes: list[str] = field(default_factory=list)  # ONNX nodes that computed it
+    emitted: list[str] = field(default_factory=list)  # ONNX nodes written for it
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

@@ -1,0 +1,172 @@
+"""Derive each exporter's GELU node shapes by exporting the reference formulas with it.
+
+    python -m export_gelu.passes.onnx.derive            # print the table
+    python -m export_gelu.passes.onnx.derive --write    # regenerate exporter_shapes.py
+
+A new torch release is a regeneration, not a hunt: the test suite re-derives the shapes
+with the installed torch and fails when `exporter_shapes.py` no longer matches them.
+Needs torch (the package itself does not, at run time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from export_gelu.passes.onnx.exporter_shapes import ExporterShape, Ref
+from export_gelu.passes.onnx.view import constant_node_value
+
+#: (exporter, opset) pairs derived: dynamo's own range and two TorchScript opsets.
+EXPORTS: tuple[tuple[str, int], ...] = (("dynamo", 18), ("dynamo", 19), ("dynamo", 20),
+                                        ("torchscript", 13), ("torchscript", 17))
+
+
+def reference_formulas() -> dict[str, tuple[str, Callable]]:
+    """name → (kind, torch function): how PyTorch and HF write each GELU (KNOWLEDGE §3)."""
+    import torch
+    import torch.nn.functional as F
+
+    c = math.sqrt(2.0 / math.pi)
+    return {
+        # torch's own GELU, both modes
+        "F.gelu(x)": ("exact", lambda x: F.gelu(x)),
+        "F.gelu(x, approximate='tanh')": ("tanh", lambda x: F.gelu(x, approximate="tanh")),
+        # HF gelu_new / gelu_python_tanh: 0.5*x*(1+tanh(c*(x+0.044715*pow(x,3.0))))
+        "gelu_new": ("tanh", lambda x: 0.5 * x * (1.0 + torch.tanh(
+            c * (x + 0.044715 * torch.pow(x, 3.0))))),
+        # HF gelu_fast: 0.5*x*(1+tanh(x*0.7978845608*(1+0.044715*x*x)))
+        "gelu_fast": ("tanh", lambda x: 0.5 * x * (1.0 + torch.tanh(
+            x * 0.7978845608 * (1.0 + 0.044715 * x * x)))),
+        # Bloom / Megatron: x*0.5*(1+tanh(0.79788456*x*(1+0.044715*x*x)))
+        "Bloom": ("tanh", lambda x: x * 0.5 * (1.0 + torch.tanh(
+            0.79788456 * x * (1 + 0.044715 * x * x)))),
+        # HF gelu_python / ESM: x*0.5*(1+erf(x/sqrt(2)))
+        "gelu_python": ("exact", lambda x: x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))),
+        # HF quick_gelu (CLIP): x*sigmoid(1.702*x), its own kind
+        "quick_gelu": ("quick", lambda x: x * torch.sigmoid(1.702 * x)),
+    }
+
+
+def export_references(exporter: str, opset: int) -> tuple[onnx.ModelProto, list[str]]:
+    """One graph holding every reference formula, each on its own input (no shared CSE)."""
+    import torch
+
+    from export_gelu.exporter.to_onnx import quiet_exporter
+
+    formulas = reference_formulas()
+
+    class References(torch.nn.Module):
+        def forward(self, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return tuple(f(x) for (_k, f), x in zip(formulas.values(), xs))
+
+    args = tuple(torch.randn(2, 8) for _ in formulas)
+    names = [f"x{i}" for i in range(len(formulas))]
+    with quiet_exporter():
+        if exporter == "dynamo":
+            model = torch.onnx.export(References(), args, dynamo=True, opset_version=opset,
+                                      input_names=names, verbose=False).model_proto
+        else:
+            buf = io.BytesIO()
+            torch.onnx.export(References(), args, buf, dynamo=False, opset_version=opset,
+                              input_names=names)
+            model = onnx.load_from_string(buf.getvalue())
+    return model, names
+
+
+def extract_shape(model: onnx.ModelProto, x: str, output: str) -> tuple | None:
+    """The nodes computing `output` from `x` as (op, refs) pairs; None if more than x feeds it."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    order: list[onnx.NodeProto] = []
+
+    def visit(tensor: str) -> bool:
+        if tensor == x or tensor in inits:
+            return True
+        node = producer.get(tensor)
+        if node is None:
+            return False
+        if node.op_type == "Constant" or any(n is node for n in order):
+            return True
+        if not all(visit(i) for i in node.input):
+            return False
+        order.append(node)
+        return True
+
+    if not visit(output):
+        return None
+    index = {n.output[0]: i for i, n in enumerate(order)}
+    nodes = []
+    for node in order:
+        refs: list[Ref] = []
+        for i in node.input:
+            if i == x:
+                refs.append("x")
+            elif i in index:
+                refs.append(index[i])
+            else:
+                arr = inits.get(i)
+                if arr is None:
+                    arr = constant_node_value(producer[i])
+                refs.append(float(np.asarray(arr).reshape(())))
+        nodes.append((node.op_type, tuple(refs)))
+    return tuple(nodes)
+
+
+def derive() -> list[ExporterShape]:
+    """Every exporter's shape of every reference formula (single `Gelu` nodes left out)."""
+    formulas = reference_formulas()
+    table: dict[tuple, ExporterShape] = {}
+    for exporter, opset in EXPORTS:
+        model, names = export_references(exporter, opset)
+        for (name, (kind, _f)), x, out in zip(formulas.items(), names, model.graph.output):
+            nodes = extract_shape(model, x, out.name)
+            if nodes is None or len(nodes) < 2:
+                continue
+            made_by = f"{exporter} {opset}"
+            old = table.get(nodes)
+            if old is None:
+                table[nodes] = ExporterShape(name, kind, (made_by,), nodes)
+                continue
+            names = old.formula if name in old.formula.split(" / ") else f"{old.formula} / {name}"
+            by = old.exporters if made_by in old.exporters else (*old.exporters, made_by)
+            table[nodes] = ExporterShape(names, kind, by, nodes)
+    return list(table.values())
+
+
+def render(shapes: list[ExporterShape]) -> str:
+    """exporter_shapes.py's SHAPES table as Python source."""
+    lines = ["SHAPES: tuple[ExporterShape, ...] = ("]
+    for s in shapes:
+        lines.append(f"    ExporterShape({s.formula!r}, {s.kind!r},")
+        lines.append(f"                  {s.exporters!r}, (")
+        for op, refs in s.nodes:
+            lines.append(f"                      ({op!r}, {refs!r}),")
+        lines.append("                  )),")
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="regenerate exporter_shapes.py")
+    args = parser.parse_args(argv)
+    table = render(derive())
+    if not args.write:
+        print(table, end="")
+        return 0
+    path = Path(__file__).with_name("exporter_shapes.py")
+    text = path.read_text()
+    head = text[: text.index("SHAPES: tuple[ExporterShape, ...] = (")]
+    path.write_text(head + table)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""Lower: choose what each canonical GELU site becomes for a target, `--gelu` and precision.
+
+A site's *math* changes only when asked (`--gelu erf|tanh|sigmoid|plugin`), and the action
+says what that costs. The *op* it is written as follows the target profile's
+`gelu_lowering`: ONNX `Gelu` (graph opset ≥ 20), ORT contrib ops, or primitives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import onnx
+
+from export_gelu.passes.onnx import emit
+from export_gelu.passes.onnx.recognise import Match
+from export_gelu.passes.sites import added_max_error
+from export_gelu.targets import TargetProfile
+
+#: --gelu FORM → the kind every exact/tanh site becomes (QuickGELU sites never change).
+FORM_KIND = {"erf": "exact", "tanh": "tanh", "sigmoid": "quick", "plugin": "tanh"}
+_HALF_TYPES = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """What one site becomes: a description, whether it folds a bias Add, and its emitter."""
+
+    name: str
+    kind: str  # the kind of GELU it computes
+    bias: str  # how it takes a bias Add folded into it: "" (it can't) | "input" | "attribute"
+    emit: Callable[..., None]  # (builder, x, out, bias) -> None
+
+
+def added_error(site_kind: str, new_kind: str) -> float:
+    """Worst-case absolute error a kind change adds (KNOWLEDGE §1)."""
+    return added_max_error(site_kind, new_kind)
+
+
+def _no_bias(fn: Callable[..., None]) -> Callable[..., None]:
+    def run(b: emit.SiteBuilder, x: str, out: str, bias: object) -> None:
+        fn(b, x, out)
+    return run
+
+
+def _ort(kind: str) -> Lowering:
+    def run(b: emit.SiteBuilder, x: str, out: str, bias: str | None) -> None:
+        emit.ort_gelu(b, x, out, kind, bias)
+    return Lowering("{op} (ONNX Runtime contrib op)", kind, "" if kind == "quick" else "input",
+                    run)
+
+
+def _plugin() -> Lowering:
+    def run(b: emit.SiteBuilder, x: str, out: str, bias: np.ndarray | None) -> None:
+        emit.trt_plugin(b, x, out, bias)
+    return Lowering(f"TensorRT {emit.PLUGIN_OP} (computes the tanh form)", "tanh", "attribute",
+                    run)
+
+
+def _primitives(kind: str, fp16_safe: bool) -> Lowering:
+    if kind == "exact":
+        return Lowering("erf primitives (Div/Erf/Add/Mul/Mul)", "exact", "",
+                        _no_bias(emit.erf_primitives))
+    if kind == "tanh":
+        name = ("tanh primitives, fp16-safe (x·x·x, no Pow, tanh argument bounded)" if fp16_safe
+                else "tanh primitives (x·x·x, no Pow)")
+        return Lowering(name, "tanh", "",
+                        _no_bias(partial(emit.tanh_primitives, fp16_safe=fp16_safe)))
+    return Lowering("x·Sigmoid(1.702·x) primitives", "quick", "",
+                    _no_bias(emit.sigmoid_primitives))
+
+
+def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset: int,
+           elem_type: int) -> tuple[Lowering, list[str]]:
+    """The lowering for one site, and notes on why (for the site's action)."""
+    notes: list[str] = []
+    kind = site.kind if site.kind == "quick" or form == "keep" else FORM_KIND[form]
+    if form == "plugin" and site.kind != "quick":
+        return _plugin(), notes
+    fp16_safe = precision == "fp16" or elem_type in _HALF_TYPES
+    if profile.gelu_lowering == "ort_contrib":
+        return _ort(kind), notes
+    if profile.gelu_lowering == "onnx_gelu" and kind != "quick":
+        if opset >= 20 and "Gelu" in profile.ops:
+            approx = "tanh" if kind == "tanh" else "none"
+
+            def run(b: emit.SiteBuilder, x: str, out: str, bias: object) -> None:
+                emit.onnx_gelu(b, x, out, approx)
+            return Lowering(f"ONNX Gelu(approximate={approx})", kind, "", run), notes
+        notes.append(f"graph opset {opset} < 20 has no Gelu op")
+    return _primitives(kind, fp16_safe), notes
+
+
+def action_text(site: Match, lowering: Lowering, last: onnx.NodeProto, folded: str | None,
+                notes: list[str]) -> str:
+    """The report's sentence for what a site became (`last`: the node it now ends in)."""
+    op = f"{last.domain}.{last.op_type}" if last.domain else last.op_type
+    parts = [f"→ {lowering.name.format(op=op)}"]
+    if folded:
+        parts.append(f"bias Add {folded} folded in")
+    if site.kind != lowering.kind:
+        err = added_error(site.kind, lowering.kind)
+        parts.append(f"changes {site.kind} → {lowering.kind}: adds up to {err:.3g} (opt-in)")
+    parts += notes
+    return "; ".join(parts)

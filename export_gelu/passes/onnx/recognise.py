@@ -1,0 +1,160 @@
+"""Canonicalize: find every GELU in a graph, however it is written, as one `Match` record.
+
+Three sources, tried in this order:
+1. GELU ops already in the graph: ONNX `Gelu` (opset 20), `com.microsoft` `Gelu`,
+   `FastGelu`, `BiasGelu`, `QuickGelu`, and the TensorRT plugin `CustomGeluPluginDynamic`.
+2. Exporter shapes derived by exporting the reference formulas (`exporter_shapes.py`),
+   matched with onnx-graphsurgeon's `GraphPattern` (`patterns.py`): fixed operand order,
+   literals checked with the formula tolerance; these name the exporter that made them.
+3. The formulas of `formulas.py` on expression trees (`expr.py`): every other spelling —
+   commuted operands, TF's `Mul(0.7071)`, Megatron/Bloom/gelu_fast, Cast islands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from export_gelu.passes.onnx.expr import TreeBuilder
+from export_gelu.passes.onnx.formulas import QUICK_ALPHA, match_formula
+from export_gelu.passes.onnx.view import DEFAULT_DOMAINS, GraphView
+
+MS_DOMAIN = "com.microsoft"
+PLUGIN_OP = "CustomGeluPluginDynamic"
+_ROOT_OPS = ("Mul", "Div")
+
+
+@dataclass
+class Match:
+    """One GELU site: what computes it now, its input and output, and its canonical kind."""
+
+    kind: str  # exact | tanh | quick
+    shape: str  # what was matched, for the report
+    x: str  # input tensor
+    output: str  # output tensor (kept: its consumers and graph outputs see no change)
+    nodes: list[str]  # nodes that compute it (removed when the site is rewritten)
+    root: str  # the node producing `output`
+    bias: str | None = None  # a bias tensor the site adds to x first (GELU(x + bias))
+    bias_values: np.ndarray | None = None  # a bias held as an attribute (plugin nodes)
+    bias_node: str | None = None  # the Add node a bias was folded from
+    features: set[str] = field(default_factory=set)
+
+    @property
+    def has_bias(self) -> bool:
+        return self.bias is not None or self.bias_values is not None
+
+
+def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def existing_op_match(node: onnx.NodeProto) -> Match | None:
+    """A GELU op already in the graph, as a Match (None for anything else)."""
+    op, domain = node.op_type, node.domain
+    ins = [i for i in node.input]
+    if not ins or not ins[0] or len(node.output) != 1:
+        return None
+    bias = ins[1] if len(ins) > 1 and ins[1] else None
+
+    def make(kind: str, shape: str, **kw: object) -> Match:
+        return Match(kind, shape, ins[0], node.output[0], [node.name], node.name, **kw)
+
+    if domain in DEFAULT_DOMAINS and op == "Gelu":
+        approx = _attr(node, "approximate", b"none")
+        approx = approx.decode() if isinstance(approx, bytes) else str(approx)
+        return make("tanh" if approx == "tanh" else "exact", f"ONNX Gelu(approximate={approx})")
+    if domain == MS_DOMAIN and op == "Gelu":
+        return make("exact", "com.microsoft Gelu")
+    if domain == MS_DOMAIN and op == "BiasGelu" and bias:
+        return make("exact", "com.microsoft BiasGelu", bias=bias)
+    if domain == MS_DOMAIN and op == "FastGelu":
+        return make("tanh", "com.microsoft FastGelu", bias=bias)
+    if domain == MS_DOMAIN and op == "QuickGelu":
+        alpha = float(_attr(node, "alpha", 1.702))  # type: ignore[arg-type]
+        if abs(alpha - QUICK_ALPHA) > 1e-4 * QUICK_ALPHA:
+            return None  # x·σ(αx) with another α: not a QuickGELU site
+        return make("quick", "com.microsoft QuickGelu")
+    if op == PLUGIN_OP:
+        tensor = _attr(node, "bias")
+        values = numpy_helper.to_array(tensor).reshape(-1) if tensor is not None else None
+        return make("tanh", f"TensorRT {PLUGIN_OP} (tanh)", bias_values=values)
+    return None
+
+
+def formula_matches(view: GraphView, claimed: set[str]) -> list[Match]:
+    """GELU formulas written as primitive ops, outermost first; skips claimed nodes."""
+    builder = TreeBuilder(view)
+    found: list[Match] = []
+    roots = [n for n in reversed(view.model.graph.node)
+             if n.op_type in _ROOT_OPS and n.domain in DEFAULT_DOMAINS and len(n.output) == 1]
+    for root in roots:
+        if root.name in claimed:
+            continue
+        tree = builder.build(root)
+        if any(n in claimed for n in tree.nodes):
+            continue
+        hit = match_formula(tree.expr)
+        if hit is None:
+            continue
+        rule, leaf = hit
+        features = set(tree.features)
+        if "Pow" not in features and rule.kind == "tanh" and "x³" in rule.name:
+            features.add("x*x*x")
+        found.append(Match(rule.kind, rule.name, leaf.tensor, root.output[0], list(tree.nodes),
+                           root.name, features=features))
+        claimed.update(tree.nodes)
+    return found
+
+
+def find_matches(view: GraphView) -> list[Match]:
+    """Every GELU site in the graph, in graph order."""
+    from export_gelu.passes.onnx.patterns import exporter_shape_matches
+
+    claimed: set[str] = set()
+    matches: list[Match] = []
+    for node in view.model.graph.node:
+        m = existing_op_match(node)
+        if m is not None:
+            matches.append(m)
+            claimed.add(node.name)
+    matches += exporter_shape_matches(view, claimed)
+    matches += formula_matches(view, claimed)
+    matches.sort(key=lambda m: view.order[m.root])
+    return matches
+
+
+def bias_to_fold(view: GraphView, m: Match) -> tuple[str, str, str] | None:
+    """(Add node, other input, bias) when `m.x = Add(t, bias)` can be folded into the GELU op.
+
+    The bias must be a constant vector over the last axis of `t` (shape [E] or [1,…,1,E]),
+    `t` must already have x's shape (the Add broadcasts only the bias), and x must have no
+    user but this site.
+    """
+    if m.has_bias:
+        return None
+    add = view.producer.get(m.x)
+    if add is None or add.op_type != "Add" or add.domain not in DEFAULT_DOMAINS:
+        return None
+    if view.users(m.x) != sum(1 for c in view.consumers.get(m.x, ()) if c.name in m.nodes) \
+            or m.x in view.graph_outputs or m.x in view.outer_reads:
+        return None
+    xt = view.type(m.x)
+    if xt is None or xt.last_dim is None:
+        return None
+    for bias, other in ((add.input[1], add.input[0]), (add.input[0], add.input[1])):
+        if not view.is_constant(bias) or view.is_constant(other):
+            continue
+        bt, ot = view.type(bias), view.type(other)
+        if bt is None or ot is None or bt.shape is None or ot.shape != xt.shape:
+            continue
+        if bt.elem_type != xt.elem_type or not bt.shape:
+            continue
+        if bt.shape[-1] == xt.last_dim and all(d == 1 for d in bt.shape[:-1]):
+            return add.name, other, bias
+    return None
