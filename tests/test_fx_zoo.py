@@ -176,3 +176,16 @@ def test_sites_carry_module_path_and_source():
     (site,) = run_fx_passes(program)
     assert site.module == "act"
     assert site.source == "tanh formula with pow(x, 3) in Formula"
+
+
+def test_dynamic_batch_dimension_is_kept():
+    spelling = next(s for s in SPELLINGS if s.name == "bloom")
+    batch = torch.export.Dim("batch")
+    with torch.no_grad():
+        program = torch.export.export(module(spelling), (sample_input(),),
+                                      dynamic_shapes=({0: batch},), strict=False)
+    assert [s.kind for s in run_fx_passes(program)] == ["tanh"]
+    x = sample_input(seed=2, shape=(7, 8))
+    with torch.no_grad():
+        want = module(spelling)(x)
+    assert float((_run(program, x) - want).abs().max()) <= 1e-6

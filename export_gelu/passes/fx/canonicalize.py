@@ -118,8 +118,8 @@ def _same_tensor_type(root: fx.Node, x_node: fx.Node) -> bool:
     out, inp = root.meta.get("val"), x_node.meta.get("val")
     if not isinstance(out, torch.Tensor) or not isinstance(inp, torch.Tensor):
         return out is None and inp is None  # a graph without metadata: nothing to compare
-    return (out.dtype == inp.dtype and inp.dtype.is_floating_point
-            and tuple(out.shape) == tuple(inp.shape))
+    same_dims = [str(d) for d in out.shape] == [str(d) for d in inp.shape]  # SymInts too
+    return out.dtype == inp.dtype and inp.dtype.is_floating_point and same_dims
 
 
 def canonicalize_gelus(gm: fx.GraphModule, scalars: ex.Scalars | None = None) -> list[GeluSite]:
