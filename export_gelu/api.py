@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from export_gelu.compat import incompatibilities, model_opset, op_counts
+from export_gelu.compat import compatibility_table, incompatibilities, model_opset, op_counts
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.capture import capture, cast_args, module_for_precision
 from export_gelu.exporter.feeds import resolve_feed
@@ -23,9 +23,13 @@ from export_gelu.exporter.save import (
     write_text_atomic,
 )
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, export_to_onnx
-from export_gelu.passes.compat import fit_to_profile, prepare_program_for_opset
+from export_gelu.passes.compat import (
+    fit_module_precision,
+    fit_to_profile,
+    prepare_program_for_opset,
+)
 from export_gelu.passes.fx import run_fx_passes
-from export_gelu.passes.onnx import find_sites, merge_sites, run_onnx_passes
+from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.sites import GeluSite
 from export_gelu.progress import Progress
 from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances, skipped
@@ -80,6 +84,7 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
                   opset: int, form: str, precision: str, report: Report,
                   progress: Progress) -> tuple[onnx.ModelProto, list[GeluSite]]:
     module = module_for_precision(loaded, precision)
+    report.notes.extend(fit_module_precision(module, precision))
     args = _torch_feed(feed, precision)
     progress.step("capturing the model with torch.export")
     program, why_not = capture(loaded, module, args, precision)
@@ -179,6 +184,13 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                     opset=opset)
     for spec in dynamic:
         parse_dynamic(spec)  # a bad --dynamic is refused here, not only on a GPU machine
+    from export_gelu.runtime.trt_runner import trt_unavailable_reason
+
+    why_no_trt = trt_unavailable_reason()
+    wants_trt = profile.runtime == "trt" or bool(engine) or require_trt
+    if wants_trt and why_no_trt and require_trt:
+        raise TargetUnmetError(f"--require-trt: TensorRT engine build impossible here: "
+                               f"{why_no_trt}")
 
     progress.step(f"loading {model_path}")
     loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
@@ -209,30 +221,44 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     if problems:
         raise TargetUnmetError(f"the produced graph does not fit {profile.name}: "
                                f"{'; '.join(problems)} (a bug in export-gelu; please report it)")
+    if profile.runtime == "trt":
+        takers = [n for n, r in compatibility_table(onnx_model, list(TRT_PROFILES)).items()
+                  if not r]
+        rep.notes.append(f"TensorRT versions that parse the output as is: {', '.join(takers)}")
+    if dynamic:
+        from export_gelu.runtime.trt_runner import check_dynamic
+
+        shapes = {n: tuple(a.shape) for n, a in _deployed_feed(feed, onnx_model,
+                                                                 precision).items()}
+        check_dynamic([parse_dynamic(d) for d in dynamic], onnx_model, shapes)
 
     progress.step(f"writing {out}")
     written = save_onnx_atomic(onnx_model, out, validate=onnx.checker.check_model)
     rep.output = str(written[0])
     rep.external_data = str(written[1]) if len(written) > 1 else None
 
-    from export_gelu.runtime.trt_runner import trt_unavailable_reason
-
-    why_no_trt = trt_unavailable_reason()
-    if profile.runtime == "trt" or engine:
-        rep.trt = {"status": "skipped", "reason": why_no_trt or "not requested"}
-        if why_no_trt and require_trt:
-            raise TargetUnmetError(f"--require-trt: TensorRT engine build skipped: {why_no_trt}")
-    else:
+    built = None
+    if not wants_trt:
         rep.trt = {"status": "skipped", "reason": f"target {profile.name} is not TensorRT"}
+    elif why_no_trt:
+        rep.trt = {"status": "skipped", "reason": why_no_trt}
+    else:
+        built = _build_trt(out, profile, precision, feed, onnx_model, engine, dynamic, rep,
+                           progress)
 
     if verify:
-        reference = _reference_runner(loaded, reference_module, feed, onnx_model, threads)
+        no_ort = ort_missing()  # degrade: without onnxruntime, say what was not checked
+        reference = None if no_ort and loaded.is_onnx else \
+            _reference_runner(loaded, reference_module, feed, onnx_model, threads)
         added = max((s.added_max_error for s in rep.gelu_sites), default=0.0)
-        _verify_and_time(reference, out, onnx_model, feed, precision, atol, rtol, added,
-                         threads, iterations, warmup, rep, progress)
-        if not why_no_trt and profile.runtime == "trt":
-            _build_and_check_trt(out, profile, precision, feed, onnx_model, engine, dynamic,
-                                 reference, rep, progress, atol, rtol, added)
+        if no_ort:
+            rep.parity = skipped(f"parity and latency skipped: {no_ort}; pip install onnxruntime")
+        else:
+            _verify_and_time(reference, out, onnx_model, feed, precision, atol, rtol, added,
+                             threads, iterations, warmup, rep, progress)
+        if built is not None and reference is not None:
+            _check_trt(built, precision, feed, onnx_model, reference, rep, progress, atol, rtol,
+                       added, iterations, warmup)
     else:
         rep.parity = skipped("--no-verify")
     progress.done()
@@ -241,49 +267,71 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     return rep
 
 
-def _build_and_check_trt(onnx_path: Path, profile: TargetProfile, precision: str,
-                         feed: OrderedDict, model: onnx.ModelProto, engine: Any,
-                         dynamic: Sequence[str], reference: Any, rep: Report,
-                         progress: Progress, atol: float | None, rtol: float | None,
-                         added: float) -> None:
-    """Build a TensorRT engine with polygraphy and check it against the reference."""
+def _build_trt(onnx_path: Path, profile: TargetProfile, precision: str, feed: OrderedDict,
+               model: onnx.ModelProto, engine: Any, dynamic: Sequence[str], rep: Report,
+               progress: Progress) -> Any:
+    """Build (and save, with --engine) a TensorRT engine with the installed TensorRT."""
+    from export_gelu.runtime.trt_runner import (
+        build_engine,
+        build_engine_loader,
+        installed_profile,
+        parse_dynamic,
+    )
+
+    builder = installed_profile()
+    shapes = {n: tuple(a.shape) for n, a in _deployed_feed(feed, model, precision).items()}
+    progress.step("building the TensorRT engine")
+    loader = build_engine_loader(onnx_path, precision, shapes, [parse_dynamic(d) for d in dynamic],
+                                 Path(engine) if engine else None, builder)
+    built = build_engine(loader, onnx_path)
+    version = builder.trt_version if builder else "?"
+    rep.trt = {"status": "built", "reason": "", "engine": str(engine) if engine else None,
+               "tensorrt": version, "precision_api": builder.precision_api if builder else ""}
+    if builder is not None and builder.name != profile.name:
+        rep.notes.append(f"engine built with the installed TensorRT ({builder.name}); the "
+                         f"{profile.name} fit was checked statically")
+    return built
+
+
+def _check_trt(built: Any, precision: str, feed: OrderedDict, model: onnx.ModelProto,
+               reference: Any, rep: Report, progress: Progress, atol: float | None,
+               rtol: float | None, added: float, iterations: int, warmup: int) -> None:
+    """TensorRT parity against the reference, and TensorRT latency."""
     from export_gelu.runtime.latency import measure_latency
-    from export_gelu.runtime.trt_runner import build_engine_loader, parse_dynamic, trt_runner
+    from export_gelu.runtime.trt_runner import trt_runner
 
     deployed_feed = _deployed_feed(feed, model, precision)
-    shapes = {n: tuple(a.shape) for n, a in deployed_feed.items()}
-    progress.step("building the TensorRT engine")
-    loader = build_engine_loader(onnx_path, profile, precision, shapes,
-                                 [parse_dynamic(d) for d in dynamic],
-                                 Path(engine) if engine else None)
-    runner = trt_runner(loader)
+    runner = trt_runner(built)
     d_atol, d_rtol = default_tolerances(precision, added)
+    progress.step("checking parity in TensorRT")
     result: ParityResult = compare_runners(reference, runner, deployed_feed,
                                            d_atol if atol is None else atol,
                                            d_rtol if rtol is None else rtol)
-    rep.trt = {"status": "built", "reason": "", "engine": str(engine) if engine else None,
-               "parity": result.to_json()}
+    rep.trt["parity"] = result.to_json()
     if result.status == "failed":
         rep.parity = result
-    with runner:
-        rep.latency.update(measure_latency([runner], deployed_feed, 50, 5))
+    if iterations > 0:
+        with runner:
+            rep.latency.update(measure_latency([runner], deployed_feed, iterations, warmup))
 
 
-def inspect_model(model: str | Path) -> dict[str, Any]:
-    """GELU sites and per-target compatibility of an ONNX file, without a GPU."""
+def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
+                  dry_run: bool = True) -> dict[str, Any]:
+    """GELU sites and per-target compatibility of an ONNX file, without a GPU.
+
+    For each target (all by default): the reasons it would not parse the file as is, and
+    (`dry_run`) whether `export-gelu FILE --target T` would fit it.
+    """
+    from export_gelu.inspection import inspect_onnx
     from export_gelu.targets import PROFILES
 
+    for t in targets or ():
+        if t not in PROFILES:
+            raise BadInputError(f"unknown target {t!r}; choose one of: {', '.join(PROFILES)}")
     loaded = load_model(model)
     if not loaded.is_onnx:
         raise BadInputError(f"{model}: inspect takes an ONNX file (export one first)")
-    onnx_model = onnx.load(str(model), load_external_data=False)
-    sites = find_sites(onnx_model)
-    return {
-        "model": str(model),
-        "opset": model_opset(onnx_model),
-        "gelu_sites": [s.to_json() for s in sites],
-        "compatibility": {p.name: incompatibilities(onnx_model, p) for p in PROFILES.values()},
-    }
+    return inspect_onnx(loaded.path, list(targets) if targets else None, dry_run)
 
 
 __all__ = ["export", "inspect_model", "default_output", "GELU_FORMS", "PRECISIONS"]

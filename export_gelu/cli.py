@@ -86,10 +86,19 @@ def export_parser() -> argparse.ArgumentParser:
 def inspect_parser() -> argparse.ArgumentParser:
     p = OneLineErrorParser(
         prog="export-gelu inspect",
-        description="List an ONNX file's GELU sites and which targets would parse it, and why "
-                    "not (static check: no GPU needed).")
+        description="List an ONNX file's GELU sites and, for every target, whether it parses "
+                    "the file as is (and why not: an op it lacks, an opset above its ceiling, "
+                    "a missing plugin) and whether `export-gelu FILE --target T` would fit it. "
+                    "A static check: no GPU or tensorrt needed.",
+        epilog="exit codes: 0 done; 2 bad input; 3 with --target: that target would not "
+               "parse the file as is")
     p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("--target", action="append", default=[], choices=TARGET_NAMES,
+                   metavar="TARGET", help="only this target (repeatable; 'trt' means the "
+                   "installed or newest TensorRT); exit 3 if one would not parse it as is")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--no-dry-run", action="store_true",
+                   help="skip the 'after export-gelu' column (no passes are run)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
@@ -112,19 +121,18 @@ def _run_export(argv: Sequence[str]) -> int:
 
 def _run_inspect(argv: Sequence[str]) -> int:
     from export_gelu import api
+    from export_gelu.inspection import format_table
+    from export_gelu.targets import resolve_target
 
     args = inspect_parser().parse_args(argv)
-    info = api.inspect_model(args.model)
-    if args.json:
-        print(json.dumps(info, indent=2))
-        return 0
-    sites = info["gelu_sites"]
-    print(f"{info['model']}: opset {info['opset']}, {len(sites)} GELU site(s)")
-    for s in sites:
-        print(f"  {s['name']:<40} {s['kind']:<6} {s['source']}")
-    print(f"{'target':<8} {'parses as is?':<14} why not")
-    for name, reasons in info["compatibility"].items():
-        print(f"{name:<8} {'yes' if not reasons else 'no':<14} {'; '.join(reasons)}")
+    targets = [resolve_target(t)[0].name for t in args.target]
+    info = api.inspect_model(args.model, targets or None, dry_run=not args.no_dry_run)
+    print(json.dumps(info, indent=2) if args.json else format_table(info))
+    rejected = [t for t in targets if info["compatibility"][t]]
+    if rejected:
+        print(f"export-gelu: {', '.join(rejected)} would not parse {args.model} as is",
+              file=sys.stderr)
+        return 3
     return 0
 
 

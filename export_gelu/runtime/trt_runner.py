@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import onnx
+
 from export_gelu.errors import BadInputError
-from export_gelu.targets import TargetProfile
+from export_gelu.targets import TargetProfile, installed_tensorrt_version, profile_for_trt_version
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,29 @@ def parse_dynamic(text: str) -> DynamicAxis:
     return DynamicAxis(name, axis, lo, opt, hi)
 
 
+def check_dynamic(dynamic: list[DynamicAxis], model: onnx.ModelProto,
+                  shapes: dict[str, tuple[int, ...]]) -> None:
+    """Refuse `--dynamic` ranges the produced graph or the feed cannot honour (exit 2)."""
+    inputs = {i.name: i for i in model.graph.input}
+    for d in dynamic:
+        flag = f"--dynamic {d.name}:{d.axis}={d.min}:{d.opt}:{d.max}"
+        if d.name not in shapes or d.name not in inputs:
+            raise BadInputError(f"{flag}: the graph has no input {d.name!r} (inputs: "
+                                f"{', '.join(shapes) or 'none'})")
+        dims = inputs[d.name].type.tensor_type.shape.dim
+        if not -len(dims) <= d.axis < len(dims):
+            raise BadInputError(f"{flag}: input {d.name!r} has rank {len(dims)}")
+        dim = dims[d.axis]
+        if dim.HasField("dim_value"):
+            raise BadInputError(f"{flag}: axis {d.axis} of {d.name!r} is static "
+                                f"({dim.dim_value}) in the graph; TensorRT can only range a "
+                                "dynamic axis (export the model with that axis dynamic)")
+        size = shapes[d.name][d.axis]
+        if not d.min <= size <= d.max:
+            raise BadInputError(f"{flag}: the parity input has {size} there, outside "
+                                f"[{d.min}, {d.max}]")
+
+
 @lru_cache(maxsize=1)
 def trt_unavailable_reason() -> str | None:
     """None when tensorrt imports and a CUDA device is visible; else why not, in words."""
@@ -56,10 +81,22 @@ def trt_unavailable_reason() -> str | None:
     return None
 
 
-def build_engine_loader(onnx_path: Path, profile: TargetProfile, precision: str,
-                        shapes: dict[str, tuple[int, ...]], dynamic: list[DynamicAxis],
-                        engine_path: Path | None = None):
-    """A polygraphy engine loader for `onnx_path`, honouring the profile's precision API."""
+def installed_profile() -> TargetProfile | None:
+    """The profile of the tensorrt that is installed (its precision API is the one to use)."""
+    version = installed_tensorrt_version()
+    return profile_for_trt_version(version) if version else None
+
+
+def build_engine_loader(onnx_path: Path, precision: str, shapes: dict[str, tuple[int, ...]],
+                        dynamic: list[DynamicAxis], engine_path: Path | None = None,
+                        builder: TargetProfile | None = None):
+    """A polygraphy engine loader for `onnx_path`.
+
+    Precision is requested the way the installed TensorRT (`builder`) takes it: builder flags
+    up to 10, a strongly typed network on 11 (no FP16 flag; the graph's own types decide).
+    One optimization profile holds every input: the `--dynamic` ranges, and the parity shape
+    for the other axes.
+    """
     from polygraphy.backend.trt import (
         CreateConfig,
         EngineFromNetwork,
@@ -68,13 +105,14 @@ def build_engine_loader(onnx_path: Path, profile: TargetProfile, precision: str,
         SaveEngine,
     )
 
-    strongly_typed = profile.precision_api == "strongly_typed"
+    builder = builder or installed_profile()
+    strongly_typed = builder is not None and builder.precision_api == "strongly_typed"
     network = NetworkFromOnnxPath(str(onnx_path), strongly_typed=strongly_typed or None)
     profiles = None
     if dynamic:
         prof = Profile()
         for name, shape in shapes.items():
-            axes = {d.axis: d for d in dynamic if d.name == name}
+            axes = {d.axis % len(shape): d for d in dynamic if d.name == name}
             lo = tuple(axes[i].min if i in axes else s for i, s in enumerate(shape))
             opt = tuple(axes[i].opt if i in axes else s for i, s in enumerate(shape))
             hi = tuple(axes[i].max if i in axes else s for i, s in enumerate(shape))
@@ -91,14 +129,43 @@ def build_engine_loader(onnx_path: Path, profile: TargetProfile, precision: str,
     return engine
 
 
-def trt_runner(engine_loader, name: str = "tensorrt"):
-    from polygraphy.backend.trt import TrtRunner
+def build_engine(loader, onnx_path: Path):
+    """Run `loader` (parse + build, and save when asked); a TensorRT failure is exit 3."""
+    from export_gelu.errors import TargetUnmetError
+    from export_gelu.runtime.quiet import quiet_polygraphy
 
-    return TrtRunner(engine_loader, name=name)
+    try:
+        with quiet_polygraphy():
+            return loader()
+    except Exception as exc:  # noqa: BLE001 - parser and builder errors come in many types
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise TargetUnmetError(f"TensorRT {installed_tensorrt_version()} could not build an "
+                               f"engine from {onnx_path.name}: {first}") from exc
+
+
+def trt_runner(engine, name: str = "tensorrt"):
+    """A polygraphy TrtRunner that casts each input to the dtype its engine binding takes.
+
+    TensorRT before 9 binds ONNX int64 inputs as int32; the feed is cast to match.
+    """
+    from polygraphy.backend.trt import TrtRunner
+    from polygraphy.datatype import DataType
+
+    class FeedCastingTrtRunner(TrtRunner):
+        def infer(self, feed_dict, check_inputs=True, *args, **kwargs):  # noqa: ANN001
+            meta = self.get_input_metadata(use_numpy_dtypes=False)
+            cast = {}
+            for key, value in feed_dict.items():
+                want = DataType.to_dtype(meta[key].dtype, "numpy") if key in meta else None
+                cast[key] = value.astype(want) if want is not None and value.dtype != want \
+                    else value
+            return super().infer(cast, check_inputs, *args, **kwargs)
+
+    return FeedCastingTrtRunner(engine, name=name)
 
 
 def engine_runner_from_path(path: Path, name: str = "tensorrt"):
     """A runner for a serialized engine (`.plan` / `.engine`)."""
-    from polygraphy.backend.trt import EngineFromPath, TrtRunner
+    from polygraphy.backend.trt import EngineFromPath
 
-    return TrtRunner(EngineFromPath(str(path)), name=name)
+    return trt_runner(EngineFromPath(str(path)), name=name)

@@ -2,9 +2,15 @@
 
 Two hooks, called by the export pipeline:
 - `prepare_program_for_opset(program, opset)`: torch-level rewrites an old opset needs
-  before export (e.g. attention that the TorchScript exporter cannot emit below opset 14).
-- `fit_to_profile(model, profile)`: ONNX-level rewrites after the GELU passes (e.g.
-  LayerNormalization expansion, opset down-conversion); returns notes for the report.
+  before export (attention, which the TorchScript exporter cannot emit below opset 14).
+- `fit_to_profile(model, profile)`: ONNX-level rewrites after the GELU passes, in order:
+  LayerNormalization expansion (targets without it, or an opset below 17), IsNaN → Equal
+  (TensorRT < 8.2), Pow(x, 2) → Mul(x, x) (TensorRT), opset down-conversion to the ceiling.
+  Whatever still does not fit is reported as an unmet target (exit 3) naming the op and the
+  targets that would take it.
+
+Modules: `attention` (torch), `layernorm`, `isnan_to_equal`, `pow2_to_mul`, `adapters`
+(one op's version changes each), `downconvert` (the driver), `graph` (editing helpers).
 """
 
 from __future__ import annotations
@@ -13,15 +19,98 @@ from typing import Any
 
 import onnx
 
+from export_gelu.errors import TargetUnmetError
 from export_gelu.targets import TargetProfile
+
+#: The TorchScript exporter has scaled_dot_product_attention from this opset on.
+SDPA_MIN_OPSET = 14
 
 
 def prepare_program_for_opset(program: Any, opset: int) -> list[str]:
-    """Rewrite `program` in place for export at `opset`; return notes for the report."""
-    return []
+    """Rewrite `program` in place for export at `opset`; return notes for the report.
+
+    Below the dynamo exporter's range the TorchScript exporter is used: it has no attention
+    below opset 14, and from 14 its attention mixes fp32 into fp16 graphs and emits IsNaN
+    and Where; attention is lowered to plain MatMul/Softmax for it at every opset.
+    """
+    from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
+
+    if opset >= DYNAMO_MIN_OPSET:
+        return []
+    from export_gelu.passes.compat.attention import lower_attention
+
+    n = lower_attention(program)
+    if not n:
+        return []
+    return [f"{n} scaled_dot_product_attention call(s) lowered to MatMul/Softmax for the "
+            f"TorchScript exporter (opset {opset})"]
+
+
+def _unfixable(model: onnx.ModelProto, profile: TargetProfile) -> list[str]:
+    from export_gelu.compat import iter_nodes, takers_text
+
+    ops = sorted({n.op_type for n in iter_nodes(model.graph) if n.domain in ("", "ai.onnx")
+                  and not profile.supports(n.op_type)})
+    return [f"op {op} is not parsed by {profile.name} and export-gelu has no rewrite for it "
+            f"(targets that take it: {takers_text(op)})" for op in ops]
 
 
 def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
                    ) -> tuple[onnx.ModelProto, list[str]]:
     """`model` rewritten to fit `profile`'s opset ceiling and ops; notes for the report."""
-    return model, []
+    from export_gelu.compat import model_opset
+    from export_gelu.passes.compat.downconvert import downconvert, has_form_at
+    from export_gelu.passes.compat.fold_constant_ops import fold_constant_ops
+    from export_gelu.passes.compat.graph import GraphEditor, infer_types
+    from export_gelu.passes.compat.isnan_to_equal import isnan_to_equal
+    from export_gelu.passes.compat.layernorm import expand_all_layernorms
+    from export_gelu.passes.compat.pow2_to_mul import pow2_to_mul
+
+    notes: list[str] = []
+    opset = model_opset(model)
+    target_opset = min(opset, profile.opset_ceiling)
+    ops = {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")}
+    ed = GraphEditor(model.graph, infer_types(model) if "LayerNormalization" in ops else None)
+
+    def lacking(node: onnx.NodeProto) -> bool:
+        return not profile.supports(node.op_type) or not has_form_at(node.op_type, target_opset)
+
+    folded = fold_constant_ops(model, ed, opset, lacking)
+    if folded:
+        notes.append(f"{len(folded)} node(s) on constants folded ({', '.join(sorted(set(folded)))}"
+                     f" missing in {profile.name})")
+    if "LayerNormalization" in ops and (not profile.supports("LayerNormalization")
+                                        or target_opset < 17):
+        n = expand_all_layernorms(model, ed, opset)
+        notes.append(f"{n} LayerNormalization node(s) expanded to ReduceMean/Sub/Mul/Sqrt/Div "
+                     f"({profile.name} has no LayerNormalization)")
+    if "IsNaN" in ops and not profile.supports("IsNaN") and (n := isnan_to_equal(model, ed)):
+        notes.append(f"{n} IsNaN node(s) rewritten as Not(Equal(x, x)) ({profile.name} has no "
+                     "IsNaN)")
+    if "Pow" in ops and profile.runtime == "trt" and (n := pow2_to_mul(model, ed)):
+        notes.append(f"{n} Pow(x, 2) node(s) rewritten as Mul(x, x)")
+    if opset > target_opset:
+        notes.extend(downconvert(model, target_opset))
+    problems = _unfixable(model, profile)
+    if problems:
+        raise TargetUnmetError("; ".join(problems))
+    return model, notes
+
+
+def fit_module_precision(module: Any, precision: str) -> list[str]:
+    """Make a module unlifted from an ExportedProgram compute in `precision` throughout.
+
+    Its parameters are cast already; float32 literals and constants baked in by tracing are
+    retargeted here (see `precision.py`). Other modules are left as they are.
+    """
+    import torch
+    from torch import fx
+
+    from export_gelu.passes.compat.precision import retarget_precision
+
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    if precision not in dtypes or not isinstance(module, fx.GraphModule):
+        return []
+    n = retarget_precision(module, dtypes[precision])
+    return [f"{n} float32 literal(s)/constant(s) of the exported graph retargeted to "
+            f"{precision}"] if n else []
