@@ -136,6 +136,15 @@ def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto
                                              progress)
 
 
+def ort_missing() -> str | None:
+    """None when onnxruntime imports; else why not, in words (the run degrades, not crashes)."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError as exc:
+        return f"onnxruntime is not installed ({type(exc).__name__})"
+    return None
+
+
 def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedDict,
                       model: onnx.ModelProto, threads: int) -> Any:
     from export_gelu.runtime.ort_runner import ort_runner
