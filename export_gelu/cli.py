@@ -165,6 +165,21 @@ def _interrupts_unwind() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+#: Optional dependencies: a command that cannot run without one says so (exit 3, no traceback).
+OPTIONAL_MODULES = {"onnxruntime": "pip install onnxruntime",
+                    "tensorrt": "pip install 'export-gelu[trt]' on a machine with a CUDA GPU",
+                    "matplotlib": "pip install 'export-gelu[plot]'"}
+
+
+def _missing_optional(exc: BaseException) -> tuple[str, str] | None:
+    """(module, how to install) when `exc` is an optional dependency's ImportError."""
+    if isinstance(exc, ImportError) and exc.name:
+        root = exc.name.split(".")[0]
+        if root in OPTIONAL_MODULES:
+            return root, OPTIONAL_MODULES[root]
+    return None
+
+
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
@@ -178,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if command is not None:
                 return command(argv[1:])
             return _run_export(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     except ExportGeluError as exc:
         if debug:
             traceback.print_exc()
@@ -191,6 +208,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if debug:
             traceback.print_exc()
+        missing = _missing_optional(exc)
+        if missing:
+            print(f"export-gelu: error: this command needs {missing[0]}, which is not installed "
+                  f"here ({missing[1]})", file=sys.stderr)
+            return 3
         print(f"export-gelu: internal error: {type(exc).__name__}: {_one_line(exc)[:500]} "
               "(run again with --debug for the traceback)", file=sys.stderr)
         return 4

@@ -1,9 +1,11 @@
 """Atomic outputs: a run killed mid-export leaves no partial .onnx, .data or .json, and never
 touches its input.
 
-The model (8 × Linear(1024,1024)+GELU, 32 MiB of weights) is exported by the real CLI in a
-subprocess with external data forced on (EXPORT_GELU_EXTERNAL_DATA_THRESHOLD), so every run
-writes an `.onnx`, a `.data` and a report. Each case sends a signal at a chosen moment:
+The model (8 × Linear(1024,1024)+GELU, 32 MiB of weights, as an ExportedProgram and as the
+same graph in ONNX) goes through the real CLI in a subprocess with external data forced on
+(EXPORT_GELU_EXTERNAL_DATA_THRESHOLD), so every run writes an `.onnx`, a `.data` and a report.
+Each case sends a signal at a chosen moment (the save-step cases rewrite the ONNX file, the
+quickest way to that step; the export case loads the ExportedProgram):
 
 | signal | when | expected |
 |---|---|---|
@@ -27,9 +29,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 import torch
+from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from export_gelu.exporter.save import EXTERNAL_DATA_ENV, STAGING_TAG, clean_stale_staging
@@ -38,6 +42,7 @@ from tests.conftest import ROOT
 
 @pytest.fixture(scope="module")
 def big_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An ExportedProgram: 8 × Linear(1024,1024)+GELU (32 MiB of weights)."""
     torch.manual_seed(0)
     layers: list[nn.Module] = []
     for _ in range(8):
@@ -46,6 +51,26 @@ def big_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("atomic") / "model.pt"
     with path.open("wb") as fh:
         torch.export.save(torch.export.export(model, (torch.randn(2, 1024),)), fh)
+    return path
+
+
+@pytest.fixture(scope="module")
+def big_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same shape as an ONNX file (8 × MatMul+Gelu, 32 MiB): rewriting it is the quick
+    way to reach the save step, which is where the staging directory exists."""
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "x"
+    for i in range(8):
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal((1024, 1024), dtype=np.float32) / 32, f"w{i}"))
+        nodes += [helper.make_node("MatMul", [prev, f"w{i}"], [f"h{i}"], name=f"mm{i}"),
+                  helper.make_node("Gelu", [f"h{i}"], [f"g{i}"], name=f"gelu{i}")]
+        prev = f"g{i}"
+    graph = helper.make_graph(
+        nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1024])],
+        [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [2, 1024])], inits)
+    path = tmp_path_factory.mktemp("atomic_onnx") / "model.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), str(path))
     return path
 
 
@@ -90,9 +115,9 @@ def _assert_nothing_partial(out_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_during_save_cleans_up(sig, big_model, tmp_path):
-    before = _sha(big_model)
-    proc = _start(big_model, tmp_path, "--no-verify")
+def test_signal_during_save_cleans_up(sig, big_onnx, tmp_path):
+    before = _sha(big_onnx)
+    proc = _start(big_onnx, tmp_path, "--no-verify")
     assert _wait_for_staging(proc, tmp_path), proc.communicate()[1]
     proc.send_signal(sig)
     _out, err = proc.communicate(timeout=120)
@@ -101,22 +126,21 @@ def test_signal_during_save_cleans_up(sig, big_model, tmp_path):
     assert len(lines) == 1 and f"interrupted ({signal.Signals(sig).name})" in lines[0], err
     assert _staging(tmp_path) == []
     _assert_nothing_partial(tmp_path)
-    assert _sha(big_model) == before
+    assert _sha(big_onnx) == before
 
 
-def test_sigkill_during_save_leaves_nothing_partial_and_next_run_cleans(big_model, saved_model,
-                                                                         tmp_path):
-    before = _sha(big_model)
-    proc = _start(big_model, tmp_path, "--no-verify")
+def test_sigkill_during_save_leaves_nothing_partial_and_next_run_cleans(big_onnx, tmp_path):
+    before = _sha(big_onnx)
+    proc = _start(big_onnx, tmp_path, "--no-verify")
     assert _wait_for_staging(proc, tmp_path), proc.communicate()[1]
     proc.kill()
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     _assert_nothing_partial(tmp_path)
-    assert _sha(big_model) == before
+    assert _sha(big_onnx) == before
     left = _staging(tmp_path)
     # the next run into this folder removes what the killed process could not
-    nxt = _start(saved_model("lstm", "exported"), tmp_path, "--no-verify")
+    nxt = _start(big_onnx, tmp_path, "--no-verify")
     _out, err = nxt.communicate(timeout=240)
     assert nxt.returncode == 0, err
     assert not any(p.exists() for p in left)
@@ -172,19 +196,14 @@ def test_stale_staging_of_a_live_process_is_kept(tmp_path):
     assert live.exists() and other_host.exists() and unrelated.exists() and not dead.exists()
 
 
-def test_rewrite_without_external_data_removes_a_stale_data_file(saved_model, tmp_path):
+def test_rewrite_without_external_data_removes_a_stale_data_file(big_onnx, tmp_path):
     """A re-export whose result has no .data removes the previous run's .data after the new
     .onnx is in place (a stale side file could be deployed next to the wrong graph)."""
     from export_gelu.exporter.save import save_onnx_atomic
-    from tests.conftest import run_cli
 
-    src = tmp_path / "src.onnx"
-    assert run_cli(saved_model("lstm", "exported"), "--target", "onnx", "-o", src,
-                   "--no-verify").code == 0
-    model = onnx.load(str(src))
     out = tmp_path / "o.onnx"
     (tmp_path / "o.onnx.data").write_bytes(b"stale")
-    assert save_onnx_atomic(model, out) == [out]
+    assert save_onnx_atomic(onnx.load(str(big_onnx)), out, external_data=False) == [out]
     assert not (tmp_path / "o.onnx.data").exists()
     written = save_onnx_atomic(onnx.load(str(out)), out, external_data=True)
     assert written == [out, tmp_path / "o.onnx.data"]

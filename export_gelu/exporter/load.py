@@ -289,7 +289,9 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
     detected = detect_format(path)
     fmt = detected.format
     if fmt is ModelFormat.ONNX:
-        return LoadedModel(path, fmt, onnx_path=path, data_files=check_external_data(path))
+        data_files = check_external_data(path)
+        check_onnx_valid(path)
+        return LoadedModel(path, fmt, onnx_path=path, data_files=data_files)
     if fmt is ModelFormat.EXPORTED_PROGRAM:
         return _load_exported(path, detected, allow_pickle)
     if fmt is ModelFormat.TORCHSCRIPT:
@@ -354,6 +356,17 @@ def check_external_data(path: Path) -> list[Path]:
             raise BadInputError(f"{path}: tensor {name!r} needs bytes {offset}..{offset + length}"
                                 f" of {location!r}, which holds {sizes[target]}: truncated")
     return sorted(sizes)
+
+
+def check_onnx_valid(path: Path) -> None:
+    """Refuse an ONNX file that onnx.checker rejects: no output made from it could pass."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(str(path))
+    except Exception as exc:  # noqa: BLE001 - ValidationError and C++ errors
+        raise BadInputError(f"{path}: not a valid ONNX model (onnx.checker: "
+                            f"{_first_line(exc)})") from exc
 
 
 def load_onnx_model(path: str | Path) -> Any:
