@@ -270,6 +270,12 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                        added, iterations, warmup)
     else:
         rep.parity = skipped("--no-verify")
+    if inputs_npz and not loaded.is_onnx:  # real data: where each GELU site's inputs lie
+        from export_gelu.runtime.calibration import gelu_input_ranges
+
+        progress.step("recording GELU input ranges")
+        rep.calibration = gelu_input_ranges(loaded, [feed],
+                                            f"real data from {Path(inputs_npz).name}")
     progress.done()
     if report:
         write_text_atomic(rep.dumps(), Path(report))

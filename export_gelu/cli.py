@@ -25,6 +25,8 @@ examples:
   export-gelu model.onnx --target trt8.6                 # rewrite an existing ONNX file
   export-gelu inspect model.onnx                         # which TensorRT versions take it
   export-gelu verify model.pt deployed.onnx --inputs real_batch.npz
+  export-gelu model.pt --compare-forms                   # GELU forms: error vs PyTorch, latency
+  export-gelu model.pt --target onnx --gelu auto --atol 1e-3   # fastest form within 1e-3
 
 exit codes: 0 done, 1 parity failed, 2 bad input or usage, 3 target cannot be met,
             4 internal error (a bug: please report it with --debug output)
@@ -53,6 +55,9 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iterations", type=int, default=50, help="timed runs per runner (50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed runs first (5)")
     p.add_argument("--report", metavar="REPORT.json", help="write the JSON report here")
+    p.add_argument("--report-md", metavar="REPORT.md",
+                   help="write a Markdown report here, with PNG plots beside it (needs "
+                        "matplotlib: the plot extra)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -68,9 +73,14 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="trt", choices=TARGET_NAMES, metavar="TARGET",
                    help=f"one of: {', '.join(TARGET_NAMES)} (default trt)")
     p.add_argument("-o", "--output", metavar="OUT.onnx", help="default: MODEL.<target>.onnx")
-    p.add_argument("--gelu", default="keep", choices=("keep", "erf", "tanh", "sigmoid", "plugin"),
+    p.add_argument("--gelu", default="keep",
+                   choices=("keep", "erf", "tanh", "sigmoid", "plugin", "auto"),
                    help="GELU form: keep (each site's own math; default), erf, tanh, sigmoid "
-                        "(changes the math), plugin (TensorRT plugin; computes tanh)")
+                        "(changes the math), plugin (TensorRT plugin; computes tanh), auto "
+                        "(measure every form; take the fastest within --atol)")
+    p.add_argument("--compare-forms", action="store_true",
+                   help="export with every GELU form (fused: target onnx; expanded: trt8.6; "
+                        "or only --target when given) and print error vs PyTorch and latency")
     p.add_argument("--opset", type=int, help="default: the target's")
     p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"))
     p.add_argument("--engine", metavar="OUT.plan", help="save the TensorRT engine (needs a GPU)")
@@ -103,20 +113,113 @@ def inspect_parser() -> argparse.ArgumentParser:
     return p
 
 
+def verify_parser() -> argparse.ArgumentParser:
+    p = OneLineErrorParser(
+        prog="export-gelu verify",
+        description="Check a deployed ONNX file (run in ONNX Runtime) or TensorRT engine "
+                    "(.plan/.engine, run in TensorRT) against the PyTorch model on the same "
+                    "inputs: per-output max abs/rel, mean abs and p99.9 error, a verdict, and "
+                    "latency of both. Exit 1 when an output is over tolerance.",
+        epilog="examples:\n"
+               "  export-gelu verify model.pt model.onnx\n"
+               "  export-gelu verify model.pt model.plan --inputs batch.npz --precision fp16\n"
+               "  export-gelu verify model.pt model.onnx --save-inputs in.json "
+               "--save-outputs out.json\n"
+               "  polygraphy run model.onnx --onnxrt --load-inputs in.json "
+               "--load-outputs out.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", metavar="MODEL", help="the PyTorch model (any format export takes)")
+    p.add_argument("deployed", metavar="DEPLOYED", help="model.onnx, or a TensorRT engine")
+    _add_input_flags(p)
+    inputs_flag = next(a for a in p._actions if a.dest == "inputs")
+    inputs_flag.metavar = "FILE.npz|FILE.json"
+    inputs_flag.help = ("real inputs: a .npz named as the inputs, or polygraphy's saved inputs "
+                        "JSON (polygraphy run --save-inputs; one or more feeds)")
+    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"),
+                   help="sets the default tolerances (default: read from DEPLOYED's inputs)")
+    p.add_argument("--save-inputs", metavar="IN.json",
+                   help="save the inputs in polygraphy's format (polygraphy run --load-inputs)")
+    p.add_argument("--save-outputs", metavar="OUT.json",
+                   help="save both runners' outputs in polygraphy's format (--load-outputs)")
+    p.add_argument("--no-calibration", action="store_true",
+                   help="do not record the GELU sites' input ranges")
+    return p
+
+
+def _run_verify(argv: Sequence[str]) -> int:
+    from export_gelu.progress import Progress
+    from export_gelu.runtime.verify import verify
+
+    args = verify_parser().parse_args(argv)
+    rep = verify(args.model, args.deployed, inputs=args.input, inputs_file=args.inputs,
+                 precision=args.precision, atol=args.atol, rtol=args.rtol,
+                 allow_pickle=args.allow_pickle, model_factory=args.model_factory,
+                 threads=args.threads, iterations=args.iterations, warmup=args.warmup,
+                 save_inputs=args.save_inputs, save_outputs=args.save_outputs,
+                 report=args.report, report_md=args.report_md,
+                 calibrate=not args.no_calibration, progress=Progress())
+    print(rep.summary())
+    return rep.exit_code
+
+
+def _run_forms(args: argparse.Namespace) -> int:
+    """`--compare-forms` and `--gelu auto`: measure the GELU forms (runtime/compare_forms)."""
+    from export_gelu.progress import Progress
+    from export_gelu.runtime import compare_forms as cf
+
+    common = dict(inputs=args.input, inputs_npz=args.inputs, precision=args.precision,
+                  allow_pickle=args.allow_pickle, model_factory=args.model_factory,
+                  threads=args.threads, iterations=args.iterations, warmup=args.warmup)
+    if args.compare_forms:
+        targets = (args.target,) if args.target else cf.DEFAULT_TARGETS
+        rep = cf.forms_report(args.model, targets=targets, report=args.report,
+                              report_md=args.report_md, progress=Progress(), **common)
+        print(rep.summary())
+        return 0
+    rep = cf.export_with_best_form(
+        args.model, target=args.target or "trt", atol=args.atol, output=args.output,
+        opset=args.opset, engine=args.engine, report=args.report, rtol=args.rtol,
+        verify=not args.no_verify, require_trt=args.require_trt, dynamic=args.dynamic,
+        progress=Progress(), **common)
+    return _finish_export(rep, args)
+
+
+def _finish_export(rep, args: argparse.Namespace) -> int:  # noqa: ANN001 - a Report
+    if getattr(args, "report_md", None):
+        from export_gelu.runtime.markdown import write_markdown
+
+        write_markdown(rep, args.report_md)
+    print(rep.summary())
+    return rep.exit_code
+
+
 def _run_export(argv: Sequence[str]) -> int:
     from export_gelu import api
     from export_gelu.progress import Progress
 
-    args = export_parser().parse_args(argv)
+    parser = export_parser()
+    parser.set_defaults(target=None)  # tells an explicit --target from the default (trt)
+    args = parser.parse_args(argv)
+    if args.report_md:
+        from pathlib import Path
+
+        from export_gelu.exporter.save import check_output_path
+
+        check_output_path(Path(args.report_md), [Path(args.model)])
+    if args.compare_forms and (args.output or args.gelu not in ("keep", "auto")):
+        parser.error("--compare-forms exports every form itself and writes no model: "
+                     "drop -o and --gelu")
+    if args.compare_forms or args.gelu == "auto":
+        return _run_forms(args)
     rep = api.export(
-        args.model, target=args.target, output=args.output, gelu=args.gelu, opset=args.opset,
+        args.model, target=args.target or "trt", output=args.output, gelu=args.gelu,
+        opset=args.opset,
         inputs=args.input, inputs_npz=args.inputs, precision=args.precision, engine=args.engine,
         report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
         dynamic=args.dynamic, progress=Progress())
-    print(rep.summary())
-    return rep.exit_code
+    return _finish_export(rep, args)
 
 
 def _run_inspect(argv: Sequence[str]) -> int:
@@ -136,7 +239,7 @@ def _run_inspect(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"inspect": _run_inspect}
+COMMANDS = {"inspect": _run_inspect, "verify": _run_verify}
 
 
 class Interrupted(KeyboardInterrupt):

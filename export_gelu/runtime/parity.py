@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -13,10 +15,13 @@ DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (2e-2, 2e-2), "bf16": (1e-1,
 #: How many times a form's worst-case pointwise error a whole model may amplify it, by default.
 FORM_ERROR_HEADROOM = 20.0
 
+#: At most this many absolute errors per output are kept for histograms (an even subsample).
+MAX_ERROR_SAMPLES = 200_000
+
 
 @dataclass
 class OutputError:
-    """Error statistics of one output, deployed vs reference."""
+    """Error statistics of one output, deployed vs reference (over every iteration)."""
 
     max_abs: float
     max_rel: float
@@ -25,6 +30,7 @@ class OutputError:
     ref_scale: float  # max |reference|, to read max_abs against
     passed: bool
     nonfinite: int = 0
+    elements: int = 0
 
 
 @dataclass
@@ -35,15 +41,26 @@ class ParityResult:
     rtol: float = 0.0
     runners: list[str] = field(default_factory=list)
     outputs: dict[str, OutputError] = field(default_factory=dict)
+    iterations: int = 0
+    #: |deployed − reference| per output (subsampled), for plots; not part of the JSON.
+    error_samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: polygraphy RunResults of both runners, for `--save-outputs`; not part of the JSON.
+    run_results: Any = field(default=None, repr=False)
 
     @property
     def failed_outputs(self) -> list[str]:
         return [n for n, o in self.outputs.items() if not o.passed]
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["outputs"] = {n: asdict(o) for n, o in self.outputs.items()}
-        return data
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "runners": list(self.runners),
+            "iterations": self.iterations,
+            "outputs": {n: asdict(o) for n, o in self.outputs.items()},
+        }
 
 
 def skipped(reason: str) -> ParityResult:
@@ -56,51 +73,110 @@ def default_tolerances(precision: str, added_form_error: float = 0.0) -> tuple[f
     return max(atol, added_form_error * FORM_ERROR_HEADROOM), rtol
 
 
-def output_error(ref: np.ndarray, out: np.ndarray, atol: float, rtol: float) -> OutputError:
-    """Statistics in float64; an element fails only if both abs > atol and rel > rtol."""
-    r = np.asarray(ref, dtype=np.float64)
-    o = np.asarray(out, dtype=np.float64)
-    if r.shape != o.shape:
-        return OutputError(float("inf"), float("inf"), float("inf"), float("inf"),
-                           float(np.max(np.abs(r))) if r.size else 0.0, False)
+def _shape_mismatch(ref: np.ndarray) -> OutputError:
+    inf = float("inf")
+    return OutputError(inf, inf, inf, inf, float(np.max(np.abs(ref))) if ref.size else 0.0,
+                       False, 0, int(ref.size))
+
+
+def errors_of(refs: Sequence[np.ndarray], outs: Sequence[np.ndarray], atol: float, rtol: float
+              ) -> tuple[OutputError, np.ndarray]:
+    """Statistics of one output over iterations (float64), and its absolute errors.
+
+    An element fails only if both abs > atol and rel > rtol (polygraphy's rule), or is not
+    finite; rel is relative to the reference.
+    """
+    r_all = [np.asarray(r, dtype=np.float64) for r in refs]
+    o_all = [np.asarray(o, dtype=np.float64) for o in outs]
+    if any(r.shape != o.shape for r, o in zip(r_all, o_all)):
+        return _shape_mismatch(np.concatenate([r.ravel() for r in r_all])), np.empty(0)
+    r = np.concatenate([a.ravel() for a in r_all]) if r_all else np.empty(0)
+    o = np.concatenate([a.ravel() for a in o_all]) if o_all else np.empty(0)
+    if r.size == 0:
+        return OutputError(0.0, 0.0, 0.0, 0.0, 0.0, True), np.empty(0)
     diff = np.abs(r - o)
     nonfinite = int(np.count_nonzero(~np.isfinite(o)))
     rel = diff / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
-    bad = (diff > atol) & (rel > rtol) | ~np.isfinite(diff)
-    return OutputError(
-        max_abs=float(diff.max()) if diff.size else 0.0,
-        max_rel=float(rel.max()) if rel.size else 0.0,
-        mean_abs=float(diff.mean()) if diff.size else 0.0,
-        p999_abs=float(np.quantile(diff, 0.999)) if diff.size else 0.0,
-        ref_scale=float(np.abs(r).max()) if r.size else 0.0,
+    bad = ((diff > atol) & (rel > rtol)) | ~np.isfinite(diff)
+    finite = diff[np.isfinite(diff)]
+    stats = OutputError(
+        max_abs=float(diff.max()),
+        max_rel=float(rel.max()),
+        mean_abs=float(diff.mean()),
+        p999_abs=float(np.quantile(diff, 0.999)),
+        ref_scale=float(np.abs(r).max()),
         passed=not bool(bad.any()),
         nonfinite=nonfinite,
+        elements=int(r.size),
     )
+    step = max(1, finite.size // MAX_ERROR_SAMPLES)
+    return stats, finite[::step].astype(np.float32)
 
 
-def compare_runners(reference: Any, deployed: Any, feed: dict[str, np.ndarray],
+def output_error(ref: np.ndarray, out: np.ndarray, atol: float, rtol: float) -> OutputError:
+    """Statistics of one output on one iteration (see `errors_of`)."""
+    return errors_of([ref], [out], atol, rtol)[0]
+
+
+@contextlib.contextmanager
+def _polygraphy_silent() -> Iterator[None]:
+    """No polygraphy log lines at all: the verdict is reported by us, per output, once.
+
+    (Its errors still raise `PolygraphyException` with their message.)
+    """
+    from polygraphy.logger import G_LOGGER
+
+    old = G_LOGGER.module_severity
+    G_LOGGER.module_severity = G_LOGGER.CRITICAL
+    try:
+        yield
+    finally:
+        G_LOGGER.module_severity = old
+
+
+def _feeds(feed: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]]) -> list:
+    return [feed] if isinstance(feed, Mapping) else list(feed)
+
+
+def compare_runners(reference: Any, deployed: Any,
+                    feed: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]],
                     atol: float, rtol: float) -> ParityResult:
-    """Run both polygraphy runners through Comparator on the same feed and compare outputs."""
+    """Run both polygraphy runners through Comparator on the same feed(s) and compare outputs.
+
+    `feed` is one feed dict or a list of them (one iteration each, as polygraphy saves them);
+    statistics are over all iterations together.
+    """
     from polygraphy.comparator import Comparator, SimpleCompareFunc
 
-    from export_gelu.runtime.quiet import quiet_polygraphy
-
-    with quiet_polygraphy():
-        results = Comparator.run([reference, deployed], data_loader=[feed])
+    feeds = _feeds(feed)
+    with _polygraphy_silent():
+        results = Comparator.run([reference, deployed], data_loader=feeds)
+        # (deployed, reference): polygraphy's rtol is relative to the second of the pair.
         verdict = Comparator.compare_accuracy(
-            results, compare_func=SimpleCompareFunc(atol=atol, rtol=rtol, check_shapes=True))
+            results, comparisons=[(1, 0)],
+            compare_func=SimpleCompareFunc(atol=atol, rtol=rtol, check_shapes=True))
     (ref_name, ref_iters), (dep_name, dep_iters) = results[0], results[1]
-    ref_out, dep_out = ref_iters[0], dep_iters[0]
-    outputs = {}
-    for name in dep_out.keys():
-        if name not in ref_out.keys():
+    outputs: dict[str, OutputError] = {}
+    samples: dict[str, np.ndarray] = {}
+    for name in dep_iters[0].keys():
+        if name not in ref_iters[0].keys():
             continue
-        outputs[name] = output_error(ref_out[name], dep_out[name], atol, rtol)
+        outputs[name], samples[name] = errors_of([it[name] for it in ref_iters],
+                                                 [it[name] for it in dep_iters], atol, rtol)
     passed = bool(verdict) and all(o.passed for o in outputs.values()) and bool(outputs)
     failed = [n for n, o in outputs.items() if not o.passed]
-    reason = "" if passed else (
-        "outputs over tolerance: " + ", ".join(
-            f"{n} (max abs {outputs[n].max_abs:.3g})" for n in failed)
-        if failed else "no outputs could be paired between the runners")
+    if passed:
+        reason = ""
+    elif failed:
+        reason = "outputs over tolerance: " + ", ".join(
+            f"{n} (max abs {outputs[n].max_abs:.3g}, max rel {outputs[n].max_rel:.3g})"
+            for n in failed)
+    elif not outputs:
+        ref_keys, dep_keys = ", ".join(ref_iters[0].keys()), ", ".join(dep_iters[0].keys())
+        reason = (f"no outputs could be paired between the runners ({ref_name}: {ref_keys}; "
+                  f"{dep_name}: {dep_keys})")
+    else:
+        reason = "polygraphy's comparison failed (shapes or missing outputs)"
+
     return ParityResult("passed" if passed else "failed", reason, atol, rtol,
-                        [ref_name, dep_name], outputs)
+                        [ref_name, dep_name], outputs, len(feeds), samples, results)

@@ -34,6 +34,12 @@ class Report:
     latency: dict[str, Latency] = field(default_factory=dict)
     threads: int = 1
     notes: list[str] = field(default_factory=list)
+    command: str = "export"  # export | verify
+    inputs: str = ""  # where the inputs came from (spec, file, example inputs)
+    precision_note: str = ""  # how the precision (and so the default tolerances) was decided
+    calibration: Any = None  # runtime.calibration.Calibration
+    forms: Any = None  # runtime.compare_forms.FormsComparison
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
 
     @property
     def exit_code(self) -> int:
@@ -63,6 +69,12 @@ class Report:
             "latency": {k: v.to_json() for k, v in self.latency.items()},
             "threads": self.threads,
             "notes": self.notes,
+            "command": self.command,
+            "inputs": self.inputs,
+            "precision_note": self.precision_note,
+            "calibration": self.calibration.to_json() if self.calibration else None,
+            "forms": self.forms.to_json() if self.forms else None,
+            "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
         }
 
     def dumps(self) -> str:
@@ -70,6 +82,10 @@ class Report:
 
     def summary(self) -> str:
         """A one-screen, plain-text summary."""
+        if self.command == "verify":
+            return self._verify_summary()
+        if self.command == "compare-forms" and self.forms is not None:
+            return "\n".join([self.forms.table(), *self._calibration_lines()])
         target = self.target_note or self.target
         lines = [f"export-gelu  {self.model}  [{self.model_format}]  →  {target}"]
         kinds: dict[str, int] = {}
@@ -91,10 +107,7 @@ class Report:
             verdict = "parses as is" if not reasons else "; ".join(reasons)
             lines.append(f"Check: {target}: {verdict}")
         lines.append(self._parity_line())
-        for name, out in self.parity.outputs.items():
-            mark = "ok  " if out.passed else "FAIL"
-            lines.append(f"  {mark} {name}: max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}, "
-                         f"p99.9 abs {out.p999_abs:.3g} (|ref| ≤ {out.ref_scale:.3g})")
+        lines += self._output_lines()
         lines += self._form_error_lines()
         if self.trt.get("status") == "built":
             engine = self.trt.get("engine") or "in memory"
@@ -102,14 +115,23 @@ class Report:
         else:
             lines.append(f"TensorRT: engine build and TensorRT parity skipped: "
                          f"{self.trt.get('reason')}")
-        if self.latency:
-            lines.append(f"Latency ({self.threads} thread(s), median / p90 / p99 ms):")
-            for name, lat in self.latency.items():
-                lines.append(f"  {name:<14} {lat.median_ms:9.3f} {lat.p90_ms:9.3f} "
-                             f"{lat.p99_ms:9.3f}   ({lat.iterations} runs)")
+        lines += self._latency_lines()
+        lines += self._calibration_lines()
+        if self.forms is not None:
+            lines.append(self.forms.table())
         for note in self.notes:
             lines.append(f"Note: {note}")
         return "\n".join(lines)
+
+    def _output_lines(self) -> list[str]:
+        lines = []
+        for name, out in self.parity.outputs.items():
+            mark = "ok  " if out.passed else "FAIL"
+            lines.append(f"  {mark} {name}: max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}, "
+                         f"mean abs {out.mean_abs:.3g}, p99.9 abs {out.p999_abs:.3g} "
+                         f"(|ref| ≤ {out.ref_scale:.3g})"
+                         + (f", {out.nonfinite} non-finite" if out.nonfinite else ""))
+        return lines
 
     def _form_error_lines(self) -> list[str]:
         """The worst-case error a GELU form change adds, next to the deviation measured."""
@@ -122,6 +144,58 @@ class Report:
                 else "not measured (parity skipped)")
         return [f"GELU form --gelu {self.gelu_form}: {len(changed)} site(s) changed the math, "
                 f"adding ≤ {added:.3g} abs each (worst case over the real line); {seen}"]
+
+    def _latency_lines(self) -> list[str]:
+        if not self.latency:
+            return []
+        lines = [f"Latency ({self.threads} thread(s), ms):   median    p90      p99    "
+                 "(spread: 95% interval of the median, at least ± the noise floor)"]
+        for name, lat in self.latency.items():
+            lo, hi = lat.spread_ms
+            lines.append(f"  {name:<22} {lat.median_ms:9.3f} {lat.p90_ms:8.3f} {lat.p99_ms:8.3f}"
+                         f"   ({lo:.3f}–{hi:.3f}, ±{lat.spread_pct:.1f}%; {lat.iterations} runs"
+                         f"{'; the load changed during the run' if lat.drifted else ''})")
+        if len(self.latency) == 2:
+            (a, la), (b, lb) = self.latency.items()
+            ratio = la.median_ms / lb.median_ms
+            if la.overlaps(lb):
+                verdict = f"{a} and {b} are not told apart from noise"
+            elif ratio >= 1:
+                verdict = f"{b} is {ratio:.2f}× faster than {a}"
+            else:
+                verdict = f"{b} is {1 / ratio:.2f}× slower than {a}"
+            lines.append(f"  {verdict}")
+        return lines
+
+    def _calibration_lines(self) -> list[str]:
+        cal = self.calibration
+        if cal is None:
+            return []
+        if not cal.sites:
+            return [f"GELU input ranges: not recorded ({cal.reason})"]
+        lines = [f"GELU input ranges ({cal.inputs}):"]
+        for s in cal.sites[:8]:
+            where = s.module or s.name
+            lines.append(f"  {where:<38} [{s.min:.3g}, {s.max:.3g}]  |x|>6: {s.share_abs_gt_6:.2%}"
+                         f"  |x|>40: {s.share_abs_gt_40:.2%}")
+        if len(cal.sites) > 8:
+            lines.append(f"  … and {len(cal.sites) - 8} more (see --report)")
+        return lines
+
+    def _verify_summary(self) -> str:
+        lines = [f"export-gelu verify  {self.model}  [{self.model_format}]  vs  {self.output}  "
+                 f"[{self.target}, {self.precision}]"]
+        if self.inputs:
+            lines.append(f"Inputs: {self.inputs}")
+        if self.precision_note:
+            lines.append(f"Precision: {self.precision} ({self.precision_note})")
+        lines.append(self._parity_line())
+        lines += self._output_lines()
+        lines += self._latency_lines()
+        lines += self._calibration_lines()
+        for note in self.notes:
+            lines.append(f"Note: {note}")
+        return "\n".join(lines)
 
     def _parity_line(self) -> str:
         p = self.parity

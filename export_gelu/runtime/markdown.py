@@ -1,0 +1,161 @@
+"""The Markdown report (`--report-md report.md`): summary tables and, with matplotlib, plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from export_gelu.exporter.save import write_text_atomic
+from export_gelu.runtime.report import Report
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _g(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3g}"
+
+
+def _parity(rep: Report) -> list[str]:
+    p = rep.parity
+    verdict = {"passed": "**PASSED**", "failed": "**FAILED**"}.get(p.status, "skipped")
+    lines = ["## Parity", ""]
+    if p.status == "skipped":
+        return lines + [f"Skipped: {p.reason}", ""]
+    lines += [f"{verdict}: {' vs '.join(p.runners)}, atol {p.atol:g}, rtol {p.rtol:g} "
+              f"(an element fails only if both are exceeded), {p.iterations} feed(s)."]
+    if p.reason:
+        lines += ["", p.reason]
+    lines.append("")
+    rows = [[n, "ok" if o.passed else "**FAIL**", _g(o.max_abs), _g(o.max_rel), _g(o.mean_abs),
+             _g(o.p999_abs), _g(o.ref_scale), o.nonfinite] for n, o in p.outputs.items()]
+    return lines + _table(["output", "verdict", "max abs", "max rel", "mean abs", "p99.9 abs",
+                           "max abs ref", "non-finite"], rows)
+
+
+def _latency(rep: Report) -> list[str]:
+    if not rep.latency:
+        return []
+    rows = []
+    floor = 0.0
+    for name, lat in rep.latency.items():
+        (lo, hi), (slo, shi) = lat.median_ci_ms, lat.spread_ms
+        floor = lat.noise_floor_pct
+        rows.append([name, f"{lat.median_ms:.3f}", f"{lo:.3f} – {hi:.3f}",
+                     f"{slo:.3f} – {shi:.3f} (±{lat.spread_pct:.1f}%)", f"{lat.p90_ms:.3f}",
+                     f"{lat.p99_ms:.3f}", lat.iterations, lat.warmup, lat.clock])
+    return (["## Latency", "", f"{rep.threads} thread(s); runners interleaved; ms. The spread is "
+             f"the median's 95% interval widened to at least ±{floor:g}% (separate sessions of "
+             "one graph differ by that much); medians whose spreads overlap are not told apart.",
+             ""]
+            + _table(["runner", "median", "95% interval of median", "spread", "p90", "p99",
+                      "runs", "warm-up", "what is timed"], rows))
+
+
+def _forms(rep: Report) -> list[str]:
+    forms = rep.forms
+    if forms is None:
+        return []
+    rows = []
+    for r in forms.rows:
+        if r.latency is None:
+            rows.append([r.label, r.target, "–", "–", "–", "–", "–", r.error])
+            continue
+        rows.append([r.label, r.target, r.graph, _g(r.max_abs), _g(r.mean_abs),
+                     f"{r.latency.median_ms:.3f}", f"±{r.latency.spread_pct:.1f}%",
+                     f"{r.ratio:.2f}"])
+    if forms.reference is not None:
+        rows.append(["pytorch (eager)", "", "reference", "0", "0",
+                     f"{forms.reference.median_ms:.3f}", f"±{forms.reference.spread_pct:.1f}%", ""])
+    lines = ["## GELU forms", "", f"{forms.runtime}, {forms.threads} thread(s), "
+             f"{forms.iterations} interleaved runs; error is max |deployed − PyTorch| over all "
+             "outputs.", ""]
+    lines += _table(["form", "target", "graph", "max abs err", "mean abs err", "median ms",
+                     "spread", "× fastest"], rows)
+    if forms.choice:
+        lines += [forms.choice, ""]
+    return lines + [f"- {n}" for n in forms.notes] + ([""] if forms.notes else [])
+
+
+def _sites(rep: Report) -> list[str]:
+    if not rep.gelu_sites:
+        return []
+    rows = [[s.module or s.name, s.kind, s.source, s.action] for s in rep.gelu_sites]
+    return ["## GELU sites", ""] + _table(["site", "kind", "written as", "action"], rows)
+
+
+def _calibration(rep: Report) -> list[str]:
+    cal = rep.calibration
+    if cal is None:
+        return []
+    lines = ["## GELU input ranges", "", f"Inputs: {cal.inputs}."]
+    if not cal.sites:
+        return lines + ["", f"Not recorded: {cal.reason}", ""]
+    lines += ["", "\\|x\\| > 40: x³ overflows fp16 in a Pow-based tanh form. \\|x\\| > 6: "
+              "values a clamp-at-6 'fix' would change. Worst form errors are over the observed "
+              "range.", ""]
+    rows = [[s.module or s.name, s.kind, s.count, _g(s.min), _g(s.max), _g(s.mean), _g(s.std),
+             f"{s.share_abs_gt_6:.3%}", f"{s.share_abs_gt_40:.3%}", _g(s.tanh_max_error),
+             _g(s.sigmoid_max_error)] for s in cal.sites]
+    return lines + _table(["site", "kind", "values", "min", "max", "mean", "std", "|x| > 6",
+                           "|x| > 40", "worst tanh err", "worst sigmoid err"], rows)
+
+
+def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -> str:
+    """The report as Markdown; `images` maps a caption to a PNG path relative to the report."""
+    title = "verify" if rep.command == "verify" else "export"
+    lines = [f"# export-gelu {title} report", ""]
+    facts = [("Model", f"`{rep.model}` ({rep.model_format})")]
+    if rep.output:
+        kind = "Deployed" if rep.command == "verify" else "Output"
+        facts.append((kind, f"`{rep.output}` ({rep.target}, opset {rep.opset})"
+                      if rep.opset else f"`{rep.output}` ({rep.target})"))
+    else:
+        facts.append(("Target", rep.target))
+    facts.append(("Precision", rep.precision + (f" — {rep.precision_note}"
+                                                if rep.precision_note else "")))
+    if rep.inputs:
+        facts.append(("Inputs", rep.inputs))
+    if rep.command != "verify":
+        facts.append(("TensorRT", f"{rep.trt.get('status')}: {rep.trt.get('reason') or ''}"))
+    lines += [f"- **{k}**: {v}" for k, v in facts] + [""]
+    lines += _parity(rep) + _latency(rep) + _forms(rep) + _sites(rep) + _calibration(rep)
+    if images or plots_note:
+        lines += ["## Plots", ""]
+        lines += [f"![{caption}]({path})\n" for caption, path in images.items()]
+        if plots_note:
+            lines += [plots_note, ""]
+    if rep.notes:
+        lines += ["## Notes", ""] + [f"- {_cell(n)}" for n in rep.notes] + [""]
+    return "\n".join(lines)
+
+
+def write_markdown(rep: Report, out: Path) -> list[Path]:
+    """Write `out` and its PNG plots beside it (`<stem>.gelu-forms.png`, `<stem>.errors.png`).
+
+    Without matplotlib the report says why there are no plots. Returns the files written.
+    """
+    from export_gelu.runtime import plots
+
+    out = Path(out)
+    images: dict[str, str] = {}
+    written: list[Path] = []
+    missing = plots.matplotlib_missing()
+    if missing is None:
+        forms_png = out.with_name(f"{out.stem}.gelu-forms.png")
+        written.append(plots.plot_gelu_forms(rep.calibration, forms_png))
+        images["GELU forms and their error over the observed input range"] = forms_png.name
+        errors_png = out.with_name(f"{out.stem}.errors.png")
+        if plots.plot_error_histograms(rep.parity.error_samples, rep.parity.atol, errors_png):
+            written.append(errors_png)
+            images["Per-output error histograms"] = errors_png.name
+    note = f"Plots skipped: {missing}." if missing else ""
+    write_text_atomic(render_markdown(rep, images, note), out)
+    return [out, *written]

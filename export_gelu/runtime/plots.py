@@ -1,0 +1,138 @@
+"""PNG plots for the Markdown report (matplotlib, Agg backend; the `plot` extra).
+
+- GELU forms and their error against exact GELU over the input range the sites saw.
+- Per-output histograms of |deployed − reference|, with the tolerance and the max marked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from export_gelu.exporter.save import staging_dir
+
+#: Plot at least this input range, so a narrow observed range still shows the curves' shape.
+MIN_SPAN = 8.0
+
+
+def matplotlib_missing() -> str | None:
+    """None when matplotlib imports; else why plots are skipped, in words."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any import failure means no plots
+        return (f"matplotlib is not installed ({type(exc).__name__}); "
+                "pip install 'export-gelu[plot]' for plots")
+    return None
+
+
+def _save(fig: Any, out: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    with staging_dir(out) as tmp:
+        staged = tmp / out.name
+        fig.savefig(staged, dpi=110, bbox_inches="tight")
+        os.replace(staged, out)
+    plt.close(fig)
+    return out
+
+
+def observed_range(calibration: Any) -> tuple[float, float] | None:
+    sites = getattr(calibration, "sites", None) or []
+    if not sites:
+        return None
+    return min(s.min for s in sites), max(s.max for s in sites)
+
+
+def plot_gelu_forms(calibration: Any, out: Path) -> Path:
+    """Exact, tanh and sigmoid GELU over the observed range, and each form's |error|."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from export_gelu.runtime.calibration import gelu_exact, gelu_sigmoid, gelu_tanh
+
+    seen = observed_range(calibration)
+    lo, hi = seen if seen else (-4.0, 4.0)
+    mid, span = (lo + hi) / 2, max(hi - lo, MIN_SPAN)
+    x = np.linspace(min(lo, mid - span / 2), max(hi, mid + span / 2), 2001)
+    exact = gelu_exact(x)
+    forms = {"tanh approximation": gelu_tanh(x), "sigmoid x·σ(1.702x)": gelu_sigmoid(x)}
+
+    seen_values = [s.samples for s in getattr(calibration, "sites", None) or [] if s.samples.size]
+    panels = 3 if seen_values else 2
+    fig, axes = plt.subplots(panels, 1, figsize=(7.5, 2.9 * panels), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 3, 2][:panels]})
+    top, bottom = axes[0], axes[1]
+    top.plot(x, exact, color="black", lw=2, label="exact (erf)")
+    for (name, y), style in zip(forms.items(), ("--", ":")):
+        top.plot(x, y, style, lw=1.6, label=name)
+    top.set_ylabel("GELU(x)")
+    top.set_title("GELU forms over the input range the GELU sites saw")
+    for (name, y), color in zip(forms.items(), ("tab:orange", "tab:green")):
+        bottom.semilogy(x, np.maximum(np.abs(y - exact), 1e-12), color=color, label=name)
+    bottom.set_ylabel("|form − exact|")
+    bottom.set_ylim(1e-9, 1e-1)
+    if seen:
+        for ax in axes:
+            ax.axvspan(lo, hi, color="tab:blue", alpha=0.08,
+                       label="observed range" if ax is not axes[-1] else None)
+    else:
+        bottom.text(0.02, 0.05, "no calibration data: default range", transform=bottom.transAxes)
+    if seen_values:
+        hist = axes[2]
+        hist.hist(np.concatenate(seen_values), bins=120, color="tab:blue", alpha=0.8)
+        hist.set_yscale("log")
+        hist.set_ylabel("GELU inputs seen")
+        n_sites = len(seen_values)
+        hist.set_title(f"inputs of {n_sites} GELU site(s) ({calibration.inputs})", fontsize=9)
+    axes[-1].set_xlabel("GELU input x")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    for ax in axes[:2]:
+        ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def plot_error_histograms(errors: Mapping[str, np.ndarray], atol: float, out: Path,
+                          max_outputs: int = 6) -> Path | None:
+    """One histogram of log10 |deployed − reference| per output (at most `max_outputs`)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    items = [(n, e) for n, e in errors.items() if e.size][:max_outputs]
+    if not items:
+        return None
+    fig, axes = plt.subplots(len(items), 1, figsize=(7.5, 2.6 * len(items)), squeeze=False)
+    for ax, (name, err) in zip(axes[:, 0], items):
+        err = err.astype(np.float64)
+        zeros = int(np.count_nonzero(err == 0))
+        logs = np.log10(err[err > 0])
+        if logs.size:
+            ax.hist(logs, bins=80, color="tab:blue", alpha=0.8)
+        if zeros:
+            ax.text(0.01, 0.92, f"{zeros} of {err.size} values identical (error 0, not shown)",
+                    transform=ax.transAxes, fontsize=8)
+        marks = [(atol, "atol", "tab:red"), (float(err.max()), "max", "black"),
+                 (float(np.quantile(err, 0.999)), "p99.9", "tab:orange")]
+        for value, label, color in marks:
+            if value > 0:
+                ax.axvline(np.log10(value), color=color, ls="--", lw=1.2,
+                           label=f"{label} {value:.2g}")
+        ax.set_title(f"{name}: |deployed − reference| ({err.size} values)", fontsize=10)
+        ax.set_xlabel("log10 absolute error")
+        ax.set_ylabel("count")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, out)

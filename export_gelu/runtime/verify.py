@@ -1,0 +1,217 @@
+"""`export-gelu verify MODEL DEPLOYED`: the deployed artifact's outputs against the original
+PyTorch model's on the same inputs, its latency beside PyTorch's, and the GELU input ranges."""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from export_gelu.errors import BadInputError
+from export_gelu.progress import Progress
+from export_gelu.runtime.report import Report
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+def _check_outputs(paths: dict[str, str | Path | None], inputs: list[Path]) -> None:
+    from export_gelu.exporter.save import check_output_path
+    from export_gelu.runtime.saved_data import check_json_path
+
+    for flag, path in paths.items():
+        if not path:
+            continue
+        if flag in ("--save-inputs", "--save-outputs"):
+            check_json_path(path, flag)
+        check_output_path(Path(path), inputs)
+    given = [Path(p).resolve() for p in paths.values() if p]
+    if len(set(given)) != len(given):
+        raise BadInputError("two output flags name the same file")
+
+
+def _feeds(loaded: Any, deployed: Any, specs: Sequence[str], inputs_file: str | Path | None
+           ) -> tuple[list[OrderedDict[str, np.ndarray]], str, bool]:
+    """(feeds in forward() order, where they came from, whether they are real data)."""
+    from export_gelu.exporter.feeds import resolve_feed
+    from export_gelu.exporter.load import load_model
+    from export_gelu.runtime.saved_data import load_inputs_file
+
+    if specs and inputs_file:
+        raise BadInputError("give either --input specs or --inputs FILE, not both")
+    if inputs_file:
+        path = Path(inputs_file)
+        if path.suffix.lower() == ".npz" or path.read_bytes()[:2] == b"PK":
+            feeds = [resolve_feed(loaded, [], path)]
+        else:
+            feeds = load_inputs_file(path)
+        return feeds, f"real data from {path.name} ({len(feeds)} feed(s))", True
+    if specs:
+        return [resolve_feed(loaded, list(specs), None)], "random, from --input specs", False
+    if loaded.example_inputs is not None or loaded.is_onnx:
+        return [resolve_feed(loaded, [], None)], "the model's own example inputs", False
+    if deployed.kind == "onnx":
+        try:
+            feed = resolve_feed(load_model(deployed.path), [], None)
+        except BadInputError as exc:
+            raise BadInputError(f"{loaded.path}: carries no example inputs and {exc}") from exc
+        return [feed], f"random, shaped like {deployed.path.name}'s inputs", False
+    raise BadInputError(f"{loaded.path}: carries no example inputs; pass --input "
+                        "NAME:SHAPE[:DTYPE[:LOW,HIGH]] per forward() argument, or --inputs FILE")
+
+
+def _reference(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: list[str],
+               threads: int, device: str) -> Any:
+    from export_gelu.runtime.ort_runner import ort_runner
+    from export_gelu.runtime.torch_runner import TorchRunner
+
+    if loaded.is_onnx:
+        return ort_runner(loaded.path, threads=threads, name="reference-onnx")
+    import torch
+
+    torch.set_num_threads(threads)
+    return TorchRunner(loaded.reference_module(), feed, outputs, device=device, name="pytorch")
+
+
+def _deployed_sites(deployed: Any) -> list[Any]:
+    """GELU sites of the deployed ONNX graph (what it actually computes)."""
+    if deployed.kind != "onnx":
+        return []
+    import onnx
+
+    from export_gelu.passes.onnx import run_onnx_passes
+    from export_gelu.targets import PROFILES
+
+    model = onnx.load(str(deployed.path), load_external_data=False)
+    return run_onnx_passes(model, PROFILES["onnx"], "keep")[1]
+
+
+def _form_notes(model_kinds: Counter[str], deployed_kinds: Counter[str]) -> list[str]:
+    if not model_kinds or not deployed_kinds or model_kinds == deployed_kinds:
+        return []
+    show = ", ".join
+    return [f"the deployed graph's GELUs ({show(f'{n} {k}' for k, n in deployed_kinds.items())})"
+            f" differ from the model's ({show(f'{n} {k}' for k, n in model_kinds.items())}): "
+            "a changed form adds error (tanh up to 4.73e-4, sigmoid up to 2.03e-2 per site)"]
+
+
+def _calibration_notes(calibration: Any, precision: str) -> list[str]:
+    notes = []
+    for s in calibration.sites:
+        if s.share_abs_gt_40 > 0 and precision == "fp16":
+            notes.append(f"GELU {s.module or s.name} sees |x| > 40 ({s.share_abs_gt_40:.2%} of "
+                         "values): a Pow-based tanh form overflows fp16 there (x³ > 65504)")
+    return notes
+
+
+def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (),
+           inputs_file: str | Path | None = None, precision: str | None = None,
+           atol: float | None = None, rtol: float | None = None, allow_pickle: bool = False,
+           model_factory: str | None = None, threads: int = 1, iterations: int = 50,
+           warmup: int = 5, device: str | None = None, save_inputs: str | Path | None = None,
+           save_outputs: str | Path | None = None, report: str | Path | None = None,
+           report_md: str | Path | None = None, calibrate: bool = True,
+           progress: Progress | None = None) -> Report:
+    """Check DEPLOYED (an ONNX file or a TensorRT engine) against MODEL; return the report.
+
+    Tolerances default by precision, which is read from the deployed graph's input dtypes
+    unless given. A parity failure is returned in the report (`report.exit_code == 1`); bad
+    input raises BadInputError (exit 2); an engine without TensorRT raises TargetUnmetError.
+    """
+    from export_gelu.exporter.load import load_model
+    from export_gelu.exporter.save import write_text_atomic
+    from export_gelu.runtime.deployed import deployed_runner, feed_for, open_deployed
+    from export_gelu.runtime.latency import measure_latency
+    from export_gelu.runtime.parity import compare_runners, default_tolerances
+
+    progress = progress or Progress(enabled=False)
+    model_path, deployed_path = Path(model), Path(deployed)
+    if threads < 1:
+        raise BadInputError("--threads must be at least 1")
+    if iterations < 0 or warmup < 0:
+        raise BadInputError("--iterations and --warmup must not be negative")
+    if precision is not None and precision not in PRECISIONS:
+        raise BadInputError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    for name, tol in (("--atol", atol), ("--rtol", rtol)):
+        if tol is not None and not (np.isfinite(tol) and tol >= 0):
+            raise BadInputError(f"{name} must be a finite number ≥ 0")
+    _check_outputs({"--report": report, "--report-md": report_md, "--save-inputs": save_inputs,
+                    "--save-outputs": save_outputs}, [model_path, deployed_path])
+
+    progress.step(f"opening {deployed_path}")
+    dep = open_deployed(deployed_path)
+    progress.step(f"loading {model_path}")
+    loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
+    feeds, inputs_label, real = _feeds(loaded, dep, inputs, inputs_file)
+    dep_feeds = [feed_for(dep, f) for f in feeds]
+    chosen = precision or dep.precision
+    why = "given with --precision" if precision else dep.precision_why
+    d_atol, d_rtol = default_tolerances(chosen)
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    if device is None:
+        import torch
+
+        device = "cuda" if dep.kind == "engine" and torch.cuda.is_available() else "cpu"
+
+    rep = Report(model=str(model_path), target=dep.runtime, model_format=loaded.format.value,
+                 output=str(dep.path), precision=chosen, gelu_form="", threads=threads,
+                 notes=list(loaded.notes), command="verify", inputs=inputs_label,
+                 precision_note=why)
+    if dep.kind == "onnx":
+        import onnx
+
+        from export_gelu.compat import model_opset, op_counts
+
+        graph = onnx.load(str(dep.path), load_external_data=False)
+        rep.opset = model_opset(graph)
+        rep.op_counts = dict(op_counts(graph))
+        rep.gelu_sites = _deployed_sites(dep)
+        rep.trt = {"status": "skipped", "reason": "DEPLOYED is an ONNX file (run in ONNX Runtime)"}
+    else:
+        rep.trt = {"status": "loaded", "reason": "", "engine": str(dep.path)}
+
+    reference = _reference(loaded, dep_feeds[0], dep.outputs, threads, device)
+    runner = deployed_runner(dep, threads=threads)
+    progress.step(f"running {len(dep_feeds)} feed(s) through {reference.name} and {runner.name}")
+    try:
+        rep.parity = compare_runners(reference, runner, dep_feeds, atol, rtol)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise BadInputError(f"the inputs could not be run: {first}") from exc
+    if save_inputs:
+        from export_gelu.runtime.saved_data import save_polygraphy_inputs
+
+        save_polygraphy_inputs(dep_feeds, save_inputs)
+        rep.notes.append(f"inputs saved to {save_inputs} (polygraphy run --load-inputs)")
+    if save_outputs:
+        from export_gelu.runtime.saved_data import save_polygraphy_outputs
+
+        save_polygraphy_outputs(rep.parity.run_results, save_outputs)
+        rep.notes.append(f"outputs of {' and '.join(rep.parity.runners)} saved to "
+                         f"{save_outputs} (polygraphy run --load-outputs)")
+
+    if iterations > 0:
+        progress.step("timing")
+        with reference, runner:
+            rep.latency = measure_latency([reference, runner], dep_feeds[0], iterations, warmup,
+                                          progress)
+    if calibrate and not loaded.is_onnx:
+        from export_gelu.runtime.calibration import gelu_input_ranges
+
+        progress.step("recording GELU input ranges")
+        label = inputs_label if real else f"{inputs_label}; not real data, ranges are indicative"
+        rep.calibration = gelu_input_ranges(loaded, feeds, label)
+        rep.notes += _calibration_notes(rep.calibration, chosen)
+        rep.notes += _form_notes(Counter(s.kind for s in rep.calibration.sites),
+                                 Counter(s.kind for s in rep.gelu_sites))
+    progress.done()
+    if report:
+        write_text_atomic(rep.dumps(), Path(report))
+    if report_md:
+        from export_gelu.runtime.markdown import write_markdown
+
+        write_markdown(rep, Path(report_md))
+    return rep
