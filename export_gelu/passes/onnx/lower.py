@@ -97,7 +97,7 @@ def action_text(site: Match, lowering: Lowering, last: onnx.NodeProto, folded: s
                 notes: list[str]) -> str:
     """The report's sentence for what a site became (`last`: the node it now ends in)."""
     op = f"{last.domain}.{last.op_type}" if last.domain else last.op_type
-    parts = [f"→ {lowering.name.format(op=op)}"]
+    parts = [f"rewritten to {lowering.name.format(op=op)}"]
     if folded:
         parts.append(f"bias Add {folded} folded in")
     if site.kind != lowering.kind:
