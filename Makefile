@@ -28,7 +28,11 @@ test: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks
 	$(PY) -m pytest -q -rs
 
+# The TensorRT tests (pytest marker `trt`). On a machine with a CUDA GPU (nvidia-smi) and no
+# tensorrt yet, installs the trt extra first; elsewhere they are reported skipped, with why.
 test-gpu: $(STAMP)
+	@$(PY) -c "import tensorrt" 2>/dev/null || ! command -v nvidia-smi >/dev/null || \
+		$(PY) -m pip install -q -e ".[trt]"
 	$(PY) -m pytest -q -rs -m trt
 
 lint: $(STAMP)

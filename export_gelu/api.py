@@ -10,7 +10,13 @@ from typing import Any
 import numpy as np
 import onnx
 
-from export_gelu.compat import compatibility_table, incompatibilities, model_opset, op_counts
+from export_gelu.compat import (
+    compatibility_table,
+    format_targets,
+    incompatibilities,
+    model_opset,
+    op_counts,
+)
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.capture import capture, cast_args, module_for_precision
 from export_gelu.exporter.feeds import resolve_feed
@@ -233,7 +239,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     if profile.runtime == "trt":
         takers = [n for n, r in compatibility_table(onnx_model, list(TRT_PROFILES)).items()
                   if not r]
-        rep.notes.append(f"TensorRT versions that parse the output as is: {', '.join(takers)}")
+        rep.notes.append(f"TensorRT versions that parse the output as is: "
+                         f"{format_targets(takers)}")
     if dynamic:
         from export_gelu.runtime.trt_runner import check_dynamic
 

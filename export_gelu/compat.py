@@ -99,3 +99,18 @@ def takers_text(op: str) -> str:
     """'trt8.2, trt8.4, …' — the TensorRT targets that parse `op`, for error messages."""
     names = trt_takers(op)
     return ", ".join(names) if names else "no TensorRT version"
+
+
+def format_targets(names: list[str]) -> str:
+    """TensorRT profile names as runs: ['trt8.2', 'trt8.4', 'trt9'] → 'trt8.2–trt9'."""
+    from export_gelu.targets import TRT_PROFILES
+
+    order = [p.name for p in TRT_PROFILES]
+    runs: list[list[str]] = []
+    for name in sorted(names, key=lambda n: order.index(n) if n in order else len(order)):
+        if runs and name in order and runs[-1][-1] in order and \
+                order.index(name) == order.index(runs[-1][-1]) + 1:
+            runs[-1].append(name)
+        else:
+            runs.append([name])
+    return ", ".join(r[0] if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs) or "none"

@@ -248,3 +248,12 @@ def test_dynamo_export_brought_down_for_old_trt(dynamo18, example, target, tmp_p
     assert "Parity: PASSED (input-onnx vs onnxruntime" in res.out
     assert f"down-converted opset 18 → {profile.opset_ceiling}" in res.out
     assert model.ir_version <= 8
+    assert unread_constants(model) == unread_constants(onnx.load(str(src)))
+
+
+def unread_constants(model: onnx.ModelProto) -> set[str]:
+    """Initializers and Constant outputs no node reads (rewrites must not leave orphans)."""
+    read = {i for n in model.graph.node for i in n.input} | {o.name for o in model.graph.output}
+    consts = {i.name for i in model.graph.initializer}
+    consts |= {n.output[0] for n in model.graph.node if n.op_type == "Constant"}
+    return consts - read

@@ -18,6 +18,7 @@ from examples.save_model import example_inputs
 from export_gelu import export
 from export_gelu.compat import incompatibilities, iter_nodes, model_opset
 from export_gelu.targets import TRT_PROFILES
+from tests.test_downconvert import unread_constants
 
 MATRIX_EXAMPLES = ("bert", "gpt2", "vit")
 _EAGER: dict[str, np.ndarray] = {}
@@ -87,6 +88,7 @@ def test_each_example_fits_each_trt_profile(example, profile, saved, tmp_path):
     ops = Counter(n.op_type for n in iter_nodes(model.graph))
     assert not [op for op in ops if not profile.supports(op)]
     assert incompatibilities(model, profile) == []
+    assert not unread_constants(model)
 
     sites = EXAMPLES[example].gelu_sites
     kind = EXAMPLES[example].gelu_kind

@@ -109,6 +109,7 @@ def _convert_graph(graph: onnx.GraphProto, step: Step, problems: dict[str, str])
             if why:
                 problems.setdefault(n.op_type, why)
         nodes.extend(new)
+        ed.replaced(node, new)
         if new != [node] or before != [n.SerializeToString() for n in new]:
             changed += 1
     ed.commit(nodes)

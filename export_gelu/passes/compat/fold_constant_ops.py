@@ -59,6 +59,7 @@ def fold_constant_ops(model: onnx.ModelProto, ed: GraphEditor, opset: int,
         for name, value in zip(node.output, results):
             if name:
                 ed.const_named(value, name)
+        ed.replaced(node, [])
         folded.append(node.op_type)
     if folded:
         ed.commit(nodes)

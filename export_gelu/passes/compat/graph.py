@@ -98,6 +98,7 @@ class GraphEditor:
         if outer is not None:
             self._names |= outer._names
         self.new_initializers: list[onnx.TensorProto] = []
+        self._orphans: set[str] = set()
 
     # -- reading ---------------------------------------------------------------------------
     def constant(self, name: str) -> np.ndarray | None:
@@ -160,12 +161,45 @@ class GraphEditor:
                                                     for _ in range(n_out)]
         return helper.make_node(op, inputs, outs, name=self.fresh(f"{base}/{op}"), **attrs)
 
+    def replaced(self, old: onnx.NodeProto, new: list[onnx.NodeProto]) -> None:
+        """Record that `new` replaces `old`: constants only `old` read are pruned at commit."""
+        kept = {i for n in new for i in n.input}
+        self._orphans.update(i for i in old.input if i and i not in kept)
+
     def commit(self, nodes: list[onnx.NodeProto]) -> None:
-        """Replace the graph's node list with `nodes` and add the new initializers."""
+        """Replace the graph's node list with `nodes`, add the new initializers, and drop the
+        constants that replaced nodes alone read (other unused constants stay as they were)."""
         self.graph.ClearField("node")
         self.graph.node.extend(nodes)
         self.graph.initializer.extend(self.new_initializers)
         self.new_initializers = []
+        if self._orphans:
+            _prune(self.graph, self._orphans)
+            self._orphans = set()
+
+
+def _read_names(graph: onnx.GraphProto) -> set[str]:
+    names = {o.name for o in graph.output}
+    for node in graph.node:
+        names.update(node.input)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs):
+                names |= _read_names(sub)
+    return names
+
+
+def _prune(graph: onnx.GraphProto, candidates: set[str]) -> None:
+    dead = candidates - _read_names(graph)
+    if not dead:
+        return
+    inits = [i for i in graph.initializer if i.name not in dead]
+    if len(inits) != len(graph.initializer):
+        graph.ClearField("initializer")
+        graph.initializer.extend(inits)
+    nodes = [n for n in graph.node if not (n.op_type == "Constant" and n.output[0] in dead)]
+    if len(nodes) != len(graph.node):
+        graph.ClearField("node")
+        graph.node.extend(nodes)
 
 
 def _constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:

@@ -23,7 +23,9 @@ def pow2_to_mul(model: onnx.ModelProto, ed: GraphEditor) -> int:
             nodes.append(node)
             continue
         x = node.input[0]
-        nodes.append(ed.node("Mul", [x, x], node.name or "square", outputs=[node.output[0]]))
+        square = ed.node("Mul", [x, x], node.name or "square", outputs=[node.output[0]])
+        ed.replaced(node, [square])
+        nodes.append(square)
         count += 1
     if count:
         ed.commit(nodes)
