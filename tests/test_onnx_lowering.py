@@ -272,3 +272,27 @@ def test_fp16_safe_form_below_opset_11_uses_clip_attributes():
     assert len(clip.input) == 1 and {a.name for a in clip.attribute} == {"min", "max"}
     inputs = feed(model)
     assert max_diff(run_ort(safe, inputs), run_ort(model, inputs)) <= 1e-6
+
+
+@pytest.mark.parametrize("target", ["ort", "trt8.6", "onnx"])
+def test_island_with_one_cast_per_use(target):
+    """x16 is cast to fp32 separately for each use inside the formula (as some converters
+    write it): the casts of one tensor are one variable; the result stays an fp32 GELU."""
+    from tests.onnx_graphs import G
+
+    g = G(TensorProto.FLOAT, opset=20 if target == "onnx" else 17)
+    x16 = g.input("x", TensorProto.FLOAT16)
+
+    def up() -> str:
+        return g.op("Cast", x16, to=TensorProto.FLOAT)
+
+    t = g.op("Erf", g.mul(up(), g.c(0.7071067811865476)))
+    y = g.mul(g.mul(up(), g.c(0.5)), g.add(t, g.c(1.0)))
+    model = g.model(g.op("Cast", y, to=TensorProto.FLOAT16), out_dtype=TensorProto.FLOAT16)
+    out, sites = rewrite(model, target)
+    _check_valid(out)
+    assert [s.kind for s in sites] == ["exact"] and "Cast" in sites[0].source
+    casts = [n for n in out.graph.node if n.op_type == "Cast"]
+    assert len(casts) == 2  # one up-cast of x, the island's own down-cast
+    inputs = feed(model)
+    assert max_diff(run_ort(out, inputs), run_ort(model, inputs)) <= 2e-3

@@ -25,8 +25,10 @@ MAX_DEPTH = 12
 MAX_NODES = 32
 
 _FUNCS = {"Tanh": "tanh", "Erf": "erf", "Sigmoid": "sigmoid"}
-_PRECISION_ORDER = {onnx.TensorProto.BFLOAT16: 0, onnx.TensorProto.FLOAT16: 1,
-                    onnx.TensorProto.FLOAT: 2, onnx.TensorProto.DOUBLE: 3}
+_T = onnx.TensorProto
+#: Casts that change no value (so a tensor and its cast are the same variable).
+_EXACT_UPCASTS = {(_T.FLOAT16, _T.FLOAT), (_T.FLOAT16, _T.DOUBLE), (_T.BFLOAT16, _T.FLOAT),
+                  (_T.BFLOAT16, _T.DOUBLE), (_T.FLOAT, _T.DOUBLE)}
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,7 @@ class TreeBuilder:
 
     def _is_exact_upcast(self, node: onnx.NodeProto) -> bool:
         src = self.view.type(node.input[0])
-        to = _cast_to(node)
-        if src is None or src.elem_type not in _PRECISION_ORDER or to not in _PRECISION_ORDER:
-            return False
-        return _PRECISION_ORDER[to] > _PRECISION_ORDER[src.elem_type]
+        return src is not None and (src.elem_type, _cast_to(node)) in _EXACT_UPCASTS
 
     def _const(self, tensor: str, tree: Tree) -> Const | None:
         arr = self.view.constant(tensor)
