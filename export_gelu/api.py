@@ -36,6 +36,7 @@ from export_gelu.passes.compat import (
 )
 from export_gelu.passes.fx import run_fx_passes
 from export_gelu.passes.onnx import merge_sites, run_onnx_passes
+from export_gelu.passes.onnx.view import skeleton
 from export_gelu.passes.sites import GeluSite
 from export_gelu.progress import Progress
 from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances, skipped
@@ -250,6 +251,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
     progress.step(f"writing {out}")
     written = save_onnx_atomic(onnx_model, out, validate=onnx.checker.check_model)
+    onnx_model = skeleton(onnx_model)  # the weights are on disk now: free the in-memory copy
     rep.output = str(written[0])
     rep.external_data = str(written[1]) if len(written) > 1 else None
 

@@ -265,3 +265,16 @@ def test_progress_shows_on_a_terminal_only(bert_files, tmp_path):
     assert proc.returncode == 0
     text = seen.decode(errors="replace")
     assert "loading" in text and "timing 3/3" in text
+
+
+def test_an_onnx_model_is_the_reference_in_onnx_runtime(saved_model, tmp_path):
+    first, second = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    model = saved_model("lstm", "exported")
+    assert run_cli(model, "--target", "onnx", "-o", first, "--no-verify").code == 0
+    assert run_cli(model, "--target", "trt8.6", "-o", second, "--no-verify").code == 0
+    rep_path = tmp_path / "r.json"
+    res = run_cli("verify", first, second, "--iterations", "2", "--report", rep_path)
+    assert res.code == 0, res.err + res.out
+    rep = json.loads(rep_path.read_text())
+    assert rep["parity"]["runners"] == ["reference-onnx", "onnxruntime"]
+    assert rep["calibration"] is None  # no PyTorch graph to record GELU inputs from

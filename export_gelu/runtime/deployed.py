@@ -175,6 +175,35 @@ def feed_for(deployed: Deployed, feed: Mapping[str, np.ndarray]) -> OrderedDict[
     return out
 
 
+def renamed_outputs(inner: Any, names: list[str]) -> Any:
+    """`inner` (a polygraphy runner) with its outputs renamed `names`, in order: an ONNX
+    reference whose exporter named its outputs differently from DEPLOYED's."""
+    from polygraphy.backend.base import BaseRunner
+
+    class Renamed(BaseRunner):
+        def __init__(self) -> None:
+            super().__init__(name=inner.name, prefix="renamed-runner")
+
+        def activate_impl(self) -> None:
+            inner.activate()
+
+        def get_input_metadata_impl(self) -> Any:
+            return inner.get_input_metadata(use_numpy_dtypes=False)
+
+        def infer_impl(self, feed_dict: dict[str, Any]) -> OrderedDict[str, Any]:
+            out = inner.infer(feed_dict, check_inputs=False)
+            self.inference_time = inner.last_inference_time()
+            if len(out) != len(names):
+                raise RuntimeError(f"{inner.name} gives {len(out)} outputs, DEPLOYED "
+                                   f"{len(names)}")
+            return OrderedDict(zip(names, out.values()))
+
+        def deactivate_impl(self) -> None:
+            inner.deactivate()
+
+    return Renamed()
+
+
 def deployed_runner(deployed: Deployed, threads: int = 1, name: str | None = None) -> Any:
     """A polygraphy runner for the artifact: ONNX Runtime (CPU, explicit threads) or TensorRT."""
     if deployed.kind == "engine":

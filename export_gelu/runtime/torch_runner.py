@@ -47,6 +47,11 @@ class TorchRunner(BaseRunner):
     def activate_impl(self) -> None:
         if hasattr(self.module, "to") and self.device != "cpu":
             self.module = self.module.to(self.device)
+        if self.device.startswith("cuda"):
+            # the reference must be true fp32: TF32 matmuls/convolutions would add ~1e-3 error
+            self._tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
 
     def get_input_metadata_impl(self) -> TensorMetadata:
         return self._input_meta
@@ -75,7 +80,10 @@ class TorchRunner(BaseRunner):
         return t
 
     def deactivate_impl(self) -> None:
-        pass
+        tf32 = getattr(self, "_tf32", None)
+        if tf32 is not None:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+            self._tf32 = None
 
 
 def dtype_metadata(arrays: dict[str, np.ndarray]) -> TensorMetadata:

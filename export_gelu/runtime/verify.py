@@ -68,7 +68,13 @@ def _reference(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: list[st
     from export_gelu.runtime.torch_runner import TorchRunner
 
     if loaded.is_onnx:
-        return ort_runner(loaded.path, threads=threads, name="reference-onnx")
+        from export_gelu.runtime.deployed import renamed_outputs
+        from export_gelu.runtime.ort_runner import output_names
+
+        runner = ort_runner(loaded.path, threads=threads, name="reference-onnx")
+        if output_names(loaded.path) != outputs:  # pair outputs by position
+            runner = renamed_outputs(runner, outputs)
+        return runner
     import torch
 
     torch.set_num_threads(threads)
@@ -180,7 +186,7 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
         rep.parity = compare_runners(reference, runner, dep_feeds, atol, rtol)
     except (RuntimeError, ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise BadInputError(f"the inputs could not be run: {first}") from exc
+        raise BadInputError(f"running MODEL and DEPLOYED on these inputs failed: {first}") from exc
     if save_inputs:
         from export_gelu.runtime.saved_data import save_polygraphy_inputs
 
