@@ -257,3 +257,16 @@ def unread_constants(model: onnx.ModelProto) -> set[str]:
     consts = {i.name for i in model.graph.initializer}
     consts |= {n.output[0] for n in model.graph.node if n.op_type == "Constant"}
     return consts - read
+
+
+def test_torchscript_bert_for_trt70_folds_its_constant_gather_elements(saved_model, tmp_path):
+    out = tmp_path / "b.onnx"
+    res = run_cli(saved_model("bert", "torchscript"), "--input", "x:2x16:int64:0,1000",
+                  "--target", "trt7.0", "-o", out, "--iterations", "0")
+    assert res.code == 0, res.err
+    assert "GatherElements node(s) computed from constants only folded" in res.out
+    assert "Parity: PASSED (pytorch vs onnxruntime" in res.out
+    model = onnx.load(str(out))
+    assert "GatherElements" not in ops(model)
+    assert incompatibilities(model, PROFILES["trt7.0"]) == []
+    assert not unread_constants(model)

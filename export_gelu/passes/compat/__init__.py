@@ -77,8 +77,9 @@ def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
 
     folded = fold_constant_ops(model, ed, opset, lacking)
     if folded:
-        notes.append(f"{len(folded)} node(s) on constants folded ({', '.join(sorted(set(folded)))}"
-                     f" missing in {profile.name})")
+        kinds = ", ".join(sorted(set(folded)))
+        notes.append(f"{len(folded)} {kinds} node(s) computed from constants only folded to "
+                     f"their values ({profile.name} lacks {kinds})")
     if "LayerNormalization" in ops and (not profile.supports("LayerNormalization")
                                         or target_opset < 17):
         n = expand_all_layernorms(model, ed, opset)
