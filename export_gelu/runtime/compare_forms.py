@@ -108,9 +108,9 @@ class FormsComparison:
     def table(self) -> str:
         """The one table users read: form, error vs PyTorch, latency, ratio to the fastest."""
         fastest = self.fastest()
-        head = (f"GELU forms of {self.model} on {self.runtime} ({self.threads} thread(s), "
+        head = (f"GELU forms of {self.model}: {self.runtime}, {self.threads} thread(s), "
                 f"{self.iterations} interleaved runs each; error = max |deployed − PyTorch| over "
-                "all outputs)")
+                "all outputs")
         cols = (f"  {'form':<16} {'target':<7} {'graph':<14} {'max abs err':>11} "
                 f"{'mean abs err':>12} {'median ms':>10} {'± %':>5} {'p90 ms':>8} {'× fastest':>9}")
         lines = [head, cols]
