@@ -10,14 +10,19 @@ an interval. `compare_onnx` does that:
    that rotates between rounds, so drift and cache effects hit all of them alike;
 4. reports each file's median and p90, and for each file its paired ratio to the first
    (per-round time_i / time_0): the median ratio and a bootstrap 95% interval.
+
+`compare_calls` is the same timing loop over any zero-argument callables (a TensorRT engine,
+a PyTorch CUDA kernel); `compare_onnx(..., providers=["CUDAExecutionProvider"])` keeps inputs
+and outputs on the GPU (I/O binding) so that the time is the graph's, not the PCIe copies'.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,32 +49,38 @@ def bootstrap_median_interval(values: np.ndarray, rng: np.random.Generator,
     return float(np.quantile(medians, tail)), float(np.quantile(medians, 1.0 - tail))
 
 
-def compare_onnx(paths: Sequence[Path], feed: dict[str, np.ndarray], labels: Sequence[str],
-                 rounds: int = 60, warmup: int = 5, threads: int = 1,
-                 atol: float = 1e-4, seed: int = 0) -> list[Timing]:
-    """Time ONNX files interleaved; the first is the baseline every ratio refers to."""
-    sessions = [make_session(p, threads=threads) for p in paths]
-    outputs = []
-    for sess in sessions:
-        names = {i.name for i in sess.get_inputs()}
-        outputs.append(sess.run(None, {k: v for k, v in feed.items() if k in names}))
-    errors = []
-    for out in outputs:
-        diff = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-                   for a, b in zip(outputs[0], out))
-        errors.append(diff)
+def max_abs_difference(reference: Sequence[Any], other: Sequence[Any]) -> float:
+    """Largest absolute difference over all outputs (inf when shapes or counts differ)."""
+    if len(reference) != len(other):
+        return float("inf")
+    worst = 0.0
+    for a, b in zip(reference, other):
+        a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        if a64.shape != b64.shape:
+            return float("inf")
+        if a64.size:
+            worst = max(worst, float(np.max(np.abs(a64 - b64))))
+    return worst
+
+
+def check_same_outputs(labels: Sequence[str], outputs: Sequence[Sequence[Any]],
+                       atol: float) -> list[float]:
+    """Each run's max abs difference to the first; raises when one exceeds `atol`."""
+    errors = [max_abs_difference(outputs[0], out) for out in outputs]
     for label, err in zip(labels, errors):
-        if err > atol:
+        if not err <= atol:
             raise AssertionError(f"{label} differs from {labels[0]} by {err:.3g} (> {atol:g}); "
                                  "timing graphs that compute different things proves nothing")
-    feeds = []
-    for sess in sessions:
-        names = {i.name for i in sess.get_inputs()}
-        feeds.append({k: v for k, v in feed.items() if k in names})
-    for sess, f in zip(sessions, feeds):
+    return errors
+
+
+def time_interleaved(calls: Sequence[Callable[[], Any]], rounds: int,
+                     warmup: int) -> np.ndarray:
+    """Seconds per call, shape (rounds, len(calls)); the order rotates and reverses each round."""
+    for call in calls:
         for _ in range(warmup):
-            sess.run(None, f)
-    n = len(sessions)
+            call()
+    n = len(calls)
     samples = np.zeros((rounds, n))
     for r in range(rounds):
         order = [(r + k) % n for k in range(n)]
@@ -77,8 +88,34 @@ def compare_onnx(paths: Sequence[Path], feed: dict[str, np.ndarray], labels: Seq
             order.reverse()
         for i in order:
             start = time.perf_counter()
-            sessions[i].run(None, feeds[i])
+            calls[i]()
             samples[r, i] = time.perf_counter() - start
+    return samples
+
+
+class Comparison(list):
+    """The `Timing` of each run (a list, first = baseline) plus the raw per-round samples,
+    so any two runs can be compared pairwise, not only against the first."""
+
+    def __init__(self, timings: Sequence[Timing], samples: np.ndarray, seed: int = 0) -> None:
+        super().__init__(timings)
+        self.samples = samples
+        self.seed = seed
+
+    def position(self, label: str) -> int:
+        """The column of the run labelled `label`."""
+        return next(i for i, t in enumerate(self) if t.label == label)
+
+    def paired(self, label: str, baseline: str) -> tuple[float, float, float]:
+        """Median of per-round time(label) / time(baseline), with its bootstrap 95% interval."""
+        ratios = self.samples[:, self.position(label)] / self.samples[:, self.position(baseline)]
+        lo, hi = bootstrap_median_interval(ratios, np.random.default_rng(self.seed))
+        return float(np.median(ratios)), lo, hi
+
+
+def summarize(samples: np.ndarray, labels: Sequence[str], errors: Sequence[float],
+              seed: int = 0) -> Comparison:
+    """Medians, p90 and paired ratios (with bootstrap intervals) to the first column."""
     rng = np.random.default_rng(seed)
     timings = []
     for i, label in enumerate(labels):
@@ -87,7 +124,67 @@ def compare_onnx(paths: Sequence[Path], feed: dict[str, np.ndarray], labels: Seq
         lo, hi = bootstrap_median_interval(ratios, rng) if i else (1.0, 1.0)
         timings.append(Timing(label, float(np.median(ms)), float(np.percentile(ms, 90)),
                               float(np.median(ratios)), lo, hi, errors[i]))
-    return timings
+    return Comparison(timings, samples, seed)
+
+
+def compare_calls(calls: Sequence[Callable[[], Any]], labels: Sequence[str], rounds: int = 60,
+                  warmup: int = 5, atol: float = 1e-4, seed: int = 0) -> Comparison:
+    """Time callables interleaved after checking their return values agree with the first's.
+
+    Each callable returns its outputs (a sequence of arrays, or of tensors convertible by
+    `np.asarray`); the first is the baseline every ratio refers to.
+    """
+    outputs = [list(_as_arrays(call())) for call in calls]
+    errors = check_same_outputs(labels, outputs, atol)
+    return summarize(time_interleaved(calls, rounds, warmup), labels, errors, seed)
+
+
+def _as_arrays(result: Any) -> list[np.ndarray]:
+    items = result if isinstance(result, (list, tuple)) else [result]
+    out = []
+    for item in items:
+        if hasattr(item, "detach"):  # a torch tensor, possibly on the GPU
+            item = item.detach().float().cpu().numpy()
+        elif hasattr(item, "numpy") and not isinstance(item, np.ndarray):  # an OrtValue
+            item = item.numpy()
+        out.append(np.asarray(item))
+    return out
+
+
+def _ort_call(session: Any, feed: dict[str, np.ndarray], device: str | None) -> Callable:
+    """A zero-argument run of `session`; on a GPU, inputs and outputs stay on the device."""
+    names = {i.name for i in session.get_inputs()}
+    own = {k: v for k, v in feed.items() if k in names}
+    if device is None:
+        return lambda: session.run(None, own)
+    import onnxruntime as ort
+
+    binding = session.io_binding()
+    for name, value in own.items():
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, device, 0))
+    for out in session.get_outputs():
+        binding.bind_output(out.name, device)
+
+    def run() -> list[Any]:
+        session.run_with_iobinding(binding)
+        return binding.get_outputs()
+    return run
+
+
+def compare_onnx(paths: Sequence[Path], feed: dict[str, np.ndarray], labels: Sequence[str],
+                 rounds: int = 60, warmup: int = 5, threads: int = 1,
+                 atol: float = 1e-4, seed: int = 0,
+                 providers: Sequence[str] | None = None) -> Comparison:
+    """Time ONNX files interleaved; the first is the baseline every ratio refers to.
+
+    `providers` (default CPU) is passed to every session; with `CUDAExecutionProvider` first,
+    inputs are bound on the GPU once and outputs are left there while timing.
+    """
+    providers = list(providers or ["CPUExecutionProvider"])
+    device = "cuda" if providers[0] == "CUDAExecutionProvider" else None
+    sessions = [make_session(p, threads=threads, providers=providers) for p in paths]
+    return compare_calls([_ort_call(s, feed, device) for s in sessions], labels, rounds,
+                         warmup, atol, seed)
 
 
 def format_table(title: str, timings: Sequence[Timing]) -> str:

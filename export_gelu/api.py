@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from export_gelu.exporter.save import (
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, export_to_onnx
 from export_gelu.passes.compat import (
     fit_module_precision,
+    fit_program_precision,
     fit_to_profile,
     prepare_program_for_opset,
 )
@@ -46,6 +48,20 @@ from export_gelu.targets import TRT_PROFILES, TargetProfile, resolve_target
 
 GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
 PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+class StageClock:
+    """Wall seconds per pipeline stage (the report's `stage_seconds`): `lap(stage)` charges
+    the time since the previous lap, or since the clock started, to `stage`."""
+
+    def __init__(self, stages: dict[str, float] | None = None) -> None:
+        self.stages = {} if stages is None else stages
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.stages[stage] = self.stages.get(stage, 0.0) + now - self._last
+        self._last = now
 
 
 def default_output(model: Path, target: str) -> Path:
@@ -89,12 +105,16 @@ def _deployed_feed(feed: OrderedDict[str, np.ndarray], model: onnx.ModelProto,
 
 def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profile: TargetProfile,
                   opset: int, form: str, precision: str, report: Report,
-                  progress: Progress) -> tuple[onnx.ModelProto, list[GeluSite]]:
+                  progress: Progress, clock: StageClock | None = None,
+                  ) -> tuple[onnx.ModelProto, list[GeluSite]]:
+    clock = clock or StageClock()
     module = module_for_precision(loaded, precision)
     report.notes.extend(fit_module_precision(module, precision))
     args = _torch_feed(feed, precision)
     progress.step("capturing the model with torch.export")
     program, why_not = capture(loaded, module, args, precision)
+    report.notes.extend(fit_program_precision(program, precision))
+    clock.lap("capture")
     sites: list[GeluSite] = []
     if program is not None:
         progress.step("finding and canonicalizing GELU sites (fx)")
@@ -103,6 +123,7 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
             report.notes.append("TorchScript converted to an ExportedProgram (TS2EPConverter); "
                                 "the fx GELU passes ran on it")
         report.notes.extend(prepare_program_for_opset(program, opset))
+        clock.lap("fx_passes")
     else:
         report.notes.append(f"fx GELU passes skipped: torch.export capture failed ({why_not}); "
                             "GELU passes ran at the ONNX level only")
@@ -112,6 +133,7 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
     progress.step(f"exporting to ONNX (opset {opset})")
     export_module = module if program is None else None
     model, report.exporter = export_to_onnx(export_module, args, list(feed), opset, program)
+    clock.lap("export")
     return model, sites
 
 
@@ -209,6 +231,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                                f"{why_no_trt}")
 
     progress.step(f"loading {model_path}")
+    clock = StageClock()
     loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
     for _flag, path in outputs:
         check_output_path(path, [model_path, *loaded.data_files])
@@ -217,18 +240,22 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                  model_format=loaded.format.value, precision=precision, gelu_form=gelu,
                  threads=threads, notes=list(loaded.notes))
     reference_module = None if loaded.is_onnx else loaded.reference_module()
+    rep.stage_seconds = clock.stages
 
     if loaded.is_onnx:
         onnx_model = load_onnx_model(loaded.path)
         fx_sites: list[GeluSite] = []
         rep.exporter = "none (ONNX input)"
+        clock.lap("load")
     else:
+        clock.lap("load")
         onnx_model, fx_sites = _export_torch(loaded, feed, profile, opset or profile.opset,
-                                             gelu, precision, rep, progress)
+                                             gelu, precision, rep, progress, clock)
     progress.step("rewriting GELU sites for the target (ONNX)")
     onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
     onnx_model, fit_notes = fit_to_profile(onnx_model, profile)
     rep.notes.extend(fit_notes)
+    clock.lap("onnx_passes")
     rep.gelu_sites = merge_sites(fx_sites, onnx_sites)
     rep.opset = model_opset(onnx_model)
     rep.op_counts = dict(op_counts(onnx_model))
@@ -249,11 +276,13 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                                                                  precision).items()}
         check_dynamic([parse_dynamic(d) for d in dynamic], onnx_model, shapes)
 
+    clock.lap("checks")
     progress.step(f"writing {out}")
     written = save_onnx_atomic(onnx_model, out, validate=onnx.checker.check_model)
     onnx_model = skeleton(onnx_model)  # the weights are on disk now: free the in-memory copy
     rep.output = str(written[0])
     rep.external_data = str(written[1]) if len(written) > 1 else None
+    clock.lap("save")
 
     built = None
     if not wants_trt:
@@ -263,6 +292,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     else:
         built = _build_trt(out, profile, precision, feed, onnx_model, engine, dynamic, rep,
                            progress)
+        clock.lap("trt_build")
 
     if verify:
         no_ort = ort_missing()  # degrade: without onnxruntime, say what was not checked
@@ -277,6 +307,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         if built is not None and reference is not None:
             _check_trt(built, precision, feed, onnx_model, reference, rep, progress, atol, rtol,
                        added, iterations, warmup)
+        clock.lap("verify")
     else:
         rep.parity = skipped("--no-verify")
     if inputs_npz and not loaded.is_onnx:  # real data: where each GELU site's inputs lie
@@ -285,6 +316,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         progress.step("recording GELU input ranges")
         rep.calibration = gelu_input_ranges(loaded, [feed],
                                             f"real data from {Path(inputs_npz).name}")
+        clock.lap("calibration")
     progress.done()
     if report:
         write_text_atomic(rep.dumps(), Path(report))

@@ -1,0 +1,116 @@
+"""What the latency scripts share: their command line, one side-by-side comparison with its
+table and op notes, verdicts against the issue's targets, and the conditions of the run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.graphs import op_summary, session_op_summary
+from benchmarks.harness import Comparison, compare_onnx, format_table
+
+
+@dataclass
+class Variant:
+    """One file in a comparison: its label, its path (None when it could not be made) and a
+    note on how it was made, or why it is missing."""
+
+    label: str
+    path: Path | None
+    note: str = ""
+
+
+@dataclass
+class Verdict:
+    """One "must show" line: the claim, whether this run met it, and the numbers."""
+
+    claim: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"- **{'met' if self.ok else 'NOT met'}**: {self.claim} — {self.detail}"
+
+
+def ratio_text(ratio: float, lo: float, hi: float) -> str:
+    return f"{ratio:.3f}× [{lo:.3f}, {hi:.3f}]"
+
+
+def at_most(claim: str, comp: Comparison, label: str, baseline: str, limit: float) -> Verdict:
+    """Met when the whole 95% interval of time(label)/time(baseline) is ≤ `limit`."""
+    r, lo, hi = comp.paired(label, baseline)
+    return Verdict(claim, hi <= limit,
+                   f"{label} / {baseline}: {ratio_text(r, lo, hi)}, target ≤ {limit:g}")
+
+
+def faster_by(claim: str, comp: Comparison, label: str, baseline: str,
+              gain: float) -> Verdict:
+    """Met when the median ratio is ≤ 1 − gain and the interval excludes 1."""
+    r, lo, hi = comp.paired(label, baseline)
+    return Verdict(claim, r <= 1.0 - gain and hi < 1.0,
+                   f"{label} / {baseline}: {ratio_text(r, lo, hi)}, target ≤ {1 - gain:g} "
+                   "with the interval below 1")
+
+
+def load_average() -> str:
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "unknown"
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
+
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounds", type=int, default=None,
+                   help="timed rounds per comparison (default: each case's own)")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke test: 8 rounds, 2 warm-up; implies --no-write")
+    p.add_argument("--no-write", action="store_true",
+                   help="print only; leave benchmarks/RESULTS.md alone")
+
+
+def rounds_for(args: argparse.Namespace, default: int) -> tuple[int, int]:
+    """(rounds, warmup) for one case under the command line's settings."""
+    if args.quick:
+        return 8, 2
+    return (args.rounds or default), args.warmup
+
+
+def compare_variants(title: str, variants: Sequence[Variant], feed: dict[str, np.ndarray],
+                     rounds: int, warmup: int, threads: int = 1, atol: float = 1e-4,
+                     providers: Sequence[str] | None = None) -> tuple[Comparison, str]:
+    """Time the variants that exist; returns the comparison and its Markdown (table + ops)."""
+    present = [v for v in variants if v.path is not None]
+    print(f"\n{title}: {len(present)} graphs, {rounds} rounds", flush=True)
+    comp = compare_onnx([v.path for v in present], feed, [v.label for v in present],  # type: ignore[misc]
+                        rounds=rounds, warmup=warmup, threads=threads, atol=atol,
+                        providers=providers)
+    lines = [format_table(title, comp), "Graphs (in the file → what ONNX Runtime runs after its "
+             "own optimizer):", ""]
+    for v in variants:
+        if v.path is None:
+            lines.append(f"- {v.label}: skipped: {v.note}")
+            continue
+        note = f" ({v.note})" if v.note else ""
+        lines.append(f"- {v.label}{note}: {op_summary(v.path)} → "
+                     f"{session_op_summary(v.path, list(providers) if providers else None)}")
+    text = "\n".join(lines) + "\n"
+    print(text, flush=True)
+    return comp, text
+
+
+def conditions(threads: int, rounds_note: str, load_before: str) -> str:
+    """The paragraph that says how the tables were measured."""
+    return (f"ONNX Runtime CPU EP, {threads} intra-op thread(s), spinning off; every graph in a "
+            f"table is timed in the same run, interleaved in rotating order ({rounds_note}); "
+            "ratio = median over rounds of time(graph) / time(first graph) in the same round, "
+            "with a bootstrap 95% interval. Outputs are checked against the first graph before "
+            f"timing. Load average (1/5/15 min) at start {load_before}, at end "
+            f"{load_average()}.\n")
