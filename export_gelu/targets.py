@@ -42,7 +42,7 @@ EMITTED_OPS = frozenset({
     "Erf", "Tanh", "Pow", "Mul", "Add", "Sub", "Div", "Sigmoid", "Clip", "Sqrt", "Cast",
     "ReduceMean", "ReduceMax", "Not", "Equal", "Greater", "Softmax", "MatMul", "Transpose",
     "Reshape", "Slice", "Concat", "Identity", "Constant", "Shape", "Squeeze", "Unsqueeze",
-    "Split", "Where",
+    "Split",
 })
 
 #: The GELU plugin's op type (KNOWLEDGE.md §5).
@@ -166,6 +166,9 @@ def resolve_target(name: str) -> tuple[TargetProfile, str]:
         version = installed_tensorrt_version()
         if version:
             prof = profile_for_trt_version(version)
+            if _version_key(version) < _version_key(TRT_PROFILES[0].trt_version):
+                return prof, (f"trt → {prof.name} (installed tensorrt {version} is older than "
+                              f"any profile; the oldest is used)")
             return prof, f"trt → {prof.name} (installed tensorrt {version})"
         prof = TRT_PROFILES[-1]
         return prof, f"trt → {prof.name} (tensorrt not installed; newest profile)"

@@ -17,7 +17,7 @@ from examples.models import EXAMPLES, build
 from examples.save_model import example_inputs
 from export_gelu import export
 from export_gelu.compat import incompatibilities, iter_nodes, model_opset
-from export_gelu.targets import TRT_PROFILES
+from export_gelu.targets import PROFILES, TRT_PROFILES
 from tests.test_downconvert import unread_constants
 
 MATRIX_EXAMPLES = ("bert", "gpt2", "vit")
@@ -119,3 +119,17 @@ def test_fp16_gpt2_for_trt86_has_no_pow_in_gelu_and_stays_within_fp16_tolerance(
     out16 = ort_output(out, "gpt2")
     assert out16.dtype == np.float16 and np.isfinite(out16).all()
     assert relative_error(out16, eager_output("gpt2")) < 2e-2
+
+
+@pytest.mark.parametrize("fmt,target", [("torchscript", "trt7.0"), ("exported", "trt8.2")])
+def test_fp16_gpt2_from_other_formats_for_old_trt(fmt, target, saved_model, tmp_path):
+    """TorchScript (converted with TS2EPConverter, dtypes baked by its trace) and the
+    ExportedProgram, in fp16, through the TorchScript exporter with attention lowered."""
+    out = tmp_path / "g.onnx"
+    rep = export(saved_model("gpt2", fmt), target=target, precision="fp16", output=out,
+                 inputs=[EXAMPLES["gpt2"].input_spec], iterations=0)
+    assert rep.parity.status == "passed", rep.parity.reason
+    model = onnx.load(str(out))
+    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    assert incompatibilities(model, PROFILES[target]) == []
+    assert relative_error(ort_output(out, "gpt2"), eager_output("gpt2")) < 2e-2

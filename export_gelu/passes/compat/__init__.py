@@ -115,3 +115,17 @@ def fit_module_precision(module: Any, precision: str) -> list[str]:
     n = retarget_precision(module, dtypes[precision])
     return [f"{n} float32 literal(s)/constant(s) of the exported graph retargeted to "
             f"{precision}"] if n else []
+
+
+def fit_program_precision(program: Any, precision: str) -> list[str]:
+    """`fit_module_precision` for a captured ExportedProgram (in place)."""
+    import torch
+
+    from export_gelu.passes.compat.precision import retarget_program
+
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    if precision not in dtypes or program is None:
+        return []
+    n = retarget_program(program, dtypes[precision])
+    return [f"{n} float32 literal(s)/constant(s) of the captured graph retargeted to "
+            f"{precision}"] if n else []

@@ -7,7 +7,7 @@ IsNaN, no -inf):
 
     s      = sqrt(scale)                      # q and k scaled before the matmul (fp16-safe)
     scores = (q * s) @ (k * s)^T
-    bool mask m:  scores + (1 - m) * BIG      # BIG = finfo(dtype).min / 2, finite
+    bool mask m:  scores + (1 - m) * BIG      # BIG = finfo(fp16).min / 2 = -32752
     float mask m: scores + max(m, BIG)
     is_causal:    the same with m = (j <= i)
     p      = softmax(scores, -1) * keep       # keep = 0 on rows that mask everything
@@ -30,6 +30,10 @@ from export_gelu.errors import TargetUnmetError
 aten = torch.ops.aten
 SDPA = aten.scaled_dot_product_attention.default
 
+#: The masked-out bias: finite in fp16 (half its minimum), bf16 and fp32, so a fully masked
+#: row never meets inf - inf; exp(scores + _BIG - max) is 0 in every one of them.
+_BIG = torch.finfo(torch.float16).min / 2
+
 
 def _val(node: Any) -> Any:
     return node.meta.get("val") if isinstance(node, fx.Node) else None
@@ -51,13 +55,19 @@ class _Emitter:
         return self.graph.call_function(op, args, kwargs)
 
 
+def _dim(e: _Emitter, t: fx.Node, axis: int) -> Any:
+    """Size of `t` along `axis`: an int when static, else a `sym_size` node."""
+    size = _val(t).shape[axis]
+    return size if isinstance(size, int) else e(aten.sym_size.int, t, axis)
+
+
 def _repeat_heads(e: _Emitter, t: fx.Node, groups: int) -> fx.Node:
-    """(B, Hk, S, E) → (B, Hk*groups, S, E), each head repeated `groups` times (GQA)."""
-    val = _val(t)
-    b, h, s, d = val.shape
-    t5 = e(aten.unsqueeze.default, t, 2)
-    t5 = e(aten.expand.default, t5, [b, h, groups, s, d])
-    return e(aten.reshape.default, t5, [b, h * groups, s, d])
+    """(B, Hk, S, E) → (B, Hk*groups, S, E), head h repeated `groups` times (GQA): a Gather
+    with the constant index [0, …, 0, 1, …] (Expand would bring Where in)."""
+    heads = int(_val(t).shape[-3])
+    index = e(aten.div.Tensor_mode, e(aten.arange.default, heads * groups, dtype=torch.int64),
+              groups, rounding_mode="floor")
+    return e(aten.index_select.default, t, -3, index)
 
 
 def _lower_one(graph: fx.Graph, node: fx.Node) -> None:
@@ -74,35 +84,33 @@ def _lower_one(graph: fx.Graph, node: fx.Node) -> None:
     if dropout_p:
         raise TargetUnmetError(f"attention with dropout_p={dropout_p} (a model in training "
                                "mode?) cannot be exported for inference")
-    dtype = qv.dtype
-    big = torch.finfo(dtype).min / 2
-    scale = float(scale) if scale is not None else 1.0 / math.sqrt(qv.shape[-1])
+    big = _BIG
+    scale = float(scale) if scale is not None else 1.0 / math.sqrt(int(qv.shape[-1]))
     s = math.sqrt(scale)
     e = _Emitter(graph)
     with graph.inserting_before(node):
         if gqa and _val(k).shape[-3] != qv.shape[-3]:
-            groups = qv.shape[-3] // _val(k).shape[-3]
+            groups = int(qv.shape[-3] // _val(k).shape[-3])
             k, v = _repeat_heads(e, k, groups), _repeat_heads(e, v, groups)
         qs = e(aten.mul.Tensor, q, s)
         ks = e(aten.mul.Tensor, k, s)
         scores = e(aten.matmul.default, qs, e(aten.transpose.int, ks, -2, -1))
         keep = None
         if is_causal:
-            n_q, n_k = qv.shape[-2], _val(k).shape[-2]
+            n_q, n_k = _dim(e, q, -2), _dim(e, k, -2)
             rows = e(aten.arange.default, n_q, dtype=torch.int64)
             cols = e(aten.arange.default, n_k, dtype=torch.int64)
             mask = e(aten.le.Tensor, e(aten.unsqueeze.default, cols, 0),
                      e(aten.unsqueeze.default, rows, 1))
         if mask is not None and (is_causal or _val(mask).dtype == torch.bool):
-            m = e(aten._to_copy.default, mask, dtype=dtype)
+            m = e(aten.to.other, mask, scores)  # the dtype scores have when traced
             bias = e(aten.mul.Tensor, e(aten.rsub.Scalar, m, 1.0), big)
             keep = e(aten.amax.default, m, [-1], True)
             scores = e(aten.add.Tensor, scores, bias)
         elif mask is not None:
             bias = e(aten.clamp.default, mask, big)
-            keep = e(aten._to_copy.default, e(aten.gt.Scalar, e(aten.amax.default, mask, [-1],
-                                                                  True), float("-inf")),
-                     dtype=dtype)
+            keep = e(aten.to.other, e(aten.gt.Scalar, e(aten.amax.default, mask, [-1], True),
+                                      float("-inf")), scores)
             scores = e(aten.add.Tensor, scores, bias)
         probs = e(aten.softmax.int, scores, -1)
         if keep is not None:

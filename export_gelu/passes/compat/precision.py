@@ -77,3 +77,15 @@ def retarget_precision(gm: fx.GraphModule, dtype: torch.dtype) -> int:
         graph.lint()
         gm.recompile()
     return changed
+
+
+def retarget_program(program: Any, dtype: torch.dtype) -> int:
+    """The same for a captured ExportedProgram, in place: its graph's float32 literals and
+    its float32 lifted constants (a TorchScript model converted with TS2EPConverter keeps the
+    dtypes its trace recorded). Returns the number of nodes and constants changed."""
+    changed = retarget_precision(program.graph_module, dtype)
+    for name, value in list(program.constants.items()):
+        if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
+            program.constants[name] = value.to(dtype)
+            changed += 1
+    return changed
