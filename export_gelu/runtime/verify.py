@@ -87,11 +87,9 @@ def _deployed_sites(deployed: Any) -> list[Any]:
         return []
     import onnx
 
-    from export_gelu.passes.onnx import run_onnx_passes
-    from export_gelu.targets import PROFILES
+    from export_gelu.passes.onnx import find_sites
 
-    model = onnx.load(str(deployed.path), load_external_data=False)
-    return run_onnx_passes(model, PROFILES["onnx"], "keep")[1]
+    return find_sites(onnx.load(str(deployed.path), load_external_data=False))
 
 
 def _form_notes(model_kinds: Counter[str], deployed_kinds: Counter[str]) -> list[str]:
