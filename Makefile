@@ -35,6 +35,12 @@ test-gpu: $(STAMP)
 		$(PY) -m pip install -q -e ".[trt]"
 	$(PY) -m pytest -q -rs -m trt
 
+# The property-based rewrite fuzzer with many more examples than CI runs (5000 for the main
+# property; failures are kept in .hypothesis/ and replayed first on the next run).
+FUZZ_EXAMPLES ?= 5000
+fuzz: $(STAMP)
+	EXPORT_GELU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -rs tests/test_fuzz_rewrites.py
+
 lint: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks
 
