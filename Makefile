@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.export-gelu-installed
 DEMO   := build/demo
 
-.PHONY: demo test test-gpu lint fuzz clean
+.PHONY: demo test test-gpu lint fuzz clean bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,14 @@ test-gpu: $(STAMP)
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
 	EXPORT_GELU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -rs tests/test_fuzz_rewrites.py
+
+# Every benchmark that writes benchmarks/RESULTS.md, one after another (long: run it on a
+# quiet machine). Each runs to the end; the exit status is non-zero if any target was not met.
+BENCHES := gelu_bound whole_models toolchain_cost gpu big_model_roundtrip
+bench: $(STAMP)
+	@fail=0; for b in $(BENCHES); do echo "== $(PY) -m benchmarks.$$b"; \
+		$(PY) -m benchmarks.$$b || fail=1; done; \
+		echo "results: benchmarks/RESULTS.md"; exit $$fail
 
 lint: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks
