@@ -139,6 +139,7 @@ def check_checksums(sums_json: Path, exported: Path, rewritten: Path) -> dict[st
         "torch_params": len(torch_sums),
         "torch_bytes": sum(s["bytes"] for s in torch_sums.values()),
         "torch_params_found_in_export": sum(v != "MISSING" for v in torch_found.values()),
+        "torch_params_transposed": sum(v == "transposed" for v in torch_found.values()),
         "torch_params_missing": [n for n, v in torch_found.items() if v == "MISSING"],
         "export_initializers": len(exp),
         "export_initializer_bytes": sum(n for _d, _s, n in exp.values()),
@@ -232,7 +233,8 @@ def _table(args: argparse.Namespace, weight_bytes: int, steps: list[StepResult],
             f"{'yes' if rep.get('external_data') else 'no'} | {len(rep['gelu_sites'])} |")
     lines += ["", f"Checksums: {sums['torch_params_found_in_export']}/{sums['torch_params']} "
               "torch parameters byte-identical in the export "
-              f"({_gib(int(sums['torch_bytes']))}); "
+              f"({_gib(int(sums['torch_bytes']))}, {sums['torch_params_transposed']} of them "
+              "stored transposed); "
               f"{sums['identical_after_rewrite']}/{sums['export_initializers']} initializers "
               "of the export byte-identical, by name, after the rewrite; changed: "
               f"{len(sums['changed_by_rewrite'])}, lost: {len(sums['lost_by_rewrite'])}.",

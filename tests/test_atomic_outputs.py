@@ -207,5 +207,7 @@ def test_rewrite_without_external_data_removes_a_stale_data_file(big_onnx, tmp_p
     assert not (tmp_path / "o.onnx.data").exists()
     written = save_onnx_atomic(onnx.load(str(out)), out, external_data=True)
     assert written == [out, tmp_path / "o.onnx.data"]
+    # the weights are as readable as the graph (onnx itself creates .data files 0600)
+    assert (tmp_path / "o.onnx.data").stat().st_mode & 0o777 == out.stat().st_mode & 0o777
     onnx.checker.check_model(str(out), full_check=True)
     assert _staging(tmp_path) == []

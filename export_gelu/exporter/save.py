@@ -189,6 +189,10 @@ def save_onnx_atomic(model: onnx.ModelProto, out: Path, external_data: bool | No
         if validate is not None:
             validate(str(staged))
         staged_data = tmp / data_name
+        if staged_data.exists():
+            # onnx creates external data 0600; give it the .onnx's (umask) mode, so whoever
+            # can read the graph can read its weights
+            os.chmod(staged_data, staged.stat().st_mode & 0o777)
         for path in (staged_data, staged):
             if path.exists():
                 _fsync(path)
