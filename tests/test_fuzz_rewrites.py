@@ -74,7 +74,6 @@ class Graph:
     sites: list[str] = field(default_factory=list)  # kinds planted
     extra_outputs: list[str] = field(default_factory=list)
     domains: set[str] = field(default_factory=set)
-    untyped: set[str] = field(default_factory=set)  # shape inference cannot type these
     n: int = 0
 
     def name(self, base: str) -> str:
@@ -208,15 +207,11 @@ def _planted(g: Graph, x: str) -> str:
 
 
 def _gelu_op(g: Graph, x: str) -> str:
-    if x in g.untyped:  # KNOWN BUG (test_known_bug_gelu_op_of_untyped_tensor): avoided
-        return g.op("Relu", x)
     choices = ["ms Gelu", "ms FastGelu"] + (["onnx exact", "onnx tanh"] if g.opset >= 20 else [])
     choice = g.draw(st.sampled_from(choices))
     if choice.startswith("ms "):
         g.sites.append("exact" if choice == "ms Gelu" else "tanh")
-        out = g.op(choice[3:], x, domain="com.microsoft")
-        g.untyped.add(out)  # ONNX shape inference knows no com.microsoft op
-        return out
+        return g.op(choice[3:], x, domain="com.microsoft")
     g.sites.append("tanh" if choice == "onnx tanh" else "exact")
     return g.op("Gelu", x, approximate="tanh") if choice == "onnx tanh" else g.op("Gelu", x)
 
@@ -264,10 +259,7 @@ def build_graph(draw) -> tuple[onnx.ModelProto, Graph]:
         src = draw(st.sampled_from(tensors))
         make = {"planted": _planted, "ordinary": _ordinary, "wrong": _wrong_constant,
                 "shared": _shared_intermediate, "gelu op": _gelu_op}[block]
-        start = len(g.nodes)
         tensors.append(make(g, src))
-        if src in g.untyped:  # untyped in, untyped out (the block's own nodes too)
-            g.untyped.update(o for n in g.nodes[start:] for o in n.output)
     outputs = [tensors[-1]] + [t for t in tensors[1:-1] if draw(st.booleans())]
     outputs += g.extra_outputs
     graph = helper.make_graph(
@@ -515,14 +507,10 @@ def test_fuzz_through_the_export_api(capsys, tmp_path_factory):
     _report(capsys, "export_gelu.export on .onnx files", count)
 
 
-@pytest.mark.xfail(strict=True, reason="known bug in passes/onnx (reported, not fixed here): a "
-                   "GELU op whose input has no inferred type is kept as is, so a TensorRT or "
-                   "onnx target gets an op it cannot parse (exit 3)")
-def test_known_bug_gelu_op_of_untyped_tensor():
-    """Found by the fuzzer: ms.Gelu(ms.Gelu(x)) → Relu; the second Gelu's input type is
-    unknown to ONNX shape inference, the pass keeps it, and the result does not fit trt8.6.
-    The generator above avoids this shape until it is fixed; this test then passes (XPASS
-    fails the suite as a reminder to remove the exclusion)."""
+def test_gelu_op_of_contrib_op_output_is_lowered():
+    """Found by the fuzzer: ms.Gelu(ms.Gelu(x)) → Relu. ONNX shape inference cannot type a
+    com.microsoft op's output, so the second Gelu's input type was unknown and it was kept,
+    leaving trt8.6 an op it cannot parse. Types now flow through contrib GELU ops."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, E])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, E])
     nodes = [helper.make_node("Gelu", ["x"], ["g1"], name="gelu_a", domain="com.microsoft"),

@@ -150,8 +150,11 @@ def run_onnx_passes(model: onnx.ModelProto, profile: TargetProfile, form: str = 
                   | {i.name for i in model.graph.input} | set(view.initializers))
     sites: list[GeluSite] = []
     rewrites: list[Rewrite] = []
-    for m in find_matches(view):
-        out_type = view.type(m.output) or view.type(m.x)
+    site_types: dict[str, object] = {}  # GELU outputs typed by their input (contrib ops)
+    for m in sorted(find_matches(view), key=lambda m: view.order[m.root]):
+        out_type = view.type(m.output) or view.type(m.x) or site_types.get(m.x)
+        if out_type is not None:
+            site_types[m.output] = out_type
         if out_type is None:
             sites.append(_site(view, m, "kept: its tensor type is unknown, so not rewritten"))
             continue

@@ -86,11 +86,29 @@ def skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     return sk
 
 
+#: Elementwise contrib ops ONNX shape inference cannot type, as standard ops that type alike.
+_TYPED_LIKE = {("com.microsoft", "Gelu"): "Identity", ("com.microsoft", "QuickGelu"): "Identity",
+               ("com.microsoft", "FastGelu"): "Add", ("com.microsoft", "BiasGelu"): "Add"}
+
+
+def _typeable(sk: onnx.ModelProto) -> onnx.ModelProto:
+    """`sk` with contrib GELU ops replaced by stand-ins, so types flow through them."""
+    for node in sk.graph.node:
+        stand_in = _TYPED_LIKE.get((node.domain, node.op_type))
+        if stand_in is not None:
+            node.domain = ""
+            node.op_type = stand_in if len(node.input) == 2 else "Identity"
+            del node.input[2:]
+            del node.attribute[:]
+    return sk
+
+
 def infer_types(model: onnx.ModelProto) -> dict[str, TensorType]:
     """Every tensor's type that the model states or that shape inference can derive."""
     types: dict[str, TensorType] = {}
     try:
-        inferred = onnx.shape_inference.infer_shapes(skeleton(model), strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(_typeable(skeleton(model)),
+                                                     strict_mode=False)
         infos = [*inferred.graph.input, *inferred.graph.output, *inferred.graph.value_info]
     except Exception:  # noqa: BLE001 - inference is best effort; stated types still count
         infos = [*model.graph.input, *model.graph.output, *model.graph.value_info]
