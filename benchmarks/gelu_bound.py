@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import torch
+from onnx import helper, numpy_helper
 
 from benchmarks.common import (
     Variant,
@@ -36,10 +38,10 @@ from benchmarks.common import (
     add_run_args,
     at_most,
     compare_variants,
-    conditions,
     faster_by,
     load_average,
     rounds_for,
+    section_body,
 )
 from benchmarks.graphs import (
     export_gelu_file,
@@ -47,6 +49,7 @@ from benchmarks.graphs import (
     ort_optimize,
     save_program,
 )
+from benchmarks.harness import compare_onnx, format_table
 
 RAW = "raw export"
 ORT_OPT = "ORT transformers optimizer"
@@ -67,6 +70,29 @@ class GeluResidual(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.gelu(x + self.b, approximate=self.approximate) + x
+
+
+class GeluOnly(torch.nn.Module):
+    """y = GELU(x + b): the residual case without its residual Add."""
+
+    def __init__(self, residual: GeluResidual) -> None:
+        super().__init__()
+        self.approximate = residual.approximate
+        self.b = residual.b
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x + self.b, approximate=self.approximate)
+
+
+class PlainGelu(torch.nn.Module):
+    """y = GELU(x)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.approximate = APPROX[kind]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x, approximate=self.approximate)
 
 
 class Mlp(torch.nn.Module):
@@ -105,7 +131,7 @@ def cases() -> list[Case]:
                             "residual", kind, exporter, opset, (8, 128, 3072), 200))
     for kind in ("tanh", "exact"):
         out.append(Case(f"Linear(768→3072) → GELU → Linear(3072→768), {kind}, 8×128 tokens, "
-                        "dynamo opset 18", "mlp", kind, "dynamo", 18, (8, 128, 768), 100))
+                        "dynamo opset 18", "mlp", kind, "dynamo", 18, (8, 128, 768), 60))
     return out
 
 
@@ -126,6 +152,84 @@ def make_variants(case: Case, tmp: Path) -> tuple[list[Variant], dict[str, np.nd
                      Variant(EG_ONNX_PT + ", opset 20",
                              export_gelu_file(program, tmp / "pt_onnx.onnx", "onnx"))]
     return variants, {"x": x.numpy()}
+
+
+def _one_node(path: Path, op: str, domain: str, inputs: list[str], shape: tuple[int, ...],
+              inits: list[onnx.TensorProto]) -> Path:
+    init_names = {t.name for t in inits}
+    x = [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, list(shape))
+         for name in dict.fromkeys(inputs) if name not in init_names]
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(shape))
+    node = helper.make_node(op, inputs, ["y"], name=op.lower(), domain=domain)
+    imports = [helper.make_opsetid("", 18)] + (
+        [helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(helper.make_graph([node], op, x, [y], inits),
+                              opset_imports=imports)
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def components(case: Case, tmp: Path, feed: dict[str, np.ndarray], rounds: int,
+               warmup: int, threads: int, replicas: int = 1) -> str:
+    """Where a case's time goes: its parts timed alone, in one interleaved run.
+
+    Residual case: the fused GELU op alone plus the residual Add alone (on two distinct
+    tensors) is the least any graph that keeps `+ x` as its own node can take in ONNX
+    Runtime (it has no fused GELU-plus-residual op). MLP case: the raw export's GELU alone
+    minus the fused op alone, on the first Linear's output shape, is the most fusing the GELU
+    can save of the whole stack (the Linear biases already fold into Gemm).
+    """
+    module = case.module()
+    fused_op = "FastGelu" if case.kind == "tanh" else ("BiasGelu" if case.model == "residual"
+                                                        else "Gelu")
+    ms = "com.microsoft"
+    if case.model == "residual":
+        x = torch.from_numpy(feed["x"])
+        bias = numpy_helper.from_array(module.b.detach().numpy(), "b")
+        parts = [
+            ("raw export, whole graph", tmp / "raw.onnx"),
+            ("raw export of GELU(x + b) alone (no residual Add)",
+             export_raw(GeluOnly(module).eval(), (x,), tmp / "raw_gelu_only.onnx", case.opset,
+                        input_names=["x"])),
+            (f"{ms} {fused_op}(x, b) alone",
+             _one_node(tmp / "fused_only.onnx", fused_op, ms, ["x", "b"], case.shape, [bias])),
+            ("residual Add alone (x + r, r another tensor of x's shape)",
+             _one_node(tmp / "add_only.onnx", "Add", "", ["x", "r"], case.shape, [])),
+        ]
+        feed = {**feed, "r": feed["x"] + np.float32(1.0)}
+    else:
+        shape = (*case.shape[:-1], module.fc1.out_features)
+        h = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
+        parts = [
+            ("raw export, whole Linear → GELU → Linear", tmp / "raw.onnx"),
+            (f"raw export of GELU(h) alone, h {'×'.join(map(str, shape))}",
+             export_raw(PlainGelu(case.kind).eval(), (h,), tmp / "raw_gelu_only.onnx",
+                        case.opset, input_names=["h"])),
+            (f"{ms} {fused_op}(h) alone",
+             _one_node(tmp / "fused_only.onnx", fused_op, ms, ["h"], shape, [])),
+        ]
+        feed = {**feed, "h": h.numpy()}
+    comp = compare_onnx([q for _l, q in parts], feed, [label for label, _q in parts],
+                        rounds=rounds, warmup=warmup, threads=threads, atol=float("inf"),
+                        replicas=replicas)
+    for t in comp:
+        t.max_abs_vs_baseline = float("nan")  # the parts compute different things
+    gelu_only = comp[2].median_ms / comp[1].median_ms
+    if case.model == "residual":
+        floor = (comp[2].median_ms + comp[3].median_ms) / comp[0].median_ms
+        summary = (f"Fused op alone + residual Add alone = {floor:.3f}× the raw graph: the "
+                   "least any graph that keeps the residual Add as its own node can reach "
+                   f"here. The GELU alone, fused vs raw: {gelu_only:.3f}×.")
+    else:
+        saving = (comp[1].median_ms - comp[2].median_ms) / comp[0].median_ms
+        summary = (f"Fusing the GELU can save at most {saving:.1%} of the stack here (raw GELU "
+                   f"alone − fused op alone, over the whole stack); the GELU alone, fused vs "
+                   f"raw: {gelu_only:.3f}×.")
+    text = (format_table(f"Where the time goes: {case.name} (parts compute different things; "
+                         "timed for their cost only)", comp) + "\n" + summary + "\n")
+    print(text, flush=True)
+    return text
 
 
 def verdicts(case: Case, comp, raw_label: str) -> list[Verdict]:  # noqa: ANN001 - Comparison
@@ -161,14 +265,16 @@ def main(argv: list[str] | None = None) -> int:
             rounds, warmup = rounds_for(args, case.rounds)
             rounds_used.add(rounds)
             comp, text = compare_variants(case.name, variants, feed, rounds, warmup,
-                                          args.threads, atol=1e-4)
+                                          args.threads, atol=1e-4,
+                                          replicas=args.replicas, runs=args.runs)
             sections.append(text)
             checks += verdicts(case, comp, variants[0].label)
+            if case.exporter == "dynamo":
+                sections.append(components(case, tmp, feed, rounds, warmup, args.threads,
+                                           args.replicas))
     lines = [v.line() for v in checks]
     print("\n".join(lines))
-    body = (conditions(args.threads, f"{'/'.join(map(str, sorted(rounds_used)))} rounds after "
-                       f"{args.warmup if not args.quick else 2} warm-up runs", load_before)
-            + "\n**Targets (issue 7)**\n\n" + "\n".join(lines) + "\n\n" + "\n".join(sections))
+    body = section_body(args, rounds_used, load_before, checks, sections)
     if not (args.quick or args.no_write):
         from benchmarks.results import write_section
 

@@ -77,7 +77,8 @@ def ort_cuda_part(args: argparse.Namespace) -> str:
             variants, feed = gelu_bound.make_variants(case, tmp)
             rounds, warmup = rounds_for(args, 300)
             _comp, text = compare_variants(f"CUDA EP: {case.name}", variants, feed, rounds,
-                                           warmup, atol=1e-4, providers=CUDA_EP)
+                                           warmup, atol=1e-4, providers=CUDA_EP,
+                                           replicas=args.replicas)
             texts.append(text)
         for case in whole_models.CASES:
             tmp = Path(tmp_root) / case.name
@@ -85,7 +86,8 @@ def ort_cuda_part(args: argparse.Namespace) -> str:
             variants, feed = whole_models.make_variants(case, 2, tmp)
             rounds, warmup = rounds_for(args, 200)
             _comp, text = compare_variants(f"CUDA EP: {case.name}-style, 2 layers", variants,
-                                           feed, rounds, warmup, atol=1e-3, providers=CUDA_EP)
+                                           feed, rounds, warmup, atol=1e-3, providers=CUDA_EP,
+                                           replicas=args.replicas)
             texts.append(text)
     return "\n".join(texts)
 

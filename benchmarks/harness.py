@@ -11,13 +11,16 @@ an interval. `compare_onnx` does that:
 4. reports each file's median and p90, and for each file its paired ratio to the first
    (per-round time_i / time_0): the median ratio and a bootstrap 95% interval.
 
-`compare_calls` is the same timing loop over any zero-argument callables (a TensorRT engine,
-a PyTorch CUDA kernel); `compare_onnx(..., providers=["CUDAExecutionProvider"])` keeps inputs
-and outputs on the GPU (I/O binding) so that the time is the graph's, not the PCIe copies'.
+`replicas` rotates several sessions per file so that where one session's buffers landed does
+not bias a ratio. `compare_calls` is the same timing loop over any zero-argument callables
+(a TensorRT engine, a PyTorch CUDA kernel); `compare_onnx(..., providers=["CUDAExecutionProvider"])`
+keeps inputs and outputs on the GPU (I/O binding) so that the time is the graph's, not the
+PCIe copies'.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -97,10 +100,12 @@ class Comparison(list):
     """The `Timing` of each run (a list, first = baseline) plus the raw per-round samples,
     so any two runs can be compared pairwise, not only against the first."""
 
-    def __init__(self, timings: Sequence[Timing], samples: np.ndarray, seed: int = 0) -> None:
+    def __init__(self, timings: Sequence[Timing], samples: np.ndarray, seed: int = 0,
+                 runs: Sequence[Comparison] = ()) -> None:
         super().__init__(timings)
         self.samples = samples
         self.seed = seed
+        self.runs = list(runs)  # the fresh runs this one pools (empty: it is one run)
 
     def position(self, label: str) -> int:
         """The column of the run labelled `label`."""
@@ -111,6 +116,18 @@ class Comparison(list):
         ratios = self.samples[:, self.position(label)] / self.samples[:, self.position(baseline)]
         lo, hi = bootstrap_median_interval(ratios, np.random.default_rng(self.seed))
         return float(np.median(ratios)), lo, hi
+
+
+def pool(runs: Sequence[Comparison]) -> Comparison:
+    """Several fresh runs of the same comparison (new sessions each) as one: their rounds
+    stacked. Each run stays in `.runs`, so a run-to-run spread can be shown beside the pool."""
+    if len(runs) == 1:
+        return runs[0]
+    labels = [t.label for t in runs[0]]
+    errors = [max(r[i].max_abs_vs_baseline for r in runs) for i in range(len(labels))]
+    pooled = summarize(np.concatenate([r.samples for r in runs]), labels, errors, runs[0].seed)
+    pooled.runs = list(runs)
+    return pooled
 
 
 def summarize(samples: np.ndarray, labels: Sequence[str], errors: Sequence[float],
@@ -171,28 +188,51 @@ def _ort_call(session: Any, feed: dict[str, np.ndarray], device: str | None) -> 
     return run
 
 
+def _rotating(calls: Sequence[Callable[[], Any]]) -> Callable[[], Any]:
+    """One call that runs `calls` in turn, one per invocation."""
+    turn = itertools.cycle(calls)
+    return lambda: next(turn)()
+
+
 def compare_onnx(paths: Sequence[Path], feed: dict[str, np.ndarray], labels: Sequence[str],
                  rounds: int = 60, warmup: int = 5, threads: int = 1,
                  atol: float = 1e-4, seed: int = 0,
-                 providers: Sequence[str] | None = None) -> Comparison:
+                 providers: Sequence[str] | None = None, replicas: int = 1) -> Comparison:
     """Time ONNX files interleaved; the first is the baseline every ratio refers to.
 
     `providers` (default CPU) is passed to every session; with `CUDAExecutionProvider` first,
     inputs are bound on the GPU once and outputs are left there while timing.
+
+    `replicas` > 1 loads each file into that many sessions, each fed its own copy of the
+    inputs, and rotates through them round by round. Two sessions of one file can differ
+    by a few percent for as long as they live (where their buffers landed: seen here up to
+    ~2% on memory-bound graphs); rotating replicas averages that out of the ratios instead of
+    letting one unlucky session bias them.
     """
     providers = list(providers or ["CPUExecutionProvider"])
     device = "cuda" if providers[0] == "CUDAExecutionProvider" else None
-    sessions = [make_session(p, threads=threads, providers=providers) for p in paths]
-    return compare_calls([_ort_call(s, feed, device) for s in sessions], labels, rounds,
-                         warmup, atol, seed)
+    calls = []
+    for path in paths:
+        runs = [_ort_call(make_session(path, threads=threads, providers=providers),
+                          {k: np.array(v, copy=True) for k, v in feed.items()}, device)
+                for _ in range(max(1, replicas))]
+        calls.append(runs[0] if len(runs) == 1 else _rotating(runs))
+    return compare_calls(calls, labels, rounds, warmup * max(1, replicas), atol, seed)
 
 
 def format_table(title: str, timings: Sequence[Timing]) -> str:
-    """A Markdown table of one comparison."""
+    """A Markdown table of one comparison (a NaN difference prints as "—": not compared).
+
+    A pooled comparison (`pool`) gets a column with each fresh run's own median ratio.
+    """
+    runs = getattr(timings, "runs", [])
+    extra = " | ratio in each fresh run" if runs else ""
     lines = [f"#### {title}", "",
-             "| graph | median ms | p90 ms | ratio to first | 95% interval | max abs vs first |",
-             "|---|---:|---:|---:|---|---:|"]
-    for t in timings:
+             "| graph | median ms | p90 ms | ratio to first | 95% interval | max abs vs first"
+             f"{extra} |", "|---|---:|---:|---:|---|---:|" + ("---|" if runs else "")]
+    for i, t in enumerate(timings):
+        err = "—" if np.isnan(t.max_abs_vs_baseline) else f"{t.max_abs_vs_baseline:.2g}"
+        each = (" | " + " / ".join(f"{r[i].ratio:.3f}" for r in runs)) if runs else ""
         lines.append(f"| {t.label} | {t.median_ms:.3f} | {t.p90_ms:.3f} | {t.ratio:.3f} | "
-                     f"[{t.ratio_lo:.3f}, {t.ratio_hi:.3f}] | {t.max_abs_vs_baseline:.2g} |")
+                     f"[{t.ratio_lo:.3f}, {t.ratio_hi:.3f}] | {err}{each} |")
     return "\n".join(lines) + "\n"

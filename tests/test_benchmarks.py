@@ -19,7 +19,7 @@ from onnx import helper
 
 from benchmarks import results
 from benchmarks.common import Verdict, at_most, faster_by
-from benchmarks.harness import Comparison, compare_onnx, summarize
+from benchmarks.harness import Comparison, compare_onnx, format_table, pool, summarize
 
 
 def _elementwise(path: Path, op: str, width: int = 16) -> Path:
@@ -40,7 +40,8 @@ def test_harness_times_equal_graphs_and_pairs_any_two(tmp_path: Path) -> None:
     a = _elementwise(tmp_path / "a.onnx", "Relu")
     b = _elementwise(tmp_path / "b.onnx", "Relu")
     feed = {"x": np.random.default_rng(0).standard_normal((2, 16)).astype(np.float32)}
-    comp = compare_onnx([a, b, a], feed, ["A", "B", "A again"], rounds=6, warmup=1)
+    comp = compare_onnx([a, b, a], feed, ["A", "B", "A again"], rounds=6, warmup=1,
+                        replicas=2)
     assert isinstance(comp, Comparison) and [t.label for t in comp] == ["A", "B", "A again"]
     assert comp.samples.shape == (6, 3) and (comp.samples > 0).all()
     assert comp[0].ratio == 1.0 and comp[1].max_abs_vs_baseline == 0.0
@@ -54,6 +55,22 @@ def test_harness_refuses_graphs_that_compute_different_things(tmp_path: Path) ->
     feed = {"x": np.ones((2, 16), np.float32)}
     with pytest.raises(AssertionError, match="differs from relu by 2"):
         compare_onnx([a, b], feed, ["relu", "neg"], rounds=2, warmup=0)
+
+
+def test_pooled_fresh_runs_keep_each_runs_ratio_and_every_run_must_meet_a_target() -> None:
+    rng = np.random.default_rng(1)
+    runs = []
+    for fused in (0.35, 0.45):  # the second fresh run misses a 0.40 target
+        base = 1.0 + 0.01 * rng.standard_normal(50)
+        runs.append(summarize(np.stack([base, base * fused], axis=1), ["raw", "fused"],
+                              [0.0, 0.0]))
+    pooled = pool(runs)
+    assert pooled.samples.shape == (100, 2) and pooled.runs == runs
+    table = format_table("t", pooled)
+    assert "ratio in each fresh run" in table and "0.350 / 0.450" in table
+    verdict = at_most("c", pooled, "fused", "raw", 0.46)
+    assert verdict.ok and "each fresh run: 0.350 / 0.450" in verdict.detail
+    assert not at_most("c", pooled, "fused", "raw", 0.40).ok
 
 
 def test_verdicts_use_the_interval_not_just_the_median() -> None:
