@@ -139,7 +139,7 @@ def test_torch_input_keeps_fx_module_paths(saved_model, tmp_path, target, fused)
     assert code == 0, text
     sites = report["gelu_sites"]
     assert [s["module"] for s in sites] == ["model.h.0.mlp.act", "model.h.1.mlp.act"]
-    assert all(s["level"] == "fx" and "ONNX:" in s["action"] for s in sites)
+    assert all(s["level"] == "fx" and "; exported as " in s["action"] for s in sites)
     assert all(s["onnx_nodes"] for s in sites)
     assert _ops(model)[fused] == 2
     assert report["parity"]["status"] == "passed"

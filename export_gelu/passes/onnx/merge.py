@@ -35,7 +35,10 @@ def module_of(node: onnx.NodeProto) -> str:
 
 
 def _combine(fx: GeluSite, ox: GeluSite) -> GeluSite:
-    return replace(fx, action=f"{fx.action}; ONNX: {ox.source} → {ox.action}",
+    already = ox.action.removeprefix("kept: already ")
+    onnx = (f"exported as {already}" if already != ox.action
+            else f"exported as {ox.source}, {ox.action}")
+    return replace(fx, action=f"{fx.action}; {onnx}",
                    added_max_error=fx.added_max_error + ox.added_max_error,
                    onnx_nodes=list(ox.onnx_nodes), emitted=list(ox.emitted))
 
@@ -62,7 +65,6 @@ def merge_sites(fx_sites: list[GeluSite], onnx_sites: list[GeluSite]) -> list[Ge
         if i in pair:
             merged.append(_combine(fx, onnx_sites[pair[i]]))
         else:
-            merged.append(replace(fx, action=f"{fx.action}; ONNX: not found in the exported "
-                                             "graph"))
+            merged.append(replace(fx, action=f"{fx.action}; not found in the exported graph"))
     merged += [onnx_sites[j] for j in rest]
     return merged
