@@ -13,6 +13,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from export_gelu.passes.onnx.view import constant_node_value
+
 #: Initializers larger than this are stripped from the copy used for shape inference.
 _LIGHT_LIMIT_BYTES = 4096
 
@@ -112,7 +114,7 @@ class GraphEditor:
             return numpy_helper.to_array(init)
         node = self._const_nodes.get(name)
         if node is not None:
-            return _constant_node_value(node)
+            return constant_node_value(node)
         return self._outer.constant(name) if self._outer is not None else None
 
     def type_of(self, name: str) -> ValueType | None:
@@ -200,21 +202,6 @@ def _prune(graph: onnx.GraphProto, candidates: set[str]) -> None:
     if len(nodes) != len(graph.node):
         graph.ClearField("node")
         graph.node.extend(nodes)
-
-
-def _constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
-    for attr in node.attribute:
-        if attr.name == "value":
-            return numpy_helper.to_array(attr.t)
-        if attr.name == "value_float":
-            return np.array(attr.f, dtype=np.float32)
-        if attr.name == "value_floats":
-            return np.array(list(attr.floats), dtype=np.float32)
-        if attr.name == "value_int":
-            return np.array(attr.i, dtype=np.int64)
-        if attr.name == "value_ints":
-            return np.array(list(attr.ints), dtype=np.int64)
-    return None
 
 
 def attr_value(node: onnx.NodeProto, name: str, default: object = None) -> object:
