@@ -31,7 +31,7 @@ class Lowering:
     name: str
     kind: str  # the kind of GELU it computes
     bias: str  # how it takes a bias Add folded into it: "" (it can't) | "input" | "attribute"
-    emit: Callable[..., None]  # (builder, x, out, bias) -> None
+    emit: Callable[..., None] | None  # (builder, x, out, bias) -> None; None: keep the site
 
 
 def added_error(site_kind: str, new_kind: str) -> float:
@@ -90,6 +90,9 @@ def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset
                 emit.onnx_gelu(b, x, out, approx)
             return Lowering(f"ONNX Gelu(approximate={approx})", kind, "", run), notes
         notes.append(f"graph opset {opset} < 20 has no Gelu op")
+        if kind == site.kind and not fp16_safe and len(site.nodes) > 1:
+            # Already primitives this target runs; re-spelling them gains nothing.
+            return Lowering("primitives this target runs", kind, "", None), notes
     return _primitives(kind, fp16_safe), notes
 
 
