@@ -227,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
              ("TensorRT engines", tensorrt_part),
              ("PyTorch CUDA eager, fused vs expanded GELU", torch_eager_part)]
     body = [f"Load average (1/5/15 min) at start {load_before}. Inputs and outputs stay on "
-            "the GPU while timing; each table is one interleaved run, ratios paired per "
-            "round with bootstrap 95% intervals.\n"]
+            "the GPU while timing; graphs in a table are timed interleaved in the same run(s) "
+            "(ONNX Runtime tables pool --runs fresh runs of --replicas sessions per graph), "
+            "ratios paired per round with bootstrap 95% intervals.\n"]
     for title, part in parts:
         text = part(args)
         print(f"\n{title}: {text}", flush=True)
