@@ -109,14 +109,17 @@ def test_semantics_preserving_lowering(source, target):
 
 
 def test_fp32_primitives_stay_as_written_below_opset_20_for_gelu_targets():
-    """`--target onnx` on an opset-18 file: no Gelu op exists there, and re-spelling the
-    exporter's Pow form as x·x·x would only cost time (it did: 7% slower in ORT)."""
+    """`--target onnx` on an opset-18 file: no Gelu op exists there. Re-spelling the
+    exporter's tanh Pow form as x·x·x only cost time (7% slower in ORT), so tanh sites stay;
+    erf sites become the Div/Erf/Add/Mul/Mul shape that ORT fuses online (0.64×)."""
     model = exported_zoo("dynamo", 18)
-    before = op_counts(model)
     out, sites = rewrite(model, "onnx")
-    assert op_counts(out) == before
-    assert all(s.action.startswith("kept: already primitives this target runs") for s in sites
-               if s.kind != "quick")
+    assert op_counts(out)["Pow"] == op_counts(model)["Pow"] > 0
+    tanh = [s for s in sites if s.kind == "tanh"]
+    exact = [s for s in sites if s.kind == "exact"]
+    assert tanh and all(s.action.startswith("kept: already primitives this target runs")
+                        for s in tanh)
+    assert exact and all(s.action.startswith("rewritten to erf primitives") for s in exact)
 
 
 def test_bias_is_folded_into_ort_ops():

@@ -70,7 +70,9 @@ def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
     opset = model_opset(model)
     target_opset = min(opset, profile.opset_ceiling)
     ops = {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")}
-    ed = GraphEditor(model.graph, infer_types(model) if "LayerNormalization" in ops else None)
+    expand_ln = "LayerNormalization" in ops and (not profile.supports("LayerNormalization")
+                                                 or target_opset < 17)
+    ed = GraphEditor(model.graph, infer_types(model) if expand_ln else None)
 
     def lacking(node: onnx.NodeProto) -> bool:
         return not profile.supports(node.op_type) or not has_form_at(node.op_type, target_opset)
@@ -80,8 +82,7 @@ def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
         kinds = ", ".join(sorted(set(folded)))
         notes.append(f"{len(folded)} {kinds} node(s) computed from constants only folded to "
                      f"their values ({profile.name} lacks {kinds})")
-    if "LayerNormalization" in ops and (not profile.supports("LayerNormalization")
-                                        or target_opset < 17):
+    if expand_ln:
         n = expand_all_layernorms(model, ed, opset)
         notes.append(f"{n} LayerNormalization node(s) expanded to ReduceMean/Sub/Mul/Sqrt/Div "
                      f"({profile.name} has no LayerNormalization)")

@@ -13,10 +13,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from export_gelu.passes.onnx.view import constant_node_value
+from export_gelu.passes.onnx.view import constant_node_value, skeleton
 
 #: Initializers larger than this are stripped from the copy used for shape inference.
-_LIGHT_LIMIT_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -49,26 +48,9 @@ def _value_type(vi: onnx.ValueInfoProto) -> ValueType | None:
     return ValueType(tt.elem_type, shape)
 
 
-def light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy without large initializer payloads (shapes and small constants stay)."""
-    light = onnx.ModelProto()
-    light.CopyFrom(model)
-    for init in light.graph.initializer:
-        if init.data_location == onnx.TensorProto.EXTERNAL or (
-                len(init.raw_data) > _LIGHT_LIMIT_BYTES):
-            init.ClearField("raw_data")
-            init.ClearField("external_data")
-            init.data_location = onnx.TensorProto.DEFAULT
-            init.raw_data = b""  # shape inference reads dims and type only
-        for field in ("float_data", "int64_data", "int32_data", "double_data"):
-            if len(getattr(init, field)) * 4 > _LIGHT_LIMIT_BYTES:
-                init.ClearField(field)
-    return light
-
-
 def infer_types(model: onnx.ModelProto) -> dict[str, ValueType]:
     """Types and shapes of every tensor ONNX shape inference can reach (best effort)."""
-    light = light_copy(model)
+    light = skeleton(model)  # weights stay behind: inference reads dims and types only
     try:
         inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - inference is advisory; fall back to what the file says
