@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.passes.gelu_constants import SQRT_2_OVER_PI
 from export_gelu.passes.sites import GeluSite
 
 #: Values kept per site for plots (an even subsample); not part of the JSON.
 MAX_VALUE_SAMPLES = 50_000
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def gelu_exact(x: np.ndarray) -> np.ndarray:

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+# LITERAL_RTOL is the fx level's too; literals stored in fp16/bf16 also get one ulp.
+from export_gelu.passes.gelu_constants import LITERAL_RTOL  # noqa: E402
 from export_gelu.passes.onnx.view import DEFAULT_DOMAINS, FLOAT_TYPES, GraphView
 
-#: Relative tolerance for literals (the fx level's too): 0.7978845608, 0.79788456 and √(2/π)
-#: match, a different coefficient does not. Literals stored in fp16/bf16 get one ulp.
-LITERAL_RTOL = 1e-4
 #: The deepest and largest trees built from one root (a GELU spans at most ~12 nodes).
 MAX_DEPTH = 12
 MAX_NODES = 32

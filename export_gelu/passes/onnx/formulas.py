@@ -13,12 +13,13 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from export_gelu.passes.gelu_constants import (  # noqa: F401 - re-exported
+    INV_SQRT_2,
+    QUICK_ALPHA,
+    SQRT_2_OVER_PI,
+    TANH_BETA,
+)
 from export_gelu.passes.onnx.expr import Const, Expr, Leaf, Op
-
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-INV_SQRT_2 = 1.0 / math.sqrt(2.0)
-TANH_BETA = 0.044715
-QUICK_ALPHA = 1.702
 
 
 @dataclass(frozen=True)
