@@ -160,9 +160,6 @@ def run_onnx_passes(model: onnx.ModelProto, profile: TargetProfile, form: str = 
             continue
         elem_type = out_type.elem_type
         lowering, notes = choose(m, profile, form, precision, opset, elem_type)
-        if lowering.emit is None:
-            sites.append(_site(view, m, f"kept: already {lowering.name} ({'; '.join(notes)})"))
-            continue
         if form == "plugin" and lowering.kind == "tanh" and elem_type not in (
                 onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
             raise TargetUnmetError(f"--gelu plugin: {m.root} computes in "

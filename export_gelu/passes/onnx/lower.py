@@ -31,7 +31,7 @@ class Lowering:
     name: str
     kind: str  # the kind of GELU it computes
     bias: str  # how it takes a bias Add folded into it: "" (it can't) | "input" | "attribute"
-    emit: Callable[..., None] | None  # (builder, x, out, bias) -> None; None: keep the site
+    emit: Callable[..., None]  # (builder, x, out, bias) -> None
 
 
 def added_error(site_kind: str, new_kind: str) -> float:
@@ -90,10 +90,6 @@ def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset
                 emit.onnx_gelu(b, x, out, approx)
             return Lowering(f"ONNX Gelu(approximate={approx})", kind, "", run), notes
         notes.append(f"graph opset {opset} < 20 has no Gelu op")
-        if kind == site.kind == "tanh" and not fp16_safe and len(site.nodes) > 1:
-            # Already tanh primitives this target runs: re-spelling the Pow as x·x·x only
-            # cost time in ORT. Erf sites are re-spelled: ORT fuses that shape online.
-            return Lowering("primitives this target runs", kind, "", None), notes
     return _primitives(kind, fp16_safe), notes
 
 
