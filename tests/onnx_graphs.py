@@ -297,6 +297,19 @@ def run_ort(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     return sess.run(None, inputs)
 
 
+def ort_session_ops(model: onnx.ModelProto) -> Counter[str]:
+    """Op counts of the graph ORT CPU actually runs (after its online optimizer)."""
+    import tempfile
+
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="ort-optimized-") as tmp:
+        opts = ort.SessionOptions()
+        opts.optimized_model_filepath = f"{tmp}/optimized.onnx"
+        ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return op_counts(onnx.load(opts.optimized_model_filepath))
+
+
 def max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return max(float(np.abs(x.astype(np.float64) - y.astype(np.float64)).max())
                for x, y in zip(a, b))

@@ -22,6 +22,9 @@ from export_gelu.passes.onnx.recognise import PLUGIN_OP
 from tests.onnx_graphs import (
     EXPORTS,
     HAND_FORMULAS,
+    SHAPE,
+    E,
+    G,
     cast_island_graph,
     existing_ops_graph,
     exported_zoo,
@@ -30,6 +33,7 @@ from tests.onnx_graphs import (
     hand_graph,
     max_diff,
     op_counts,
+    ort_session_ops,
     rewrite,
     run_ort,
 )
@@ -105,16 +109,51 @@ def test_semantics_preserving_lowering(source, target):
     assert max_diff(run_ort(out, inputs), before) <= 1e-6
 
 
-def test_bias_is_folded_into_ort_ops():
-    out, sites = rewrite(exported_zoo("dynamo", 18), "ort")
+def test_matmul_bias_is_left_to_orts_gemm_fusion():
+    """A static Linear's bias stays an Add: ORT makes MatMul+Add one Gemm (bias epilogue)."""
+    model = exported_zoo("dynamo", 18)
+    out, sites = rewrite(model, "ort")
     ops = op_counts(out)
-    # every exact/tanh branch is Linear→GELU: its bias Add goes into BiasGelu / FastGelu
-    assert ops["com.microsoft.BiasGelu"] == 4 and ops["com.microsoft.Gelu"] == 0
-    assert all(len(n.input) == 2 for n in out.graph.node if n.op_type == "FastGelu")
-    assert sum("folded in" in s.action for s in sites) == 12
-    assert ops["Add"] == 1  # only QuickGELU's bias Add is left (QuickGelu takes no bias)
+    assert ops["com.microsoft.BiasGelu"] == 0 and ops["com.microsoft.Gelu"] == 4
+    assert all(len(n.input) == 1 for n in out.graph.node if n.op_type == "FastGelu")
+    left = "left for ONNX Runtime's MatMul+Add→Gemm fusion"
+    assert sum(left in s.action for s in sites) == 12
+    assert not any("folded in" in s.action for s in sites)
+    ran = ort_session_ops(out)  # every Linear (13, QuickGELU's too) became a Gemm
+    assert ran["Gemm"] == 13 and ran["MatMul"] == 0 and ran["com.microsoft.BiasGelu"] == 0
+    inputs = feed(model)
+    assert max_diff(run_ort(out, inputs), run_ort(model, inputs)) <= 1e-6
 
 
+def _linear_gelu(formula: str, a_shape: list, bias_shape: tuple, matmul: bool = True):
+    """formula(MatMul(x, W) + b) (or formula(x + b)) with x of `a_shape` (names allowed)."""
+    rng = np.random.default_rng(3)
+    g = G(opset=17)
+    g.inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, a_shape))
+    t = g.op("MatMul", "x", g.c(rng.standard_normal((E, E)) * 0.5)) if matmul else "x"
+    y = HAND_FORMULAS[formula][1](g, g.add(t, g.c(rng.standard_normal(bias_shape) * 0.5)))
+    graph = helper.make_graph(g.nodes, "g", g.inputs,
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, a_shape)],
+                              initializer=g.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("case,a_shape,bias_shape,matmul", [
+    ("no MatMul before the bias", SHAPE, (E,), False),
+    ("dynamic batch (ORT makes no Gemm)", ["batch", 4, E], (E,), True),
+    ("[1, E] bias on 3-D input (ORT makes no Gemm)", SHAPE, (1, E), True),
+])
+@pytest.mark.parametrize("formula,op", [("erf commuted", "BiasGelu"),
+                                        ("tanh Pow commuted", "FastGelu")])
+def test_bias_is_folded_where_ort_makes_no_gemm(case, a_shape, bias_shape, matmul, formula, op):
+    model = _linear_gelu(formula, a_shape, bias_shape, matmul)
+    out, (site,) = rewrite(model, "ort")
+    ops = op_counts(out)
+    assert ops[f"com.microsoft.{op}"] == 1 and ops["Add"] == 0, case
+    assert "folded in" in site.action and "Gemm" not in site.action
+    assert ort_session_ops(out)["Gemm"] == 0
+    inputs = feed(model)
+    assert max_diff(run_ort(out, inputs), run_ort(model, inputs)) <= 1e-5
 @pytest.mark.parametrize("source", ["dynamo18", "torchscript17", "hand:tanh Pow commuted",
                                     "hand-input:tanh factored"])
 def test_fp16_safe_tanh_form_is_the_same_function_in_fp32(source):
@@ -296,3 +335,49 @@ def test_island_with_one_cast_per_use(target):
     assert len(casts) == 2  # one up-cast of x, the island's own down-cast
     inputs = feed(model)
     assert max_diff(run_ort(out, inputs), run_ort(model, inputs)) <= 2e-3
+
+
+@pytest.mark.parametrize("formula", ["tanh Pow commuted", "tanh x*x*x", "tanh factored",
+                                     "TF erf Mul(0.7071)", "erf commuted"])
+@pytest.mark.parametrize("target", ["onnx", "trt8.6"])
+def test_primitives_are_the_shapes_ort_fuses_online(formula, target):
+    """Below opset 20 a site is re-spelled as primitives: ORT still runs one fused op."""
+    rng = np.random.default_rng(4)
+    g = G(opset=17)
+    h = g.add(g.op("MatMul", g.input(), g.c(rng.standard_normal((E, E)) * 0.5)),
+              g.c(rng.standard_normal(E) * 0.5))
+    y = HAND_FORMULAS[formula][1](g, h)
+    model = g.model(g.op("MatMul", y, g.c(rng.standard_normal((E, E)) * 0.5)))
+    out, (site,) = rewrite(model, target)
+    tanh = HAND_FORMULAS[formula][0] == "tanh"
+    assert ("tanh primitives (factored, no Pow)" if tanh else "erf primitives") in site.action
+    assert op_counts(out)["Pow"] == 0 and op_counts(out)["Tanh" if tanh else "Erf"] == 1
+    ran = ort_session_ops(out)
+    assert ran["com.microsoft.FastGelu" if tanh else "com.microsoft.Gelu"] == 1
+    assert ran["Tanh"] == ran["Erf"] == 0
+    inputs = feed(model)
+    assert max_diff(run_ort(out, inputs), run_ort(model, inputs)) <= 1e-5
+
+
+def _tanh_site_next_to(half_elsewhere: bool) -> onnx.ModelProto:
+    """MatMul → Add → tanh GELU (x·x·x) → MatMul; optionally another output reads h·0.5."""
+    rng = np.random.default_rng(5)
+    g = G(opset=17)
+    h = g.add(g.op("MatMul", g.input(), g.c(rng.standard_normal((E, E)) * 0.5)),
+              g.c(rng.standard_normal(E) * 0.5))
+    gelu = HAND_FORMULAS["tanh x*x*x"][1](g, h)  # has no h·0.5 node of its own
+    y = g.op("MatMul", gelu, g.c(rng.standard_normal((E, E)) * 0.5))
+    return g.model(y, g.op("Neg", g.mul(h, g.c(0.5)))) if half_elsewhere else g.model(y)
+
+
+@pytest.mark.parametrize("half_elsewhere", [True, False])
+def test_tanh_primitives_avoid_orts_fusion_bug_when_x_half_is_shared(half_elsewhere):
+    """ORT merges equal x·0.5 nodes, then its FastGelu fusion deletes the merged one that
+    another consumer still reads (the session refuses the graph): such a site is written
+    without an x·0.5 node; every other tanh site keeps the order ORT fuses."""
+    model = _tanh_site_next_to(half_elsewhere)
+    out, (site,) = rewrite(model, "onnx")
+    assert ("not in ONNX Runtime's FastGelu order" in site.action) == half_elsewhere
+    inputs = feed(model)
+    assert max_diff(run_ort(out, inputs), run_ort(model, inputs)) <= 1e-5  # loads, same math
+    assert ort_session_ops(out)["com.microsoft.FastGelu"] == (0 if half_elsewhere else 1)

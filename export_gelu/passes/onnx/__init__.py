@@ -16,9 +16,15 @@ from onnx import numpy_helper
 from export_gelu.errors import TargetUnmetError
 from export_gelu.passes.onnx.emit import Names, SiteBuilder
 from export_gelu.passes.onnx.hygiene import Rewrite, apply_rewrites, ensure_unique_node_names
-from export_gelu.passes.onnx.lower import Lowering, action_text, added_error, choose
+from export_gelu.passes.onnx.lower import (
+    Lowering,
+    action_text,
+    added_error,
+    choose,
+    half_x_elsewhere,
+)
 from export_gelu.passes.onnx.merge import merge_sites, module_of
-from export_gelu.passes.onnx.recognise import Match, bias_to_fold, find_matches
+from export_gelu.passes.onnx.recognise import Match, bias_to_fold, find_matches, gemm_fusion_takes
 from export_gelu.passes.onnx.view import GraphView, constant_node_value, skeleton
 from export_gelu.passes.sites import GeluSite
 from export_gelu.targets import TargetProfile
@@ -159,13 +165,18 @@ def run_onnx_passes(model: onnx.ModelProto, profile: TargetProfile, form: str = 
             sites.append(_site(view, m, "kept: its tensor type is unknown, so not rewritten"))
             continue
         elem_type = out_type.elem_type
-        lowering, notes = choose(m, profile, form, precision, opset, elem_type)
+        lowering, notes = choose(m, profile, form, precision, opset, elem_type,
+                                 half_x_elsewhere(view, m))
         if form == "plugin" and lowering.kind == "tanh" and elem_type not in (
                 onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
             raise TargetUnmetError(f"--gelu plugin: {m.root} computes in "
                                    f"{onnx.TensorProto.DataType.Name(elem_type)}; the plugin "
                                    "takes fp32 and fp16 only")
         fold = bias_to_fold(view, m) if lowering.bias else None
+        if fold is not None and lowering.bias_to_gemm and gemm_fusion_takes(view, *fold):
+            notes = [*notes, f"bias Add {fold[0]} left for ONNX Runtime's MatMul+Add→Gemm "
+                             "fusion"]
+            fold = None
         if fold is not None:
             m.bias_node, m.x, m.bias = fold
             m.nodes.append(m.bias_node)

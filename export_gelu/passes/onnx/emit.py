@@ -107,22 +107,33 @@ def _clip(b: SiteBuilder, x: str, bound: float) -> str:
     return b.node("Clip", [x], min=-bound, max=bound)
 
 
-def tanh_primitives(b: SiteBuilder, x: str, out: str, fp16_safe: bool = False) -> None:
-    """(0.5·x)·(1 + tanh(√(2/π)·(u + 0.044715·u·u·u))), u = x (or x bounded to ±10 when fp16-safe).
+def tanh_primitives(b: SiteBuilder, x: str, out: str, fp16_safe: bool = False,
+                    ort_fusable: bool = True) -> None:
+    """(1 + tanh((1 + 0.044715·u·u)·(√(2/π)·u)))·(0.5·x), u = x (or x bounded to ±10 for fp16).
 
-    The cube is `u·u·u`, never `Pow`. The fp16-safe form bounds x only inside the tanh
+    No `Pow`: the factored form (HF's `gelu_fast`, Megatron's), whose largest intermediate,
+    0.044715·u·u, fp16 holds up to |u| ≈ 1210 (`Pow(x, 3)` overflows past 40.3). Written in
+    the node order ONNX Runtime's online FastGelu fusion matches, so an fp32 graph below
+    opset 20 still runs one fused op in ORT. The fp16-safe form bounds x only inside the tanh
     argument, where tanh is already ±1 in fp32 beyond the bound: GELU(x) itself is unchanged.
+
+    `ort_fusable=False` writes the last product as ((1 + tanh)·x)·0.5 instead, with no x·0.5
+    node: ORT (1.32) merges equal x·0.5 nodes, then its FastGelu fusion deletes the merged
+    node that another consumer still reads and the session refuses the graph.
     """
     u = _clip(b, x, FP16_SAFE_BOUND) if fp16_safe else x
-    sq = b.node("Mul", [u, u])
-    cube = b.node("Mul", [sq, u])
-    t = b.node("Mul", [cube, b.const(TANH_BETA, "beta")])
-    t = b.node("Add", [u, t])
-    t = b.node("Mul", [t, b.const(SQRT_2_OVER_PI, "sqrt_2_over_pi")])
+    t = b.node("Mul", [u, b.const(TANH_BETA, "beta")])
+    t = b.node("Mul", [t, u])
+    t = b.node("Add", [t, b.const(1.0, "one")])
+    scaled = b.node("Mul", [u, b.const(SQRT_2_OVER_PI, "sqrt_2_over_pi")])
+    t = b.node("Mul", [t, scaled])
     t = b.node("Tanh", [t])
     t = b.node("Add", [t, b.const(1.0, "one")])
-    half_x = b.node("Mul", [x, b.const(0.5, "half")])
-    b.node("Mul", [half_x, t], out=out)
+    if ort_fusable:
+        half_x = b.node("Mul", [x, b.const(0.5, "half")])
+        b.node("Mul", [t, half_x], out=out)
+    else:
+        b.node("Mul", [b.node("Mul", [t, x]), b.const(0.5, "half")], out=out)
 
 
 def sigmoid_primitives(b: SiteBuilder, x: str, out: str) -> None:

@@ -16,6 +16,7 @@ import onnx
 
 from export_gelu.passes.onnx import emit
 from export_gelu.passes.onnx.recognise import Match
+from export_gelu.passes.onnx.view import DEFAULT_DOMAINS, GraphView
 from export_gelu.passes.sites import added_max_error
 from export_gelu.targets import TargetProfile
 
@@ -32,6 +33,8 @@ class Lowering:
     kind: str  # the kind of GELU it computes
     bias: str  # how it takes a bias Add folded into it: "" (it can't) | "input" | "attribute"
     emit: Callable[..., None]  # (builder, x, out, bias) -> None
+    #: leave a MatMul's bias Add to the runtime's MatMul+Add→Gemm fusion instead of folding it
+    bias_to_gemm: bool = False
 
 
 def added_error(site_kind: str, new_kind: str) -> float:
@@ -49,7 +52,7 @@ def _ort(kind: str) -> Lowering:
     def run(b: emit.SiteBuilder, x: str, out: str, bias: str | None) -> None:
         emit.ort_gelu(b, x, out, kind, bias)
     return Lowering("{op} (ONNX Runtime contrib op)", kind, "" if kind == "quick" else "input",
-                    run)
+                    run, bias_to_gemm=True)
 
 
 def _plugin() -> Lowering:
@@ -59,22 +62,40 @@ def _plugin() -> Lowering:
                     run)
 
 
-def _primitives(kind: str, fp16_safe: bool) -> Lowering:
+def _primitives(kind: str, fp16_safe: bool, half_x_elsewhere: bool) -> Lowering:
     if kind == "exact":
         return Lowering("erf primitives (Div/Erf/Add/Mul/Mul)", "exact", "",
                         _no_bias(emit.erf_primitives))
     if kind == "tanh":
-        name = ("tanh primitives, fp16-safe (x·x·x, no Pow, tanh argument bounded)" if fp16_safe
-                else "tanh primitives (x·x·x, no Pow)")
-        return Lowering(name, "tanh", "",
-                        _no_bias(partial(emit.tanh_primitives, fp16_safe=fp16_safe)))
+        name = ("tanh primitives, fp16-safe (factored, no Pow, tanh argument bounded)"
+                if fp16_safe else "tanh primitives (factored, no Pow)")
+        if half_x_elsewhere:
+            name += ("; not in ONNX Runtime's FastGelu order: another node also computes its "
+                     "input · 0.5, which that fusion would break")
+        return Lowering(name, "tanh", "", _no_bias(partial(
+            emit.tanh_primitives, fp16_safe=fp16_safe, ort_fusable=not half_x_elsewhere)))
     return Lowering("x·Sigmoid(1.702·x) primitives", "quick", "",
                     _no_bias(emit.sigmoid_primitives))
 
 
+def half_x_elsewhere(view: GraphView, site: Match) -> bool:
+    """True when a node outside `site` computes site.x · 0.5 (a Mul by a constant 0.5)."""
+    for node in view.consumers.get(site.x, ()):
+        if node.name in site.nodes or node.op_type != "Mul" or node.domain not in DEFAULT_DOMAINS:
+            continue
+        others = [i for i in node.input if i != site.x]
+        value = view.constant(others[0]) if len(others) == 1 else None
+        if value is not None and value.size == 1 and float(value.reshape(())) == 0.5:
+            return True
+    return False
+
+
 def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset: int,
-           elem_type: int) -> tuple[Lowering, list[str]]:
-    """The lowering for one site, and notes on why (for the site's action)."""
+           elem_type: int, half_x_taken: bool = False) -> tuple[Lowering, list[str]]:
+    """The lowering for one site, and notes on why (for the site's action).
+
+    `half_x_taken`: another node computes the site's input · 0.5 (`half_x_elsewhere`).
+    """
     notes: list[str] = []
     kind = site.kind if site.kind == "quick" or form == "keep" else FORM_KIND[form]
     if form == "plugin" and site.kind != "quick":
@@ -90,7 +111,7 @@ def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset
                 emit.onnx_gelu(b, x, out, approx)
             return Lowering(f"ONNX Gelu(approximate={approx})", kind, "", run), notes
         notes.append(f"graph opset {opset} < 20 has no Gelu op")
-    return _primitives(kind, fp16_safe), notes
+    return _primitives(kind, fp16_safe, half_x_taken), notes
 
 
 def action_text(site: Match, lowering: Lowering, last: onnx.NodeProto, folded: str | None,
