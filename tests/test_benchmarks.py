@@ -167,3 +167,29 @@ def test_gpu_parts_say_why_they_are_skipped_and_the_eager_part_runs_on_cpu() -> 
         assert gpu.torch_eager_part(args).startswith("skipped: no GPU")
     text = gpu.torch_eager_part(args, device="cpu", shape=(2, 8, 16))
     assert text.count("####") == 4 and "expanded" in text
+
+
+def test_compare_command_times_your_files_and_refuses_bad_ones(tmp_path: Path, capsys) -> None:
+    from benchmarks.compare import main
+
+    a = _elementwise(tmp_path / "a.onnx", "Relu")
+    b = _elementwise(tmp_path / "b.onnx", "Relu")
+    md = tmp_path / "cmp.md"
+    quick = ["--rounds", "4", "--runs", "2", "--replicas", "1", "--warmup", "1"]
+    assert main([str(a), str(b), *quick, "--markdown", str(md)]) == 0
+    out = capsys.readouterr().out
+    assert "| a.onnx |" in out and "| b.onnx |" in out and "ratio in each fresh run" in out
+    assert "| b.onnx |" in md.read_text() and "2 fresh run(s) of 4 rounds" in md.read_text()
+
+    neg = _elementwise(tmp_path / "neg.onnx", "Neg")
+    assert main([str(a), str(neg), *quick]) == 1
+    assert "neg.onnx differs from a.onnx" in capsys.readouterr().err
+
+    wide = _elementwise(tmp_path / "wide.onnx", "Relu", width=32)
+    for args, message in (([str(a)], "at least two ONNX files"),
+                          ([str(a), str(tmp_path / "gone.onnx")], "gone.onnx: no such file"),
+                          ([str(a), str(wide)], "wide.onnx: input 'x' has shape 2x32"),
+                          ([str(a), str(b), "--input", "y:2x16"], "no input given for x")):
+        assert main([*args, *quick]) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err

@@ -192,3 +192,24 @@ def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
     elif loaded.module is not None:
         _check_against_module(loaded, feed)
     return feed
+
+
+def onnx_feed(path: str | Path, specs: list[str] | None = None, npz: str | Path | None = None
+              ) -> OrderedDict[str, np.ndarray]:
+    """Inputs for an ONNX file: from `--input` specs, a `.npz`, or random over its fixed shape;
+    checked against the graph's input names, dtypes and fixed dims."""
+    path = Path(path)
+    if specs and npz:
+        raise BadInputError("give either --input specs or --inputs FILE.npz, not both")
+    if npz:
+        feed = OrderedDict(load_npz(npz))
+    elif specs:
+        feed = OrderedDict(make_inputs([parse_input_spec(s) for s in specs]))
+    else:
+        feed = _feed_from_onnx(path)
+    return _check_against_onnx(path, feed)
+
+
+def check_onnx_feed(path: str | Path, feed: OrderedDict[str, np.ndarray]) -> None:
+    """Raise BadInputError when `feed` does not fit the inputs ONNX file `path` declares."""
+    _check_against_onnx(Path(path), feed)
