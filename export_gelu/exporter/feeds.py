@@ -164,22 +164,28 @@ def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray
                             f"({', '.join(feed)}); pass one --input per argument, in order")
 
 
-def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
-                 ) -> OrderedDict[str, np.ndarray]:
-    """The named input arrays for this run, in the order the model takes them."""
+def _given_feed(specs: list[str], npz: str | Path | None) -> OrderedDict[str, np.ndarray] | None:
+    """The arrays `--input` specs or `--inputs FILE.npz` give; None when neither is given."""
     if specs and npz:
         raise BadInputError("give either --input specs or --inputs FILE.npz, not both")
     if npz:
-        feed = OrderedDict(load_npz(npz))
-    elif specs:
-        feed = OrderedDict(make_inputs([parse_input_spec(s) for s in specs]))
-    elif loaded.example_inputs is not None:
+        return OrderedDict(load_npz(npz))
+    if specs:
+        return OrderedDict(make_inputs([parse_input_spec(s) for s in specs]))
+    return None
+
+
+def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
+                 ) -> OrderedDict[str, np.ndarray]:
+    """The named input arrays for this run, in the order the model takes them."""
+    feed = _given_feed(specs, npz)
+    if feed is None and loaded.example_inputs is not None:
         names = loaded.input_names or [f"input_{i}" for i in range(len(loaded.example_inputs))]
         feed = OrderedDict((n, t.detach().cpu().numpy()) for n, t in
                            zip(names, loaded.example_inputs))
-    elif loaded.is_onnx:
+    elif feed is None and loaded.is_onnx:
         feed = _feed_from_onnx(loaded.path)
-    else:
+    elif feed is None:
         raise BadInputError(
             f"{loaded.path}: a {loaded.format.value} model carries no example inputs; "
             f"pass --input {SPEC_HELP} (one per forward() argument, in order) "
@@ -199,15 +205,8 @@ def onnx_feed(path: str | Path, specs: list[str] | None = None, npz: str | Path 
     """Inputs for an ONNX file: from `--input` specs, a `.npz`, or random over its fixed shape;
     checked against the graph's input names, dtypes and fixed dims."""
     path = Path(path)
-    if specs and npz:
-        raise BadInputError("give either --input specs or --inputs FILE.npz, not both")
-    if npz:
-        feed = OrderedDict(load_npz(npz))
-    elif specs:
-        feed = OrderedDict(make_inputs([parse_input_spec(s) for s in specs]))
-    else:
-        feed = _feed_from_onnx(path)
-    return _check_against_onnx(path, feed)
+    feed = _given_feed(specs or [], npz)
+    return _check_against_onnx(path, _feed_from_onnx(path) if feed is None else feed)
 
 
 def check_onnx_feed(path: str | Path, feed: OrderedDict[str, np.ndarray]) -> None:
