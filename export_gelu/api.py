@@ -37,6 +37,7 @@ from export_gelu.passes.compat import (
     prepare_program_for_opset,
 )
 from export_gelu.passes.fx import run_fx_passes
+from export_gelu.passes.gc_pause import gc_paused
 from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.onnx.view import skeleton
 from export_gelu.passes.sites import GeluSite
@@ -252,8 +253,9 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         onnx_model, fx_sites = _export_torch(loaded, feed, profile, opset or profile.opset,
                                              gelu, precision, rep, progress, clock)
     progress.step("rewriting GELU sites for the target (ONNX)")
-    onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
-    onnx_model, fit_notes = fit_to_profile(onnx_model, profile)
+    with gc_paused():
+        onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
+        onnx_model, fit_notes = fit_to_profile(onnx_model, profile)
     rep.notes.extend(fit_notes)
     clock.lap("onnx_passes")
     rep.gelu_sites = merge_sites(fx_sites, onnx_sites)

@@ -161,3 +161,27 @@ def test_formula_read_inside_a_subgraph_is_not_rewritten():
     model.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, SHAPE))
     out, sites = rewrite(model, "ort")
     assert sites == [] and op_counts(out)["Erf"] == 1
+
+
+def test_gc_paused_restores_the_collector_even_on_error():
+    import gc
+
+    from export_gelu.passes.gc_pause import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    try:
+        with gc_paused():
+            raise ValueError("boom")
+    except ValueError:
+        pass
+    assert gc.isenabled()
+    gc.disable()  # a caller that had it off keeps it off
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
