@@ -189,6 +189,19 @@ def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedD
     return TorchRunner(reference_module, feed, outputs, name="pytorch")
 
 
+def _onnx_input_at_opset(model: onnx.ModelProto, path: Path, profile: TargetProfile,
+                         opset: int, rep: Report) -> TargetProfile:
+    """`--opset` on an ONNX input: the profile capped there (the file is converted down)."""
+    have = model_opset(model)
+    if opset > have:
+        raise BadInputError(f"--opset {opset}: {path} is opset {have}, and export-gelu converts "
+                            f"ONNX files down, not up (export the model at opset {opset})")
+    if opset < have:
+        rep.notes.append(f"--opset {opset}: the opset-{have} input converted down to opset "
+                         f"{opset}")
+    return profile.at_opset(opset)
+
+
 def export(model: str | Path, *, target: str = "trt", output: str | Path | None = None,
            gelu: str = "keep", opset: int | None = None, inputs: Sequence[str] = (),
            inputs_npz: str | Path | None = None, precision: str = "fp32",
@@ -247,6 +260,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         onnx_model = load_onnx_model(loaded.path)
         fx_sites: list[GeluSite] = []
         rep.exporter = "none (ONNX input)"
+        if opset is not None:
+            profile = _onnx_input_at_opset(onnx_model, model_path, profile, opset, rep)
         clock.lap("load")
     else:
         clock.lap("load")

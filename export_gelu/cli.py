@@ -81,7 +81,9 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare-forms", action="store_true",
                    help="export with every GELU form (fused: target onnx; expanded: trt8.6; "
                         "or only --target when given) and print error vs PyTorch and latency")
-    p.add_argument("--opset", type=int, help="default: the target's")
+    p.add_argument("--opset", type=int,
+                   help="export opset (default: the target's); on an ONNX input, convert it "
+                        "down to this opset")
     p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"))
     p.add_argument("--engine", metavar="OUT.plan", help="save the TensorRT engine (needs a GPU)")
     p.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS=MIN:OPT:MAX",

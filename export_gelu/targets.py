@@ -9,7 +9,7 @@ be lowered. The export pipeline, the ONNX passes and the static compatibility ch
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 #: The highest opset the exporters here produce reliably; a ceiling above it is not used.
 EXPORT_OPSET_MAX = 20
@@ -86,6 +86,15 @@ class TargetProfile:
     def supports(self, op: str) -> bool:
         """Whether a default-domain op type parses here (opset permitting)."""
         return op not in self.lacks
+
+    def at_opset(self, opset: int) -> TargetProfile:
+        """This target capped at `opset` (`--opset` on an ONNX input): no `Gelu` below 20."""
+        if opset >= self.opset_ceiling:
+            return self
+        ops = self.ops - {"Gelu"} if opset < 20 else self.ops
+        lowering = ("primitives" if self.gelu_lowering == "onnx_gelu" and "Gelu" not in ops
+                    else self.gelu_lowering)
+        return replace(self, opset_ceiling=opset, ops=ops, gelu_lowering=lowering)
 
 
 def _version_key(version: str) -> tuple[int, int]:

@@ -26,7 +26,8 @@ def _mlp(approximate: str):
 
 @pytest.fixture(scope="module")
 def onnx_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Linear→GELU→Linear as ONNX files: dynamo opset 18 (tanh, erf), TorchScript 13 fp16."""
+    """Linear→GELU→Linear as ONNX files: dynamo opset 18 (tanh, erf) and 20 (erf),
+    TorchScript 13 fp16."""
     import torch
 
     from export_gelu.exporter.to_onnx import quiet_exporter
@@ -39,6 +40,9 @@ def onnx_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             files[f"dynamo18-{approx}"] = d / f"dynamo18-{approx}.onnx"
             torch.onnx.export(_mlp(approx), (x,), str(files[f"dynamo18-{approx}"]),
                               dynamo=True, opset_version=18, input_names=["x"])
+        files["dynamo20-none"] = d / "dynamo20-none.onnx"
+        torch.onnx.export(_mlp("none"), (x,), str(files["dynamo20-none"]),
+                          dynamo=True, opset_version=20, input_names=["x"])
         files["ts13-fp16"] = d / "ts13-fp16.onnx"
         torch.onnx.export(_mlp("tanh").half(), (x.half(),), str(files["ts13-fp16"]),
                           dynamo=False, opset_version=13, input_names=["x"])
@@ -143,3 +147,25 @@ def test_torch_input_keeps_fx_module_paths(saved_model, tmp_path, target, fused)
     assert all(s["onnx_nodes"] for s in sites)
     assert _ops(model)[fused] == 2
     assert report["parity"]["status"] == "passed"
+
+
+@pytest.mark.parametrize("target", ["onnx", "ort"])
+def test_opset_on_an_onnx_input_converts_it_down(onnx_files, tmp_path, target):
+    code, report, model, text = _export(onnx_files["dynamo20-none"], tmp_path,
+                                        "--target", target, "--opset", "17")
+    assert code == 0, text
+    assert report["opset"] == 17 and model is not None
+    assert next(i.version for i in model.opset_import if i.domain in ("", "ai.onnx")) == 17
+    ops = _ops(model)
+    assert ops["Gelu"] == 0
+    assert ops["Erf" if target == "onnx" else "com.microsoft.Gelu"] == 1
+    assert "--opset 17: the opset-20 input converted down to opset 17" in report["notes"]
+    assert report["parity"]["status"] == "passed"
+
+
+def test_opset_above_an_onnx_input_is_refused(onnx_files, tmp_path):
+    code, _report, model, text = _export(onnx_files["dynamo18-none"], tmp_path,
+                                         "--target", "onnx", "--opset", "20")
+    assert code == 2 and model is None
+    assert "--opset 20: " in text and "is opset 18, and export-gelu converts ONNX files " \
+        "down, not up" in text
