@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine: `make demo` and `make test`.
 # Both create .venv, install torch==2.13.0 first when no torch is present (a bare `torch`
-# requirement could pull a multi-GB CUDA build), then the package with its extras.
+# requirement could pull a multi-GB CUDA build), then the package with its extras, at the
+# versions in constraints.txt (the set CI last passed with).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -13,10 +14,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): setup.cfg pyproject.toml | $(PY)
+$(STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || { echo "installing torch==2.13.0 (CPU)"; \
 		$(PY) -m pip install -q torch==2.13.0; }
-	$(PY) -m pip install -q -e ".[examples,test,plot]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[examples,test,plot]"
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,7 +33,7 @@ test: $(STAMP)
 # tensorrt yet, installs the trt extra first; elsewhere they are reported skipped, with why.
 test-gpu: $(STAMP)
 	@$(PY) -c "import tensorrt" 2>/dev/null || ! command -v nvidia-smi >/dev/null || \
-		$(PY) -m pip install -q -e ".[trt]"
+		$(PY) -m pip install -q -c constraints.txt -e ".[trt]"
 	$(PY) -m pytest -q -rs -m trt
 
 # The property-based rewrite fuzzer with many more examples than CI runs (5000 for the main
