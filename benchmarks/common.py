@@ -153,3 +153,16 @@ def section_body(args: argparse.Namespace, rounds_used: set[int], load_before: s
     return (conditions(args.threads, note, load_before, args.replicas)
             + "\n**Targets (issue 7)**\n\n" + "\n".join(v.line() for v in checks) + "\n\n"
             + "\n".join(sections))
+
+
+def finish_section(name: str, args: argparse.Namespace, rounds_used: set[int], load_before: str,
+                   checks: Sequence[Verdict], sections: Sequence[str]) -> int:
+    """Print the verdicts, write RESULTS.md section `name` (unless --quick/--no-write), and
+    return the script's exit status: 0 when every target is met, else 1."""
+    print("\n".join(v.line() for v in checks))
+    body = section_body(args, rounds_used, load_before, checks, sections)
+    if not (args.quick or args.no_write):
+        from benchmarks.results import write_section
+
+        write_section(name, body)
+    return 0 if all(v.ok for v in checks) else 1

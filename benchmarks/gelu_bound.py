@@ -39,9 +39,9 @@ from benchmarks.common import (
     at_most,
     compare_variants,
     faster_by,
+    finish_section,
     load_average,
     rounds_for,
-    section_body,
 )
 from benchmarks.graphs import (
     export_gelu_file,
@@ -272,14 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             if case.exporter == "dynamo":
                 sections.append(components(case, tmp, feed, rounds, warmup, args.threads,
                                            args.replicas))
-    lines = [v.line() for v in checks]
-    print("\n".join(lines))
-    body = section_body(args, rounds_used, load_before, checks, sections)
-    if not (args.quick or args.no_write):
-        from benchmarks.results import write_section
-
-        write_section("gelu_bound", body)
-    return 0 if all(v.ok for v in checks) else 1
+    return finish_section("gelu_bound", args, rounds_used, load_before, checks, sections)
 
 
 if __name__ == "__main__":

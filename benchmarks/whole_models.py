@@ -30,10 +30,10 @@ from benchmarks.common import (
     Verdict,
     add_run_args,
     compare_variants,
+    finish_section,
     load_average,
     ratio_text,
     rounds_for,
-    section_body,
 )
 from benchmarks.graphs import (
     export_gelu_file,
@@ -178,14 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                                           atol=1e-3, replicas=args.replicas, runs=args.runs)
             sections.append(text)
             checks += verdicts(case.name, comp)
-    lines = [v.line() for v in checks]
-    print("\n".join(lines))
-    body = section_body(args, rounds_used, load_before, checks, sections)
-    if not (args.quick or args.no_write):
-        from benchmarks.results import write_section
-
-        write_section("whole_models", body)
-    return 0 if all(v.ok for v in checks) else 1
+    return finish_section("whole_models", args, rounds_used, load_before, checks, sections)
 
 
 if __name__ == "__main__":

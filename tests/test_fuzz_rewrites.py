@@ -34,19 +34,19 @@ import copy
 import math
 import os
 from collections import Counter
-from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from export_gelu.compat import incompatibilities
 from export_gelu.passes.compat import fit_to_profile
 from export_gelu.passes.onnx import run_onnx_passes
 from export_gelu.targets import PROFILES
+from tests.onnx_graphs import G
 
 EXAMPLES = int(os.environ.get("EXPORT_GELU_FUZZ_EXAMPLES", "500"))
 TARGETS = sorted(PROFILES)
@@ -61,43 +61,15 @@ FUZZ = settings(deadline=None, print_blob=True, derandomize=False,
 # ------------------------------------------------------------------------ the graph builder
 
 
-@dataclass
-class Graph:
-    """A graph under construction, with the sites it is known to hold."""
+class Graph(G):
+    """A graph under construction (tests.onnx_graphs.G), with the sites it is known to hold
+    and operand orders drawn at random."""
 
-    draw: object  # hypothesis `data.draw`
-    dtype: int
-    opset: int
-    const_nodes: bool
-    nodes: list[onnx.NodeProto] = field(default_factory=list)
-    inits: list[onnx.TensorProto] = field(default_factory=list)
-    sites: list[str] = field(default_factory=list)  # kinds planted
-    extra_outputs: list[str] = field(default_factory=list)
-    domains: set[str] = field(default_factory=set)
-    n: int = 0
-
-    def name(self, base: str) -> str:
-        self.n += 1
-        return f"{base}{self.n}"
-
-    def c(self, value: float | np.ndarray, dtype: int | None = None) -> str:
-        arr = np.asarray(value, dtype=helper.tensor_dtype_to_np_dtype(dtype or self.dtype))
-        out = self.name("c")
-        tensor = numpy_helper.from_array(arr, out)
-        if self.const_nodes:
-            self.nodes.append(helper.make_node("Constant", [], [out], name=self.name("Const"),
-                                               value=tensor))
-        else:
-            self.inits.append(tensor)
-        return out
-
-    def op(self, op: str, *inputs: str, domain: str = "", **attrs: object) -> str:
-        out = self.name(op.lower())
-        self.nodes.append(helper.make_node(op, list(inputs), [out], name=self.name(op),
-                                           domain=domain, **attrs))
-        if domain:
-            self.domains.add(domain)
-        return out
+    def __init__(self, draw: object, dtype: int, opset: int, const_nodes: bool) -> None:
+        super().__init__(dtype, opset, const_nodes)
+        self.draw = draw  # hypothesis `data.draw`
+        self.sites: list[str] = []  # kinds planted
+        self.extra_outputs: list[str] = []
 
     def comm(self, op: str, a: str, b: str) -> str:
         """A commutative op with its operand order drawn at random."""

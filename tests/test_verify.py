@@ -122,7 +122,7 @@ def test_saved_files_load_in_polygraphy_and_replay_the_failure(bert_files, tmp_p
     assert "FAILED" in proc.stdout + proc.stderr
 
 
-def _npz_for_bert(d: Path, batches: int = 1) -> Path:
+def _npz_for_bert(d: Path) -> Path:
     rng = np.random.default_rng(7)
     path = d / "ids.npz"
     np.savez(path, x=rng.integers(0, 1000, size=(2, 16)).astype(np.int64))

@@ -47,10 +47,6 @@ class ParityResult:
     #: polygraphy RunResults of both runners, for `--save-outputs`; not part of the JSON.
     run_results: Any = field(default=None, repr=False)
 
-    @property
-    def failed_outputs(self) -> list[str]:
-        return [n for n, o in self.outputs.items() if not o.passed]
-
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -111,11 +107,6 @@ def errors_of(refs: Sequence[np.ndarray], outs: Sequence[np.ndarray], atol: floa
     )
     step = max(1, finite.size // MAX_ERROR_SAMPLES)
     return stats, finite[::step].astype(np.float32)
-
-
-def output_error(ref: np.ndarray, out: np.ndarray, atol: float, rtol: float) -> OutputError:
-    """Statistics of one output on one iteration (see `errors_of`)."""
-    return errors_of([ref], [out], atol, rtol)[0]
 
 
 @contextlib.contextmanager

@@ -22,9 +22,6 @@ import onnx
 from export_gelu.errors import TargetUnmetError
 from export_gelu.targets import TargetProfile
 
-#: The TorchScript exporter has scaled_dot_product_attention from this opset on.
-SDPA_MIN_OPSET = 14
-
 
 def prepare_program_for_opset(program: Any, opset: int) -> list[str]:
     """Rewrite `program` in place for export at `opset`; return notes for the report.

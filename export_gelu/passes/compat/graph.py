@@ -13,9 +13,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from export_gelu.passes.onnx.emit import Names
 from export_gelu.passes.onnx.view import constant_node_value, skeleton
-
-#: Initializers larger than this are stripped from the copy used for shape inference.
 
 
 @dataclass(frozen=True)
@@ -77,10 +76,9 @@ class GraphEditor:
         self._const_nodes = {n.output[0]: n for n in graph.node
                              if n.op_type == "Constant" and n.domain in ("", "ai.onnx")}
         self._outer = outer
-        self._names = {n.name for n in graph.node} | {o for n in graph.node for o in n.output}
-        self._names |= set(self._inits) | {i.name for i in graph.input}
-        if outer is not None:
-            self._names |= outer._names
+        taken = {n.name for n in graph.node} | {o for n in graph.node for o in n.output}
+        taken |= set(self._inits) | {i.name for i in graph.input}
+        self._names = Names(taken | outer._names.taken if outer is not None else taken)
         self.new_initializers: list[onnx.TensorProto] = []
         self._orphans: set[str] = set()
 
@@ -108,13 +106,7 @@ class GraphEditor:
     # -- writing ---------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
         """A tensor or node name not used anywhere in the graph yet."""
-        base = base or "t"
-        name, i = base, 0
-        while name in self._names:
-            i += 1
-            name = f"{base}_{i}"
-        self._names.add(name)
-        return name
+        return self._names.fresh(base or "t")
 
     def const(self, value: np.ndarray, base: str) -> str:
         """A new initializer holding `value`; returns its name."""
