@@ -85,6 +85,11 @@ def incompatibilities(model: onnx.ModelProto, profile: TargetProfile) -> list[st
     foreign = sorted(k for k in counts if "." in k and not k.endswith(PLUGIN_OP))
     if foreign and profile.runtime != "ort":
         reasons.append(f"ops from a non-standard domain: {', '.join(foreign)}")
+    if profile.runtime == "trt":
+        from export_gelu.trt_parser.restrictions import find_hits
+
+        reasons.extend(h.message(profile.trt_version) for h in find_hits(model,
+                                                                          profile.trt_version))
     return reasons
 
 

@@ -5,7 +5,8 @@ Two hooks, called by the export pipeline:
   before export (attention, which the TorchScript exporter cannot emit below opset 14).
 - `fit_to_profile(model, profile)`: ONNX-level rewrites after the GELU passes, in order:
   LayerNormalization expansion (targets without it, or an opset below 17), IsNaN → Equal
-  (TensorRT < 8.2), Pow(x, 2) → Mul(x, x) (TensorRT), opset down-conversion to the ceiling.
+  (TensorRT < 8.2), Pow(x, 2) → Mul(x, x) (TensorRT), opset down-conversion to the ceiling,
+  then the fixes for the parser's per-op restrictions (`restriction_fixes`).
   Whatever still does not fit is reported as an unmet target (exit 3) naming the op and the
   targets that would take it.
 
@@ -90,6 +91,10 @@ def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
         notes.append(f"{n} Pow(x, 2) node(s) rewritten as Mul(x, x)")
     if opset > target_opset:
         notes.extend(downconvert(model, target_opset))
+    if profile.runtime == "trt":
+        from export_gelu.passes.compat.restriction_fixes import fit_restrictions
+
+        notes.extend(fit_restrictions(model, profile.trt_version, profile.name))
     problems = _unfixable(model, profile)
     if problems:
         raise TargetUnmetError("; ".join(problems))
