@@ -52,6 +52,10 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
     p.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads for ORT and torch (1)")
+    p.add_argument("--device", choices=("cpu", "cuda"),
+                   help="where the PyTorch reference and ONNX Runtime run: cpu, or cuda (ORT's "
+                        "CUDA and TensorRT providers; needs onnxruntime-gpu). Default: cuda "
+                        "when torch sees a GPU and ORT has its CUDA provider, else cpu")
     p.add_argument("--iterations", type=int, default=50, help="timed runs per runner (50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed runs first (5)")
     p.add_argument("--report", metavar="REPORT.json", help="write the JSON report here")
@@ -158,7 +162,7 @@ def _run_verify(argv: Sequence[str]) -> int:
                  allow_pickle=args.allow_pickle, model_factory=args.model_factory,
                  threads=args.threads, iterations=args.iterations, warmup=args.warmup,
                  save_inputs=args.save_inputs, save_outputs=args.save_outputs,
-                 report=args.report, report_md=args.report_md,
+                 report=args.report, report_md=args.report_md, device=args.device,
                  calibrate=not args.no_calibration, progress=Progress())
     print(rep.summary())
     return rep.exit_code
@@ -171,7 +175,8 @@ def _run_forms(args: argparse.Namespace) -> int:
 
     common = dict(inputs=args.input, inputs_npz=args.inputs, precision=args.precision,
                   allow_pickle=args.allow_pickle, model_factory=args.model_factory,
-                  threads=args.threads, iterations=args.iterations, warmup=args.warmup)
+                  threads=args.threads, iterations=args.iterations, warmup=args.warmup,
+                  device=args.device)
     if args.compare_forms:
         targets = (args.target,) if args.target else cf.DEFAULT_TARGETS
         rep = cf.forms_report(args.model, targets=targets, report=args.report,
@@ -220,7 +225,7 @@ def _run_export(argv: Sequence[str]) -> int:
         report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
-        dynamic=args.dynamic, progress=Progress())
+        dynamic=args.dynamic, device=args.device, progress=Progress())
     return _finish_export(rep, args)
 
 
@@ -271,7 +276,8 @@ def _interrupts_unwind() -> Iterator[None]:
 
 
 #: Optional dependencies: a command that cannot run without one says so (exit 3, no traceback).
-OPTIONAL_MODULES = {"onnxruntime": "pip install onnxruntime",
+OPTIONAL_MODULES = {"onnxruntime": "pip install 'export-gelu[cpu]' (or 'export-gelu[gpu]' on a "
+                                   "CUDA machine; never both)",
                     "tensorrt": "pip install 'export-gelu[trt]' on a machine with a CUDA GPU",
                     "matplotlib": "pip install 'export-gelu[plot]'"}
 

@@ -40,6 +40,8 @@ class Report:
     calibration: Any = None  # runtime.calibration.Calibration
     forms: Any = None  # runtime.compare_forms.FormsComparison
     stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
+    device: dict[str, Any] = field(default_factory=dict)  # runtime.devices.DeviceChoice
+    providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
 
     @property
     def exit_code(self) -> int:
@@ -75,6 +77,8 @@ class Report:
             "calibration": self.calibration.to_json() if self.calibration else None,
             "forms": self.forms.to_json() if self.forms else None,
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
+            "device": self.device,
+            "providers": self.providers,
         }
 
     def dumps(self) -> str:
