@@ -123,7 +123,8 @@ class GraphContext:
         from export_gelu.passes.compat.graph import GraphEditor, infer_types
 
         self.model = model
-        self.editor = GraphEditor(model.graph, types if types is not None else infer_types(model))
+        self.editor = GraphEditor(model.graph, types)
+        self._infer = None if types is not None else infer_types  # shape inference, on demand
         self.producer = {o: n for n in model.graph.node for o in n.output if o}
         self.users: dict[str, list[onnx.NodeProto]] = {}
         for n in model.graph.node:
@@ -136,6 +137,9 @@ class GraphContext:
         return self.editor.constant(name)
 
     def type_of(self, name: str):  # -> ValueType | None
+        if self._infer is not None:  # the first question about types pays for inference
+            self.editor.types.update(self._infer(self.model))
+            self._infer = None
         return self.editor.type_of(name)
 
     def is_used(self, name: str) -> bool:

@@ -1,6 +1,8 @@
 """Fixes for the extra-output restrictions (`export_gelu.trt_parser.output_rows`):
 LayerNormalization keeps only Y (Mean and InvStdDev computed beside it where something reads
-them), a two-output Dropout becomes Identity (and a constant all-true mask where read)."""
+them), a two-output Dropout becomes Identity (and a constant mask where read: all true from
+opset 12, all false before, as ONNX Runtime computes it in inference and as TensorRT 8.0's own
+importer builds it)."""
 
 from __future__ import annotations
 
@@ -64,8 +66,7 @@ def _layernorm_y_only(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.Node
     return nodes
 
 
-@fix("dropout-mask-output", "rewritten as Identity (a constant all-true mask where the mask "
-     "is read)")
+@fix("dropout-mask-output", "rewritten as Identity (a constant mask where the mask is read)")
 def _dropout_identity(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
     if len(node.input) > 2 and node.input[2]:  # training_mode: only a constant False is kept
         mode = ctx.constant(node.input[2])
@@ -80,6 +81,7 @@ def _dropout_identity(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.Node
     if ctx.is_used(node.output[1]):
         shape = ed.node("Shape", [x], base)
         ones = ed.node("ConstantOfShape", [shape.output[0]], base, outputs=[node.output[1]],
-                       value=helper.make_tensor("value", TensorProto.BOOL, [1], [True]))
+                       value=helper.make_tensor("value", TensorProto.BOOL, [1],
+                                                 [ctx.opset >= 12]))
         nodes += [shape, ones]
     return nodes
