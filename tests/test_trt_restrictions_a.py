@@ -141,6 +141,12 @@ def castlike() -> onnx.ModelProto:
                   [like], opset=15)
 
 
+def gathernd_bool() -> onnx.ModelProto:
+    idx = nh.from_array(np.array([[0, 4], [1, 2]], np.int64), "idx")
+    return _model([h.make_node("GatherND", ["b", "idx"], ["y"], name="gnd")],
+                  [vi("b", T.BOOL, [2, 5, 3])], [vi("y", T.BOOL, [2, 3])], [idx], opset=13)
+
+
 def pow_int_exponent() -> onnx.ModelProto:
     e = nh.from_array(np.array(3, np.int64), "e")
     return _model([h.make_node("Pow", ["x", "e"], ["y"], name="pow")],
@@ -227,6 +233,9 @@ PROBES = [
     Probe("gather-bool", gather_bool, "BOOL data", _between("7.1", "8.5"),
           lambda: {"b": rng.random((2, 5, 3)) > 0.5}, "trt8.4",
           lambda m: [n.op_type for n in m.graph.node] == ["Cast", "Gather", "Cast"]),
+    Probe("gathernd-bool", gathernd_bool, "BOOL data", _between("8.2", "8.5"),
+          lambda: {"b": rng.random((2, 5, 3)) > 0.5}, "trt8.2",
+          lambda m: _ops(m) == ["Cast", "GatherND", "Cast"], skip=frozenset(_before("8.2"))),
     Probe("double", double_graph, "element type DOUBLE", _before("8.0"),
           _x, "trt7.1", _no_double, note="DOUBLE tensors converted to FLOAT"),
     Probe("castlike", castlike, "no importer", _before("9.1"), _x, "trt8.6",
@@ -316,7 +325,8 @@ def test_cli_rewrites(tmp_path: Path, probe: Probe) -> None:
 
 REFUSED = [
     ("double-out-of-range", double_out_of_range, "trt7.0",
-     ("tensor 'w' with element type DOUBLE", "TensorRT 8.0 and newer")),
+     ("tensor 'w' with element type DOUBLE (initializer, values outside float32's normal "
+      "range)", "TensorRT 8.0 and newer")),
     ("int64-out-of-range", int64_out_of_range, "trt8.6",
      ("tensor 'big' with INT64 values outside the INT32 range", "TensorRT 9.0 and newer")),
     ("pow-computed-int-exponent", pow_int_exponent_computed, "trt9",
@@ -353,6 +363,21 @@ def test_double_graph_input_and_output_become_float() -> None:
     assert any("DOUBLE tensors converted to FLOAT" in n and "relative change" in n for n in notes)
     d = rng.uniform(0.5, 2.0, (2, 5, 3))
     _close(run_ort(model, {"d": d}), run_ort(fixed, {"d": d.astype(np.float32)}))
+
+
+def test_castlike_of_unknown_type_is_refused() -> None:
+    """CastLike whose second input has no type shape inference can tell: nothing to Cast to."""
+    from export_gelu.errors import TargetUnmetError
+    from export_gelu.passes.compat.restriction_fixes import fit_restrictions
+
+    nodes = [h.make_node("Mystery", ["x"], ["t"], domain="com.example", name="mystery"),
+             h.make_node("CastLike", ["x", "t"], ["y"], name="cl")]
+    g = h.make_graph(nodes, "probe", [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT16, [2])])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 15),
+                                           h.make_opsetid("com.example", 1)])
+    with pytest.raises(TargetUnmetError, match=r"CastLike 'cl' with no importer \(target type "
+                                               r"from 't', unknown\).*TensorRT 9.1 and newer"):
+        fit_restrictions(model, "8.6", "trt8.6")
 
 
 def test_castlike_fixed_before_downconversion(tmp_path: Path) -> None:

@@ -46,6 +46,15 @@ def _is_double(name: str, ctx: GraphContext) -> bool:
     return vt is not None and vt.elem_type == TensorProto.DOUBLE
 
 
+def _range_note(value: np.ndarray | None) -> str:
+    """', values outside float32's range' when a DOUBLE constant cannot become FLOAT."""
+    from export_gelu.passes.compat.dtype_fixes import float32_exact_enough
+
+    if value is None or float32_exact_enough(value):
+        return ""
+    return ", values outside float32's normal range"
+
+
 @graph_restriction(
     present=_has_double,
     key="double-tensors", op="tensor", condition="element type DOUBLE",
@@ -63,15 +72,16 @@ def _double_tensors(ctx: GraphContext) -> list[tuple[str, str]]:
     inits = {i.name for i in g.initializer}
     found = [(i.name, "graph input") for i in g.input
              if i.name not in inits and i.type.tensor_type.elem_type == TensorProto.DOUBLE]
-    found += [(i.name, "initializer") for i in g.initializer
-              if i.data_type == TensorProto.DOUBLE]
+    found += [(i.name, "initializer" + _range_note(ctx.constant(i.name)))
+              for i in g.initializer if i.data_type == TensorProto.DOUBLE]
     for n in g.node:
         if n.domain not in _DEFAULT:
             continue
         makes = _declares_double(n) or any(_is_double(o, ctx) for o in n.output if o)
         if makes and not any(_is_double(i, ctx) for i in n.input if i):
             out = next((o for o in n.output if o), n.name)
-            found.append((out, f"output of {n.op_type} {n.name or out!r}"))
+            value = ctx.constant(out) if n.op_type == "Constant" else None
+            found.append((out, f"output of {n.op_type} {n.name or out!r}{_range_note(value)}"))
     return found
 
 

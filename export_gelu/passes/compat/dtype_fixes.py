@@ -68,11 +68,14 @@ def _double_to_float(model: onnx.ModelProto, ctx: GraphContext) -> str | None:
                 a.i = TensorProto.FLOAT
                 casts += 1
     io = 0
-    for vi in [*g.input, *g.output, *g.value_info]:
-        tt = vi.type.tensor_type
-        if tt.elem_type == TensorProto.DOUBLE:
-            tt.elem_type = TensorProto.FLOAT
-            io += vi in g.input or vi in g.output
+    for group in (g.input, g.output, g.value_info):
+        for vi in group:
+            tt = vi.type.tensor_type
+            if tt.elem_type == TensorProto.DOUBLE:
+                tt.elem_type = TensorProto.FLOAT
+                io += group is not g.value_info
+    if not (tensors or casts or io):
+        return None  # nothing of ours made the DOUBLE that is left
     return (f"DOUBLE tensors converted to FLOAT ({len(tensors)} constant(s), {casts} Cast/dtype "
             f"attribute(s), {io} graph input/output(s)): constants rounded to float32 (largest "
             f"relative change {worst:.1e}), and arithmetic that ran in double now runs in "

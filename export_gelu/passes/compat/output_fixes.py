@@ -1,14 +1,15 @@
 """Fixes for the extra-output restrictions (`export_gelu.trt_parser.output_rows`):
 LayerNormalization keeps only Y (Mean and InvStdDev computed beside it where something reads
-them), a two-output Dropout becomes Identity (and a constant mask where read: all true from
-opset 12, all false before, as ONNX Runtime computes it in inference and as TensorRT 8.0's own
-importer builds it)."""
+them), a two-output Dropout becomes Identity (and where the mask is read, the mask ONNX
+Runtime computes in inference: all false at opsets 10-11 as `Less(x, x)`, all true from 12 as
+`Not(Less(x, x))` — the elementwise form TensorRT 8.0's own importer uses, without BOOL
+constants, which 7.x handles poorly)."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from export_gelu.passes.compat.graph import attr_value, clone
 from export_gelu.passes.compat.restriction_fixes import fix
@@ -78,10 +79,10 @@ def _dropout_identity(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.Node
     nodes: list[onnx.NodeProto] = []
     if node.output[0]:
         nodes.append(ed.node("Identity", [x], base, outputs=[node.output[0]]))
-    if ctx.is_used(node.output[1]):
-        shape = ed.node("Shape", [x], base)
-        ones = ed.node("ConstantOfShape", [shape.output[0]], base, outputs=[node.output[1]],
-                       value=helper.make_tensor("value", TensorProto.BOOL, [1],
-                                                 [ctx.opset >= 12]))
-        nodes += [shape, ones]
+    if ctx.is_used(node.output[1]):  # Less(x, x) is false everywhere, NaN included
+        mask = [node.output[1]]
+        less = ed.node("Less", [x, x], base, outputs=None if ctx.opset >= 12 else mask)
+        nodes.append(less)
+        if ctx.opset >= 12:
+            nodes.append(ed.node("Not", [less.output[0]], base, outputs=mask))
     return nodes
