@@ -274,10 +274,16 @@ def test_verdict_per_profile(probe: Probe) -> None:
 
 
 def test_non_negative_computed_indices_are_not_flagged() -> None:
-    """Indices from ArgMax, Shape or a constant Range are never negative: no hit anywhere."""
+    """Indices from ArgMax or gathered from a non-negative constant: no hit anywhere."""
+    pos = nh.from_array(np.arange(5, dtype=np.int64).reshape(1, 5), "pos")
+    sel = nh.from_array(np.array([[3, 1]], np.int64), "sel")
     nodes = [h.make_node("ArgMax", ["x"], ["am"], axis=1, keepdims=0, name="argmax"),
-             h.make_node("Gather", ["x", "am"], ["y"], axis=1, name="g")]
-    model = _model(nodes, [vi("x", T.FLOAT, [2, 5, 3])], [vi("y", T.FLOAT, [2, 2, 3, 3])])
+             h.make_node("Gather", ["x", "am"], ["y"], axis=1, name="g"),
+             # position ids as BERT's exporter writes them: GatherElements of a constant
+             h.make_node("GatherElements", ["pos", "sel"], ["pid"], axis=1, name="ge"),
+             h.make_node("Gather", ["x", "pid"], ["z"], axis=1, name="g2")]
+    model = _model(nodes, [vi("x", T.FLOAT, [2, 5, 3])],
+                   [vi("y", T.FLOAT, [2, 2, 3, 3]), vi("z", T.FLOAT, [2, 1, 2, 3])], [pos, sel])
     assert all(not find_hits(model, p.trt_version) for p in TRT_PROFILES)
 
 

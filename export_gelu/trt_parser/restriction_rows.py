@@ -17,7 +17,8 @@ _SIGNED_INT = (TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorPro
 _NON_NEGATIVE_OPS = frozenset({"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Abs", "Relu"})
 #: Ops that keep a non-negative input non-negative (their data input is input 0).
 _SIGN_KEEPING_OPS = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten",
-                               "Expand", "Transpose", "Slice", "Gather", "Concat", "Tile"})
+                               "Expand", "Transpose", "Slice", "Gather", "GatherElements",
+                               "GatherND", "Concat", "Tile"})
 
 
 def non_negative(name: str, ctx: GraphContext, depth: int = 0) -> bool:
