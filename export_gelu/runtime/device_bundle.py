@@ -329,12 +329,16 @@ def bundle_after_export(report: Any, bundle: Path, model_path: Path, graph: Path
 
 
 def note_bundle(report: Any, out: Path, model_path: Path, target: str, trt_version: str) -> None:
+    """Say where the bundle is and what to run; the skipped-engine reason points at it."""
     report.trt["bundle"] = str(out)
+    reason = report.trt.get("reason") or ""
+    if "--bundle DIR" in reason:
+        report.trt["reason"] = reason.replace("--bundle DIR", f"the bundle in {out}/")
     report.notes.append(
         f"device bundle for {target} written to {out}/: on the TensorRT {trt_version} box run "
-        f"`sh run_on_device.sh` there, copy back outputs.json and times.json, then "
-        f"`export-gelu verify {model_path} --bundle {out} --device-outputs outputs.json "
-        "--device-times times.json`")
+        f"`sh run_on_device.sh` in it, copy outputs.json and times.json back into it, then "
+        f"`export-gelu verify {model_path} --bundle {out} --device-outputs {out}/outputs.json "
+        f"--device-times {out}/times.json`")
 
 
 def bundle_after_verify(report: Any, bundle: Path, model_path: Path, graph: Path, profile: Any,
