@@ -446,3 +446,39 @@ def test_export_summary_points_to_bundle_where_no_engine_can_be_built(tmp_path):
     assert res.code == 0, res.err
     line = next(ln for ln in res.out.splitlines() if ln.startswith("TensorRT:"))
     assert "--bundle DIR" in line
+
+
+def test_plugin_bundle_says_so_and_widens_the_tolerance(tmp_path):
+    src = tmp_path / "dyn.onnx"
+    dynamic_batch_model(src)
+    bundle = tmp_path / "b"
+    res = run_cli(src, "--target", "trt8.6", "--gelu", "plugin", "--input", "x:4x16",
+                  "--bundle", bundle, "-o", tmp_path / "p.onnx", "--iterations", "0")
+    assert res.code == 0, res.err
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["graph"]["gelu_plugin"] is True
+    # the plugin computes tanh GELU: 20× its 4.73e-4 worst case, as a local run would allow
+    assert manifest["tolerances"]["atol"] == pytest.approx(20 * 4.73e-4, rel=1e-2)
+    assert "CustomGeluPluginDynamic" in (bundle / "README.txt").read_text()
+    nodes = [n.op_type for n in onnx.load(str(bundle / "model.onnx")).graph.node]
+    assert "CustomGeluPluginDynamic" in nodes
+    assert "--plugins" in script_trtexec_flags((bundle / "run_on_device.sh").read_text())
+
+
+def test_external_data_travels_with_the_graph(tmp_path, monkeypatch):
+    from export_gelu.exporter.save import EXTERNAL_DATA_ENV
+
+    monkeypatch.setenv(EXTERNAL_DATA_ENV, "16")
+    src = tmp_path / "dyn.onnx"
+    dynamic_batch_model(src)
+    bundle = tmp_path / "b"
+    res = run_cli(src, "--target", "trt10", "--input", "x:4x16", "--bundle", bundle,
+                  "-o", tmp_path / "e.onnx", "--iterations", "0")
+    assert res.code == 0, res.err
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["graph"]["external_data"] == ["e.onnx.data"]
+    assert (bundle / "e.onnx.data").read_bytes() == (tmp_path / "e.onnx.data").read_bytes()
+    outs = tmp_path / "outputs.json"
+    write_trtexec_outputs(ort_outputs(bundle), outs)  # ORT loads model.onnx + its data
+    res = run_cli("verify", src, "--bundle", bundle, "--device-outputs", outs)
+    assert res.code == 0, res.err + res.out
