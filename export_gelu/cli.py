@@ -133,7 +133,10 @@ def verify_parser() -> argparse.ArgumentParser:
                "  export-gelu verify model.pt model.onnx --save-inputs in.json "
                "--save-outputs out.json\n"
                "  polygraphy run model.onnx --onnxrt --load-inputs in.json "
-               "--load-outputs out.json",
+               "--load-outputs out.json\n"
+               "  export-gelu verify model.pt model.onnx --target trt8.2 --bundle jetson/\n"
+               "  export-gelu verify model.pt --bundle jetson/ --device-outputs "
+               "jetson/outputs.json --device-times jetson/times.json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="the PyTorch model (any format export takes)")
     p.add_argument("deployed", metavar="DEPLOYED", nargs="?",

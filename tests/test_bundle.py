@@ -482,3 +482,16 @@ def test_external_data_travels_with_the_graph(tmp_path, monkeypatch):
     write_trtexec_outputs(ort_outputs(bundle), outs)  # ORT loads model.onnx + its data
     res = run_cli("verify", src, "--bundle", bundle, "--device-outputs", outs)
     assert res.code == 0, res.err + res.out
+
+
+def test_trtexec_text_reader_takes_every_c_spelling_of_non_finite(tmp_path):
+    from export_gelu.runtime.device_outputs import read_trtexec_outputs
+
+    text = ('[\n  { "name" : "nan_out"\n  , "dimensions" : "2x3"\n'
+            '  , "values" : [ nan, -nan, inf, -inf, 1e-05, -2 ]\n  }\n]\n')
+    (arr,) = read_trtexec_outputs(tmp_path / "o.json", text).values()
+    assert arr.shape == (2, 3)
+    assert np.isnan(arr[0, :2]).all() and arr[0, 2] == np.inf and arr[1, 0] == -np.inf
+    assert arr[1, 1:].tolist() == [1e-05, -2.0]
+    scalar = '[\n  { "name" : "s"\n  , "dimensions" : ""\n  , "values" : [ 3 ]\n  }\n]\n'
+    assert read_trtexec_outputs(tmp_path / "o.json", scalar)["s"].shape == ()

@@ -183,7 +183,7 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
     why = ("given with --precision" if precision else
            "the bundle's" if manifest else dep.precision_why)
     d_atol, d_rtol = default_tolerances(chosen)
-    tol = manifest.get("tolerances", {})
+    tol = {} if precision else manifest.get("tolerances", {})  # --precision: its defaults
     atol = atol if atol is not None else tol.get("atol", d_atol)
     rtol = rtol if rtol is not None else tol.get("rtol", d_rtol)
 
