@@ -495,3 +495,21 @@ def test_trtexec_text_reader_takes_every_c_spelling_of_non_finite(tmp_path):
     assert arr[1, 1:].tolist() == [1e-05, -2.0]
     scalar = '[\n  { "name" : "s"\n  , "dimensions" : ""\n  , "values" : [ 3 ]\n  }\n]\n'
     assert read_trtexec_outputs(tmp_path / "o.json", scalar)["s"].shape == ()
+
+
+@pytest.mark.parametrize("log,ran,mismatch", [
+    ("[12/01/2026-04:00:00] [I] TensorRT version: 8.2.1\n", "8.2.1", False),
+    ("&&&& RUNNING TensorRT.trtexec [TensorRT v8502] # trtexec --onnx=model.onnx\n", "8.5.2",
+     True),
+])
+def test_trtexec_log_beside_the_outputs_names_the_tensorrt_that_ran(trt82, tmp_path, log, ran,
+                                                                    mismatch):
+    model, bundle = trt82
+    outs, report = tmp_path / "outputs.json", tmp_path / "r.json"
+    write_trtexec_outputs(ort_outputs(bundle), outs)
+    (tmp_path / "trtexec.log").write_text(log)
+    res = run_cli("verify", model, "--bundle", bundle, "--device-outputs", outs,
+                  "--report", report)
+    assert res.code == 0, res.err
+    assert json.loads(report.read_text())["trt"]["device_tensorrt"] == ran
+    assert (f"says TensorRT {ran} ran it, but the bundle was made for 8.2" in res.out) == mismatch

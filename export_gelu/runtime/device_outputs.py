@@ -162,3 +162,25 @@ def read_device_times(path: str | Path, warmup_ms: float | None) -> tuple[list[f
     if not times:
         raise BadInputError(f"--device-times {path}: no timed inferences after the warm-up")
     return times, dropped
+
+
+#: trtexec from 8.0 logs "[I] TensorRT version: 8.2.1" (trtexec.cpp at 8.2.1) and its test
+#: banner "&&&& RUNNING TensorRT.trtexec [TensorRT v8201]" (logging.h defineTest, from 8.0.1).
+_LOG_VERSION = re.compile(r"TensorRT version: (\d+)\.(\d+)\.(\d+)")
+_LOG_BANNER = re.compile(r"\[TensorRT v(\d+)\]")
+
+
+def trtexec_log_version(log: Path) -> str | None:
+    """The TensorRT version a trtexec log names ('8.2.1'), or None (7.x logs do not say)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    found = _LOG_VERSION.search(text)
+    if found:
+        return ".".join(found.groups())
+    banner = _LOG_BANNER.search(text)
+    if banner:
+        code = int(banner.group(1))  # MAJOR*1000 + MINOR*100 + PATCH (NV_TENSORRT_VERSION)
+        return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+    return None

@@ -222,6 +222,7 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
     if manifest:
         rep.notes.append(f"bundle for {manifest.get('target')} (TensorRT "
                          f"{manifest.get('tensorrt')}); outputs read from {fmt} JSON")
+    rep.notes += _device_version_notes(rep, out_path, trt_version)
     progress.done()
     if report:
         write_text_atomic(rep.dumps(), Path(report))
@@ -239,3 +240,19 @@ def _output_dtypes(graph: Path) -> dict[str, str]:
 
     model = onnx.load(str(graph), load_external_data=False)
     return {o.name: _onnx_dtype_name(o.type.tensor_type.elem_type) for o in model.graph.output}
+
+
+def _device_version_notes(rep: Report, outputs: Path, bundle_version: str) -> list[str]:
+    """What trtexec.log beside the outputs says about the TensorRT that produced them."""
+    from export_gelu.runtime.device_outputs import trtexec_log_version
+    from export_gelu.runtime.trtexec_flags import line_of
+
+    log = outputs.parent / "trtexec.log"
+    ran = trtexec_log_version(log) if log.is_file() else None
+    if ran is None:
+        return []
+    rep.trt["device_tensorrt"] = ran
+    if bundle_version and line_of(ran) != line_of(bundle_version):
+        return [f"{log} says TensorRT {ran} ran it, but the bundle was made for "
+                f"{bundle_version}: the verdict holds for {ran}"]
+    return [f"{log}: TensorRT {ran} ran it"]
