@@ -513,3 +513,17 @@ def test_trtexec_log_beside_the_outputs_names_the_tensorrt_that_ran(trt82, tmp_p
     assert res.code == 0, res.err
     assert json.loads(report.read_text())["trt"]["device_tensorrt"] == ran
     assert (f"says TensorRT {ran} ran it, but the bundle was made for 8.2" in res.out) == mismatch
+
+
+def test_profile_ranges_only_the_given_axis_and_pins_symbolic_ones():
+    from export_gelu.runtime.device_bundle import profile_shapes
+    from export_gelu.runtime.trt_runner import parse_dynamic
+
+    shapes = {"ids": (2, 16), "mask": (2, 16)}
+    assert profile_shapes(shapes, [], {"ids": False, "mask": False}) is None
+    pinned = profile_shapes(shapes, [], {"ids": True, "mask": False})
+    assert pinned == {"ids": ((2, 16),) * 3, "mask": ((2, 16),) * 3}
+    ranged = profile_shapes(shapes, [parse_dynamic("ids:1=8:16:64"),
+                                     parse_dynamic("mask:-1=8:16:64")],
+                            {"ids": True, "mask": True})
+    assert ranged == {"ids": ((2, 8), (2, 16), (2, 64)), "mask": ((2, 8), (2, 16), (2, 64))}

@@ -248,10 +248,11 @@ It builds model.plan from model.onnx, runs it on the inputs in inputs/ (warm-up,
 least 100 inferences and 3 s) and writes outputs.json (the outputs) and times.json (the time
 of every inference).
 {int64_note}{plugin}
-Copy back outputs.json and times.json (and trtexec.log for the record), then:
+Copy back outputs.json, times.json and trtexec.log (verify reads the TensorRT version
+from it) into this directory, then:
 
-    export-gelu verify {model_name} --bundle THIS_DIR --device-outputs outputs.json \\
-        --device-times times.json
+    export-gelu verify {model_name} --bundle THIS_DIR --device-outputs THIS_DIR/outputs.json \\
+        --device-times THIS_DIR/times.json
 
 Exit 0: every output within tolerance of PyTorch; 1: an output is over tolerance (named);
 2: the files do not belong to this bundle (another model, a truncated file, other names or
