@@ -217,11 +217,13 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
            allow_pickle: bool = False, model_factory: str | None = None, threads: int = 1,
            iterations: int = 50, warmup: int = 5, require_trt: bool = False,
            dynamic: Sequence[str] = (), device: str | None = None,
-           progress: Progress | None = None) -> Report:
+           progress: Progress | None = None, bundle: str | Path | None = None) -> Report:
     """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report.
 
     `device` ('cpu' | 'cuda', None: cuda where torch sees a GPU and ONNX Runtime has its CUDA
     provider) is where the PyTorch reference and the ONNX Runtime checks run.
+    `bundle`: also write a device bundle there (runtime/device_bundle.py) for the target's
+    TensorRT version, to build and check the engine on a box export-gelu cannot drive.
 
     Raises ExportGeluError subclasses for bad input (exit 2) or unmet targets (exit 3);
     a parity failure is returned in the report (`report.exit_code == 1`).
@@ -250,6 +252,10 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     from export_gelu.runtime.devices import resolve_device
 
     device_choice = resolve_device(device) if verify or device else None
+    if bundle:
+        from export_gelu.runtime.device_bundle import check_bundle_request
+
+        check_bundle_request(bundle, profile)
     from export_gelu.runtime.trt_runner import trt_unavailable_reason
 
     why_no_trt = trt_unavailable_reason()
@@ -320,7 +326,10 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     if not wants_trt:
         rep.trt = {"status": "skipped", "reason": f"target {profile.name} is not TensorRT"}
     elif why_no_trt:
-        rep.trt = {"status": "skipped", "reason": why_no_trt}
+        from export_gelu.trt_parser.capability import local_engine_blocker
+
+        rep.trt = {"status": "skipped",
+                   "reason": local_engine_blocker(profile.trt_version) or why_no_trt}
     else:
         built = _build_trt(out, profile, precision, feed, onnx_model, engine, dynamic, rep,
                            progress)
@@ -344,6 +353,16 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         clock.lap("verify")
     else:
         rep.parity = skipped("--no-verify")
+    if bundle:
+        from export_gelu.runtime.device_bundle import bundle_after_export
+
+        progress.step(f"writing the device bundle {bundle}")
+        bundle_after_export(rep, Path(bundle), model_path, out, profile, precision,
+                            _deployed_feed(feed, onnx_model, precision),
+                            lambda: _reference_runner(loaded, reference_module, feed, onnx_model,
+                                                      threads),
+                            atol, rtol, [parse_dynamic(d) for d in dynamic])
+        clock.lap("bundle")
     if inputs_npz and not loaded.is_onnx:  # real data: where each GELU site's inputs lie
         from export_gelu.runtime.calibration import gelu_input_ranges
 

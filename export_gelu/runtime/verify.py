@@ -117,8 +117,12 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
            warmup: int = 5, device: str | None = None, save_inputs: str | Path | None = None,
            save_outputs: str | Path | None = None, report: str | Path | None = None,
            report_md: str | Path | None = None, calibrate: bool = True,
-           progress: Progress | None = None) -> Report:
+           progress: Progress | None = None, bundle: str | Path | None = None,
+           bundle_target: str = "trt") -> Report:
     """Check DEPLOYED (an ONNX file or a TensorRT engine) against MODEL; return the report.
+
+    `bundle`: also write a device bundle of DEPLOYED (an ONNX file) for `bundle_target`
+    (runtime/device_bundle.py).
 
     Tolerances default by precision, which is read from the deployed graph's input dtypes
     unless given. A parity failure is returned in the report (`report.exit_code == 1`); bad
@@ -145,8 +149,18 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     _check_outputs({"--report": report, "--report-md": report_md, "--save-inputs": save_inputs,
                     "--save-outputs": save_outputs}, [model_path, deployed_path])
 
+    profile = None
+    if bundle:
+        from export_gelu.runtime.device_bundle import check_bundle_request
+        from export_gelu.targets import resolve_target
+
+        profile = resolve_target(bundle_target)[0]
+        check_bundle_request(bundle, profile)
     progress.step(f"opening {deployed_path}")
     dep = open_deployed(deployed_path)
+    if bundle and dep.kind != "onnx":
+        raise BadInputError("--bundle: DEPLOYED must be the ONNX graph (a bundle carries the "
+                            "graph; the device builds its own engine)")
     progress.step(f"loading {model_path}")
     loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
     feeds, inputs_label, real = _feeds(loaded, dep, inputs, inputs_file)
@@ -213,6 +227,12 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
         rep.notes.append(f"outputs of {' and '.join(rep.parity.runners)} saved to "
                          f"{save_outputs} (polygraphy run --load-outputs)")
 
+    if bundle:
+        from export_gelu.runtime.device_bundle import bundle_after_verify
+
+        progress.step(f"writing the device bundle {bundle}")
+        bundle_after_verify(rep, Path(bundle), model_path, dep.path, profile, chosen,
+                            dep_feeds[0], lambda: reference, atol, rtol)
     if iterations > 0:
         progress.step("timing")
         with reference, runner:
