@@ -113,7 +113,7 @@ def test_onnx_input_plugin(onnx_files, tmp_path):
     (node,) = [n for n in model.graph.node if n.op_type == "CustomGeluPluginDynamic"]
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     assert attrs["type_id"] == 0 and list(attrs["bias"].dims) == [1, 1, 4 * WIDTH]
-    assert report["parity"]["status"] == "skipped"
+    assert report["parity"]["status"] == "passed"  # the plugin run as its math in ORT
 
 
 def test_plugin_on_a_target_without_it_exits_3(onnx_files, tmp_path):
