@@ -186,17 +186,29 @@ def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedD
     return TorchRunner(reference_module, feed, outputs, name="pytorch")
 
 
-def _onnx_input_at_opset(model: onnx.ModelProto, path: Path, profile: TargetProfile,
-                         opset: int, rep: Report) -> TargetProfile:
-    """`--opset` on an ONNX input: the profile capped there (the file is converted down)."""
+def _onnx_input_at_opset(model: onnx.ModelProto, profile: TargetProfile, opset: int | None,
+                         form: str, feed: OrderedDict[str, np.ndarray], rep: Report
+                         ) -> tuple[onnx.ModelProto, TargetProfile]:
+    """An ONNX input at the opset it is exported at, and the profile capped there.
+
+    Without `--opset`: converted up where the target gains from it (native Gelu, its opset
+    floor; `upconvert`), else as it is. With `--opset N`: N has the last word: converted up
+    to N (exit 3 when that cannot be done soundly) or down to N (by `fit_to_profile`).
+    """
+    from export_gelu.passes.compat.upconvert import convert_up, convert_up_for
+
     have = model_opset(model)
+    if opset is None:
+        model, notes = convert_up_for(model, profile, form, feed)
+        rep.notes.extend(notes)
+        return model, profile
     if opset > have:
-        raise BadInputError(f"--opset {opset}: {path} is opset {have}, and export-gelu converts "
-                            f"ONNX files down, not up (export the model at opset {opset})")
+        model, notes = convert_up(model, opset, feed, f"--opset {opset}", strict=True)
+        rep.notes.extend(notes)
     if opset < have:
         rep.notes.append(f"--opset {opset}: the opset-{have} input converted down to opset "
                          f"{opset}")
-    return profile.at_opset(opset)
+    return model, profile.at_opset(opset)
 
 
 def export(model: str | Path, *, target: str = "trt", output: str | Path | None = None,
@@ -261,8 +273,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
         if plugin_nodes(onnx_model) and verify:
             rep.notes.append(STANDIN_NOTE.format(which="the input (the parity reference)"))
-        if opset is not None:
-            profile = _onnx_input_at_opset(onnx_model, model_path, profile, opset, rep)
+        onnx_model, profile = _onnx_input_at_opset(onnx_model, profile, opset, gelu, feed, rep)
         clock.lap("load")
     else:
         clock.lap("load")

@@ -10,9 +10,10 @@ from export_gelu.errors import BadInputError
 from export_gelu.trt_parser.plugin import PLUGIN_OP
 
 
-def make_session(path: str | Path, threads: int = 1, optimize: bool = True,
+def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = True,
                  providers: list[str] | None = None):  # -> onnxruntime.InferenceSession
-    """An ORT session with `threads` intra-op threads and no spinning (stable timings)."""
+    """An ORT session with `threads` intra-op threads and no spinning (stable timings), for a
+    file or a serialized model."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -23,10 +24,13 @@ def make_session(path: str | Path, threads: int = 1, optimize: bool = True,
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        return ort.InferenceSession(str(path), sess_options=opts,
+        return ort.InferenceSession(path if isinstance(path, bytes) else str(path),
+                                    sess_options=opts,
                                     providers=providers or ["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
         msg = str(exc).strip().splitlines()[0][:300]
+        if isinstance(path, bytes):
+            raise BadInputError(f"ONNX Runtime cannot load the graph: {msg}") from exc
         if PLUGIN_OP not in msg:
             raise BadInputError(f"{path}: ONNX Runtime cannot load it: {msg}") from exc
     source = plugin_standin(path)  # the GELU plugin, which ORT lacks, as its math
