@@ -79,9 +79,12 @@ def test_converted_up_to_native_gelu(onnx_inputs, tmp_path, key, target):
             for n in gelus] == [approx, approx]
     ops = Counter(n.op_type for n in model.graph.node)
     assert ops["Erf"] == 0 and ops["Tanh"] == 0
-    assert any(n.startswith(f"the opset-{opset} input converted up to opset 20 (for {target}: "
-                            "native Gelu for its 2 GELU site(s)) with onnx's version converter")
-               for n in report["notes"])
+    (note,) = [n for n in report["notes"] if "converted up" in n]
+    assert note.startswith(f"the opset-{opset} input converted up to opset 20 (for {target}: ")
+    assert "native Gelu for its 2 GELU site(s)" in note and "onnx's version converter" in note
+    if key == "bert-ts13":  # the TorchScript exporter expands LayerNorm below opset 17
+        assert "5 expanded LayerNorm(s) fused into LayerNormalization" in note
+    assert ops["LayerNormalization"] == 5 and ops["ReduceMean"] == 0
     assert report["parity"]["status"] == "passed"
     x = np.random.default_rng(5).integers(0, 1000, (2, 16)).astype(np.int64)
     for ref, got in zip(_run(onnx_inputs[key], x), _run(Path(out), x)):
@@ -156,3 +159,58 @@ def test_opset_above_the_file_that_cannot_be_reached_exits_3(tmp_path):
     assert res.code == 3, res.err
     assert "--opset 9" in res.err and "version converter failed" in res.err
     assert not out.exists()
+
+
+def test_expanded_layernorm_fused_for_trt86(onnx_inputs, tmp_path):
+    """trt8.6 parses LayerNormalization (opset 17): the opset-13 BERT's five expanded
+    LayerNorms come back as five ops; its GELUs stay primitives (no Gelu before 10)."""
+    _code, report, model, out = _export(onnx_inputs["bert-ts13"], tmp_path, "--target",
+                                        "trt8.6")
+    ops = Counter(n.op_type for n in model.graph.node)
+    assert _opset(model) == 17 and ops["LayerNormalization"] == 5 and ops["ReduceMean"] == 0
+    assert ops["Gelu"] == 0 and ops["Erf"] == 2
+    assert any("(for trt8.6: LayerNormalization for its 5 expanded LayerNorm(s))" in n
+               for n in report["notes"])
+    x = np.random.default_rng(6).integers(0, 1000, (2, 16)).astype(np.int64)
+    for ref, got in zip(_run(onnx_inputs["bert-ts13"], x), _run(Path(out), x)):
+        assert np.abs(ref - got).max() <= 1e-5 * np.abs(ref).max()
+    _code, report, model, _out = _export(onnx_inputs["bert-ts13"], tmp_path, "--target",
+                                         "trt8.5")  # no LayerNormalization there: stays
+    assert _opset(model) == 13 and not any("converted up" in n for n in report["notes"])
+
+
+@pytest.mark.parametrize("square,affine", [("Pow", True), ("Mul", False)])
+def test_layernorm_fusion_on_a_hand_built_pattern(square, affine):
+    from export_gelu.passes.compat.layernorm_fuse import fuse_layernorms
+    from tests.onnx_graphs import run_ort
+
+    rng = np.random.default_rng(2)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])
+    inits = [numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+             numpy_helper.from_array(np.array(1e-5, np.float32), "eps"),
+             numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "beta")]
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[-1]),
+             helper.make_node("Sub", ["x", "m"], ["d"]),
+             helper.make_node(square, ["d", "two" if square == "Pow" else "d"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq"], ["v"], axes=[2]),
+             helper.make_node("Add", ["v", "eps"], ["ve"]),
+             helper.make_node("Sqrt", ["ve"], ["s"]),
+             helper.make_node("Div", ["d", "s"], ["n"])]
+    out = "n"
+    if affine:
+        nodes += [helper.make_node("Mul", ["n", "gamma"], ["g"]),
+                  helper.make_node("Add", ["g", "beta"], ["y"])]
+        out = "y"
+    y = helper.make_tensor_value_info(out, TensorProto.FLOAT, [2, 3, 8])
+    model = helper.make_model(helper.make_graph(nodes, "ln", [x], [y], initializer=inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    fused = onnx.ModelProto()
+    fused.CopyFrom(model)
+    assert fuse_layernorms(fused) == 1
+    assert [n.op_type for n in fused.graph.node] == ["LayerNormalization"]
+    onnx.checker.check_model(fused)
+    feed = {"x": rng.standard_normal((2, 3, 8)).astype(np.float32) * 3}
+    assert np.abs(run_ort(fused, feed)[0] - run_ort(model, feed)[0]).max() <= 1e-5
+    model.graph.output.append(helper.make_tensor_value_info("d", TensorProto.FLOAT, None))
+    assert fuse_layernorms(model) == 0  # an intermediate read elsewhere: not a LayerNorm

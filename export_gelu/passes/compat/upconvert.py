@@ -3,7 +3,9 @@
 What a target gains (`opset_goal`):
 - its opset floor, for a file below it (`OPSET_FLOORS`);
 - ONNX `Gelu` (opset 20), for targets that lower GELU to it (`onnx`, `trt10`, `trt11`), when
-  the graph holds GELU sites the chosen `--gelu` form writes as `Gelu`.
+  the graph holds GELU sites the chosen `--gelu` form writes as `Gelu`;
+- `LayerNormalization` (opset 17), for targets that parse it (`onnx`, TensorRT 8.6+), when the
+  graph holds LayerNorms expanded into primitives (`layernorm_fuse`), which are then fused.
 
 The conversion is onnx's own version converter, then checked the way every rewrite is: the
 graph before and after runs in ONNX Runtime on the same feed and the outputs must agree.
@@ -25,8 +27,9 @@ from export_gelu.errors import TargetUnmetError
 from export_gelu.targets import TargetProfile
 from export_gelu.trt_parser.versions import in_range
 
-#: The opset that brings ONNX `Gelu`.
+#: The opsets that bring ONNX `Gelu` and `LayerNormalization`.
 GELU_OPSET = 20
+LAYERNORM_OPSET = 17
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,24 @@ def _gelu_sites(model: onnx.ModelProto) -> int:
     return sum(s.kind != "quick" for s in find_sites(model))
 
 
+def _fuses_layernorm(model: onnx.ModelProto, profile: TargetProfile) -> int:
+    """How many expanded LayerNorms `profile` would rather get fused (0: none, or no gain)."""
+    from export_gelu.passes.compat.layernorm_fuse import find_layernorms
+
+    if profile.runtime not in ("onnx", "trt") or not profile.supports("LayerNormalization") \
+            or profile.opset < LAYERNORM_OPSET:
+        return 0
+    return len(find_layernorms(model))
+
+
 def opset_goal(model: onnx.ModelProto, profile: TargetProfile, form: str
                ) -> tuple[int, list[str]]:
     """The opset `model` should be converted up to for `profile`, and why (empty: stay)."""
     have = _model_opset(model)
     goal, why = have, []
+    if have < LAYERNORM_OPSET and (n := _fuses_layernorm(model, profile)):
+        goal = LAYERNORM_OPSET
+        why.append(f"LayerNormalization for its {n} expanded LayerNorm(s)")
     floor = opset_floor(profile)
     if have < floor:
         goal = floor
@@ -132,8 +148,10 @@ def outputs_agree(before: onnx.ModelProto, after: onnx.ModelProto,
 
 
 def convert_up(model: onnx.ModelProto, opset: int, feed: Mapping[str, np.ndarray], why: str,
-               strict: bool = False) -> tuple[onnx.ModelProto, list[str]]:
-    """`model` converted up to `opset` when that is sound, and the note saying what happened.
+               strict: bool = False, fuse_layernorm: bool = False
+               ) -> tuple[onnx.ModelProto, list[str]]:
+    """`model` converted up to `opset` when that is sound, and the note saying what happened;
+    with `fuse_layernorm` (opset ≥ 17), expanded LayerNorms are fused as well.
 
     Not sound (converter failure, outputs that differ): the model unchanged and a note, or
     TargetUnmetError when `strict`.
@@ -153,6 +171,11 @@ def convert_up(model: onnx.ModelProto, opset: int, feed: Mapping[str, np.ndarray
     try:
         new = version_converter.convert_version(model, opset)
         new.ir_version = _ir_version_for(opset, model.ir_version)
+        fused = 0
+        if fuse_layernorm and opset >= LAYERNORM_OPSET:
+            from export_gelu.passes.compat.layernorm_fuse import fuse_layernorms
+
+            fused = fuse_layernorms(new)
         onnx.checker.check_model(new)
     except Exception as exc:  # noqa: BLE001 - the converter raises RuntimeError, ValidationError…
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
@@ -164,9 +187,10 @@ def convert_up(model: onnx.ModelProto, opset: int, feed: Mapping[str, np.ndarray
         return stay(f"ONNX Runtime could not run the graphs to compare them ({first})")
     if differs:
         return stay(f"ONNX Runtime outputs before and after differ: {differs}")
+    what = f", {fused} expanded LayerNorm(s) fused into LayerNormalization" if fused else ""
     return new, [f"the opset-{have} input converted up to opset {opset} ({why}) with onnx's "
-                 f"version converter; ONNX Runtime outputs before and after agree (max abs "
-                 f"difference {diff:.2g})"]
+                 f"version converter{what}; ONNX Runtime outputs before and after agree (max "
+                 f"abs difference {diff:.2g})"]
 
 
 def convert_up_for(model: onnx.ModelProto, profile: TargetProfile, form: str,
@@ -175,4 +199,5 @@ def convert_up_for(model: onnx.ModelProto, profile: TargetProfile, form: str,
     goal, why = opset_goal(model, profile, form)
     if goal <= _model_opset(model):
         return model, []
-    return convert_up(model, goal, feed, f"for {profile.name}: {'; '.join(why)}")
+    return convert_up(model, goal, feed, f"for {profile.name}: {'; '.join(why)}",
+                      fuse_layernorm=_fuses_layernorm(model, profile) > 0)
