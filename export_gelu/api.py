@@ -178,7 +178,7 @@ def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedD
     from export_gelu.runtime.torch_runner import TorchRunner
 
     if loaded.is_onnx:
-        return ort_runner(loaded.path, threads=threads, name="input-onnx")  # plugin: as math
+        return ort_runner(loaded.path, threads=threads, name="input-onnx")  # plugins run as math
     import torch
 
     torch.set_num_threads(threads)

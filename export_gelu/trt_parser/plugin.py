@@ -5,10 +5,11 @@ Read from the sources (provenance in docs/tensorrt-plugin.md):
 - 7.0: the ONNX parser has no fallback from an unknown op to a plugin creator
   (onnx/onnx-tensorrt 84b5be1, ModelImporter.cpp: "No importer registered for op").
 - 7.1 to 8.2.2: the fallback passes only the fields a creator declares, and the GELU
-  creator declares none (NVIDIA/TensorRT release/7.1 … release/8.2 plugin/geluPlugin/
+  creator declares none (NVIDIA/TensorRT release/7.1, 7.2, 8.0 plugin/geluPlugin/
   geluPlugin.cpp, creator constructor), so `type_id` never arrives: "GeluPluginDynamicCreator:
-  invalid typeId -1". Fields were added by "Initialize attributes of geluPlugin", shipped
-  in 8.2.3.
+  invalid typeId -1". Fields were added by "Initialize attributes of geluPlugin" (e212c904;
+  on release/8.2 as e915b906, after the 8.2.2.1 update and before "Update TRT version to
+  8.2.3.0").
 - 8.2.3 to 10.x: creatable; deprecated from 9.0. From 8.6 to 10.12 a node without `bias`
   divides by zero in the kernel (fixed in 10.13), so export-gelu always writes one.
 - 11.0: removed ("Removed deprecated plugins", TensorRT CHANGELOG 11.0).
