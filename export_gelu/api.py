@@ -74,12 +74,10 @@ def default_output(model: Path, target: str) -> Path:
 def check_form(form: str, profile: TargetProfile) -> None:
     if form not in GELU_FORMS:
         raise BadInputError(f"--gelu {form!r}: choose one of {', '.join(GELU_FORMS)}")
-    if form == "plugin" and not profile.plugin_usable:
-        takers = ", ".join(p.name for p in TRT_PROFILES if p.plugin_usable)
-        raise TargetUnmetError(
-            f"--gelu plugin: CustomGeluPluginDynamic is not available on {profile.name} "
-            f"({profile.gelu_plugin}); targets that take it: {takers}"
-        )
+    if form == "plugin":
+        from export_gelu.passes.onnx.plugin_form import refuse_plugin_where_unavailable
+
+        refuse_plugin_where_unavailable(profile)
 
 
 def _torch_feed(feed: OrderedDict[str, np.ndarray], precision: str) -> tuple[Any, ...]:
@@ -144,13 +142,10 @@ def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto
                      rtol: float | None, added_error: float, threads: int, iterations: int,
                      warmup: int, report: Report, progress: Progress,
                      device: str = "cpu") -> None:
-    from export_gelu.compat import PLUGIN_OP
+    from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
     from export_gelu.runtime.devices import compare_on_providers, ready_runners
     from export_gelu.runtime.latency import measure_latency
 
-    if any(n.op_type == PLUGIN_OP for n in model.graph.node):
-        report.parity = skipped(f"the graph holds {PLUGIN_OP}, which ONNX Runtime cannot run")
-        return
     if precision == "bf16":
         report.parity = skipped("bf16 graphs are not checked in ONNX Runtime (numpy has no bf16)")
         return
@@ -158,6 +153,8 @@ def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto
     atol = d_atol if atol is None else atol
     rtol = d_rtol if rtol is None else rtol
     deployed_feed = _deployed_feed(feed, model, precision)
+    if plugin_nodes(model):
+        report.notes.append(STANDIN_NOTE.format(which="the output"))
     runs = ready_runners(deployed_path, device, precision, threads)
     ready = [r for r in runs if r.status == "ready"]
     progress.step(f"checking parity in ONNX Runtime ({', '.join(r.name for r in ready)})")
@@ -188,7 +185,7 @@ def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedD
     from export_gelu.runtime.torch_runner import TorchRunner
 
     if loaded.is_onnx:
-        return ort_runner(loaded.path, threads=threads, name="input-onnx")
+        return ort_runner(loaded.path, threads=threads, name="input-onnx")  # plugins run as math
     import torch
 
     torch.set_num_threads(threads)
@@ -196,17 +193,29 @@ def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedD
     return TorchRunner(reference_module, feed, outputs, device=device, name="pytorch")
 
 
-def _onnx_input_at_opset(model: onnx.ModelProto, path: Path, profile: TargetProfile,
-                         opset: int, rep: Report) -> TargetProfile:
-    """`--opset` on an ONNX input: the profile capped there (the file is converted down)."""
+def _onnx_input_at_opset(model: onnx.ModelProto, profile: TargetProfile, opset: int | None,
+                         form: str, feed: OrderedDict[str, np.ndarray], rep: Report
+                         ) -> tuple[onnx.ModelProto, TargetProfile]:
+    """An ONNX input at the opset it is exported at, and the profile capped there.
+
+    Without `--opset`: converted up where the target gains from it (native Gelu, its opset
+    floor; `upconvert`), else as it is. With `--opset N`: N has the last word: converted up
+    to N (exit 3 when that cannot be done soundly) or down to N (by `fit_to_profile`).
+    """
+    from export_gelu.passes.compat.upconvert import convert_up, convert_up_for
+
     have = model_opset(model)
+    if opset is None:
+        model, notes = convert_up_for(model, profile, form, feed)
+        rep.notes.extend(notes)
+        return model, profile
     if opset > have:
-        raise BadInputError(f"--opset {opset}: {path} is opset {have}, and export-gelu converts "
-                            f"ONNX files down, not up (export the model at opset {opset})")
+        model, notes = convert_up(model, opset, feed, f"--opset {opset}", strict=True)
+        rep.notes.extend(notes)
     if opset < have:
         rep.notes.append(f"--opset {opset}: the opset-{have} input converted down to opset "
                          f"{opset}")
-    return profile.at_opset(opset)
+    return model, profile.at_opset(opset)
 
 
 def export(model: str | Path, *, target: str = "trt", output: str | Path | None = None,
@@ -281,8 +290,11 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         onnx_model = load_onnx_model(loaded.path)
         fx_sites: list[GeluSite] = []
         rep.exporter = "none (ONNX input)"
-        if opset is not None:
-            profile = _onnx_input_at_opset(onnx_model, model_path, profile, opset, rep)
+        from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
+
+        if plugin_nodes(onnx_model) and verify:
+            rep.notes.append(STANDIN_NOTE.format(which="the input (the parity reference)"))
+        onnx_model, profile = _onnx_input_at_opset(onnx_model, profile, opset, gelu, feed, rep)
         clock.lap("load")
     else:
         clock.lap("load")

@@ -88,7 +88,7 @@ def export_parser() -> argparse.ArgumentParser:
                         "or only --target when given) and print error vs PyTorch and latency")
     p.add_argument("--opset", type=int,
                    help="export opset (default: the target's); on an ONNX input, convert it "
-                        "down to this opset")
+                        "to this opset, down or up (default: up only where the target gains)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"))
     p.add_argument("--engine", metavar="OUT.plan", help="save the TensorRT engine (needs a GPU)")
     p.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS=MIN:OPT:MAX",

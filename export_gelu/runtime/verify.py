@@ -92,6 +92,13 @@ def _deployed_sites(deployed: Any) -> list[Any]:
     return find_sites(onnx.load(str(deployed.path), load_external_data=False))
 
 
+def _plugin_notes(graph: Any, which: str) -> list[str]:
+    """The report's note where `graph` holds GELU plugin nodes (run as their math)."""
+    from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
+
+    return [STANDIN_NOTE.format(which=which)] if plugin_nodes(graph) else []
+
+
 def _form_notes(model_kinds: Counter[str], deployed_kinds: Counter[str]) -> list[str]:
     if not model_kinds or not deployed_kinds or model_kinds == deployed_kinds:
         return []
@@ -197,8 +204,14 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
         rep.op_counts = dict(op_counts(graph))
         rep.gelu_sites = _deployed_sites(dep)
         rep.trt = {"status": "skipped", "reason": "DEPLOYED is an ONNX file (run in ONNX Runtime)"}
+        rep.notes += _plugin_notes(graph, "DEPLOYED")
     else:
         rep.trt = {"status": "loaded", "reason": "", "engine": str(dep.path)}
+    if loaded.is_onnx:
+        import onnx
+
+        rep.notes += _plugin_notes(onnx.load(str(loaded.path), load_external_data=False),
+                                   "MODEL (the reference)")
 
     reference = _reference(loaded, dep_feeds[0], dep.outputs, threads, device)
     runs = ([] if dep.kind == "engine"

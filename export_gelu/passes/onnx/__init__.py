@@ -24,6 +24,7 @@ from export_gelu.passes.onnx.lower import (
     half_x_elsewhere,
 )
 from export_gelu.passes.onnx.merge import merge_sites, module_of
+from export_gelu.passes.onnx.plugin_form import refuse_plugin_where_unavailable
 from export_gelu.passes.onnx.recognise import Match, bias_to_fold, find_matches, gemm_fusion_takes
 from export_gelu.passes.onnx.view import GraphView, constant_node_value, skeleton
 from export_gelu.passes.sites import GeluSite
@@ -146,9 +147,8 @@ def run_onnx_passes(model: onnx.ModelProto, profile: TargetProfile, form: str = 
     """
     if form not in FORMS:
         raise TargetUnmetError(f"--gelu {form!r}: choose one of {', '.join(FORMS)}")
-    if form == "plugin" and not profile.plugin_usable:
-        raise TargetUnmetError(f"--gelu plugin: CustomGeluPluginDynamic is not available on "
-                               f"{profile.name} ({profile.gelu_plugin})")
+    if form == "plugin":
+        refuse_plugin_where_unavailable(profile)
     ensure_unique_node_names(model)
     view = GraphView(model)
     opset = view.opset()

@@ -15,6 +15,7 @@ from onnx import helper, numpy_helper
 
 from export_gelu.passes.onnx.formulas import INV_SQRT_2, QUICK_ALPHA, SQRT_2_OVER_PI, TANH_BETA
 from export_gelu.passes.onnx.recognise import MS_DOMAIN, PLUGIN_OP
+from export_gelu.trt_parser.plugin import PLUGIN_NAMESPACE, PLUGIN_VERSION, TYPE_IDS
 
 #: Domain the TensorRT plugin node is written in (the parser ignores it; onnx.checker
 #: accepts a node of an unknown op only outside the default domain).
@@ -168,14 +169,17 @@ def ort_gelu(b: SiteBuilder, x: str, out: str, kind: str, bias: str | None) -> N
 def trt_plugin(b: SiteBuilder, x: str, out: str, bias: np.ndarray | None) -> None:
     """TensorRT's `CustomGeluPluginDynamic`: one input, one output, tanh GELU of (x + bias).
 
-    `type_id` 0 for fp32, 1 for fp16; the bias is a float32 tensor attribute [1,1,E].
+    `type_id` 0 for fp32, 1 for fp16, and the bias [1,1,E] in that same type: the plugin
+    copies the attribute's raw bytes as its own type, so fp16 needs FLOAT16 data.
+    `plugin_version`/`plugin_namespace` are what the creator registers ("1", empty).
     """
+    type_id = 1 if b.elem_type == onnx.TensorProto.FLOAT16 else 0
     attrs: dict[str, object] = {
-        "type_id": 1 if b.elem_type == onnx.TensorProto.FLOAT16 else 0,
-        "plugin_version": "1",
-        "plugin_namespace": "",
+        "type_id": type_id,
+        "plugin_version": PLUGIN_VERSION,
+        "plugin_namespace": PLUGIN_NAMESPACE,
     }
     if bias is not None:
         attrs["bias"] = numpy_helper.from_array(
-            np.asarray(bias, dtype=np.float32).reshape(1, 1, -1), f"{b.prefix}/bias")
+            np.asarray(bias).astype(TYPE_IDS[type_id]).reshape(1, 1, -1), f"{b.prefix}/bias")
     b.node(PLUGIN_OP, [x], out=out, domain=PLUGIN_DOMAIN, **attrs)

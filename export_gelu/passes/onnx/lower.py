@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 from export_gelu.passes.onnx import emit
+from export_gelu.passes.onnx.plugin_form import site_bias
 from export_gelu.passes.onnx.recognise import Match
 from export_gelu.passes.onnx.view import DEFAULT_DOMAINS, GraphView
 from export_gelu.passes.sites import added_max_error
@@ -55,9 +56,9 @@ def _ort(kind: str) -> Lowering:
                     run, bias_to_gemm=True)
 
 
-def _plugin() -> Lowering:
+def _plugin(trt_version: str) -> Lowering:
     def run(b: emit.SiteBuilder, x: str, out: str, bias: np.ndarray | None) -> None:
-        emit.trt_plugin(b, x, out, bias)
+        emit.trt_plugin(b, x, out, site_bias(bias, b.shape, b.prefix, trt_version))
     return Lowering(f"TensorRT {emit.PLUGIN_OP} (computes the tanh form)", "tanh", "attribute",
                     run)
 
@@ -99,7 +100,7 @@ def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset
     notes: list[str] = []
     kind = site.kind if site.kind == "quick" or form == "keep" else FORM_KIND[form]
     if form == "plugin" and site.kind != "quick":
-        return _plugin(), notes
+        return _plugin(profile.trt_version), notes
     fp16_safe = precision == "fp16" or elem_type in _HALF_TYPES
     if profile.gelu_lowering == "ort_contrib":
         return _ort(kind), notes

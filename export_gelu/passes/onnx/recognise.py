@@ -21,6 +21,7 @@ from onnx import numpy_helper
 from export_gelu.passes.onnx.expr import TreeBuilder
 from export_gelu.passes.onnx.formulas import QUICK_ALPHA, match_formula
 from export_gelu.passes.onnx.view import DEFAULT_DOMAINS, GraphView
+from export_gelu.trt_parser.plugin import TYPE_IDS, bias_as_read
 
 MS_DOMAIN = "com.microsoft"
 PLUGIN_OP = "CustomGeluPluginDynamic"
@@ -54,6 +55,23 @@ def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
     return default
 
 
+def plugin_bias(node: onnx.NodeProto) -> np.ndarray | None:
+    """A plugin node's bias as the plugin reads it (per `type_id`), None when it has none.
+
+    Raises ValueError for a node the plugin cannot run (no or another `type_id`, a bias it
+    would read past).
+    """
+    type_id = _attr(node, "type_id")
+    if type_id is None:
+        raise ValueError("no type_id attribute (the creator refuses it: invalid typeId -1)")
+    tensor = _attr(node, "bias")
+    if tensor is None:
+        if int(type_id) not in TYPE_IDS:  # type: ignore[call-overload]
+            raise ValueError(f"type_id {type_id}: the plugin runs float32 (0) and float16 (1)")
+        return None
+    return bias_as_read(numpy_helper.to_array(tensor), int(type_id))  # type: ignore[call-overload]
+
+
 def existing_op_match(node: onnx.NodeProto) -> Match | None:
     """A GELU op already in the graph, as a Match (None for anything else)."""
     op, domain = node.op_type, node.domain
@@ -81,8 +99,10 @@ def existing_op_match(node: onnx.NodeProto) -> Match | None:
             return None  # x·σ(αx) with another α: not a QuickGELU site
         return make("quick", "com.microsoft QuickGelu")
     if op == PLUGIN_OP:
-        tensor = _attr(node, "bias")
-        values = numpy_helper.to_array(tensor).reshape(-1) if tensor is not None else None
+        try:
+            values = plugin_bias(node)
+        except ValueError:
+            return None  # a node the plugin cannot run: left for the runtime to refuse
         return make("tanh", f"TensorRT {PLUGIN_OP} (tanh)", bias_values=values)
     return None
 

@@ -1,0 +1,203 @@
+"""Bring an ONNX input up to a higher opset where the target gains from it.
+
+What a target gains (`opset_goal`):
+- its opset floor, for a file below it (`OPSET_FLOORS`);
+- ONNX `Gelu` (opset 20), for targets that lower GELU to it (`onnx`, `trt10`, `trt11`), when
+  the graph holds GELU sites the chosen `--gelu` form writes as `Gelu`;
+- `LayerNormalization` (opset 17), for targets that parse it (`onnx`, TensorRT 8.6+), when the
+  graph holds LayerNorms expanded into primitives (`layernorm_fuse`), which are then fused.
+
+The conversion is onnx's own version converter, then checked the way every rewrite is: the
+graph before and after runs in ONNX Runtime on the same feed and the outputs must agree.
+When the converter fails or the outputs differ, the graph stays at its opset and a note says
+why (`--opset N` above the file's opset asks for the conversion outright: there, failing is
+an unmet target, exit 3).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from export_gelu.errors import TargetUnmetError
+from export_gelu.targets import TargetProfile
+from export_gelu.trt_parser.versions import in_range
+
+#: The opsets that bring ONNX `Gelu` and `LayerNormalization`.
+GELU_OPSET = 20
+LAYERNORM_OPSET = 17
+
+
+@dataclass(frozen=True)
+class OpsetFloor:
+    """The lowest opset TensorRT versions from `since` take (until the next record)."""
+
+    since: str
+    floor: int
+    source: str
+
+
+#: Read from onnx/onnx-tensorrt: below opset 7 ModelImporter.cpp warns "Models using older
+#: opsets are not guaranteed to work" (every release); from 10.0 docs/operators.md states
+#: "the inclusive range of opset 9 to opset 20" (release/10.0-GA).
+OPSET_FLOORS: tuple[OpsetFloor, ...] = (
+    OpsetFloor("7.0", 7, "onnx/onnx-tensorrt ModelImporter.cpp (7.0 … 10.x): warning below 7"),
+    OpsetFloor("10.0", 9, "onnx/onnx-tensorrt release/10.0-GA docs/operators.md: opset 9 to 20"),
+)
+
+
+def opset_floor(profile: TargetProfile) -> int:
+    """The lowest opset `profile` takes (1 for runtimes other than TensorRT)."""
+    if profile.runtime != "trt":
+        return 1
+    floors = [f.floor for f in OPSET_FLOORS if in_range(profile.trt_version, since=f.since)]
+    return floors[-1] if floors else 1
+
+
+def _model_opset(model: onnx.ModelProto) -> int:
+    return next((int(i.version) for i in model.opset_import if i.domain in ("", "ai.onnx")), 0)
+
+
+def _gelu_sites(model: onnx.ModelProto) -> int:
+    from export_gelu.passes.onnx import find_sites
+
+    return sum(s.kind != "quick" for s in find_sites(model))
+
+
+def _fuses_layernorm(model: onnx.ModelProto, profile: TargetProfile) -> int:
+    """How many expanded LayerNorms `profile` would rather get fused (0: none, or no gain)."""
+    from export_gelu.passes.compat.layernorm_fuse import find_layernorms
+
+    if profile.runtime not in ("onnx", "trt") or not profile.supports("LayerNormalization") \
+            or profile.opset < LAYERNORM_OPSET:
+        return 0
+    return len(find_layernorms(model))
+
+
+def opset_goal(model: onnx.ModelProto, profile: TargetProfile, form: str
+               ) -> tuple[int, list[str]]:
+    """The opset `model` should be converted up to for `profile`, and why (empty: stay)."""
+    have = _model_opset(model)
+    goal, why = have, []
+    if have < LAYERNORM_OPSET and (n := _fuses_layernorm(model, profile)):
+        goal = LAYERNORM_OPSET
+        why.append(f"LayerNormalization for its {n} expanded LayerNorm(s)")
+    floor = opset_floor(profile)
+    if have < floor:
+        goal = floor
+        why.append(f"{profile.name} takes opset {floor} and up")
+    wants_gelu = (profile.gelu_lowering == "onnx_gelu" and "Gelu" in profile.ops
+                  and profile.opset >= GELU_OPSET and form not in ("sigmoid", "plugin"))
+    if have < GELU_OPSET and wants_gelu and (n := _gelu_sites(model)):
+        goal = GELU_OPSET
+        why.append(f"native Gelu for its {n} GELU site(s)")
+    return goal, why
+
+
+def _ir_version_for(opset: int, current: int) -> int:
+    from export_gelu.passes.compat.downconvert import ir_version_for_opset
+
+    return max(current, ir_version_for_opset(opset))
+
+
+def _runnable(model: onnx.ModelProto) -> bytes:
+    from export_gelu.passes.onnx.plugin_math import plugins_as_math
+
+    if any(n.op_type == "CustomGeluPluginDynamic" for n in model.graph.node):
+        model = copy.deepcopy(model)
+        plugins_as_math(model)
+    return model.SerializeToString()
+
+
+def _tolerance(ref: np.ndarray) -> float:
+    if ref.dtype.kind != "f":
+        return 0.0
+    finite = np.abs(ref[np.isfinite(ref)].astype(np.float64))
+    scale = max(1.0, float(finite.max(initial=0.0)))
+    return (2e-3 if ref.dtype == np.float16 else 1e-5) * scale
+
+
+def outputs_agree(before: onnx.ModelProto, after: onnx.ModelProto,
+                  feed: Mapping[str, np.ndarray]) -> tuple[float, str | None]:
+    """(max abs difference, None) when ORT outputs of the two graphs agree on `feed` within
+    1e-5 of the output's scale (2e-3 for fp16); else (difference, why not)."""
+    from export_gelu.runtime.ort_runner import make_session
+
+    sessions = [make_session(_runnable(m)) for m in (before, after)]
+    names = [i.name for i in sessions[0].get_inputs()]
+    inputs = {n: feed[n] for n in names if n in feed}
+    ref, got = (s.run(None, inputs) for s in sessions)
+    worst = 0.0
+    for r, g, out in zip(ref, got, sessions[0].get_outputs()):
+        r, g = np.asarray(r), np.asarray(g)
+        if r.shape != g.shape:
+            return worst, f"output {out.name} changed shape {r.shape} → {g.shape}"
+        if r.dtype.kind == "f" and not np.array_equal(np.isfinite(r), np.isfinite(g)):
+            return worst, f"output {out.name} changed where it is finite"
+        mask = np.isfinite(r) if r.dtype.kind == "f" else np.ones(r.shape, bool)
+        diff = float(np.abs(r[mask].astype(np.float64) - g[mask].astype(np.float64))
+                     .max(initial=0.0))
+        worst = max(worst, diff)
+        if diff > _tolerance(r):
+            return worst, f"output {out.name} differs by {diff:.3g} (over {_tolerance(r):.3g})"
+    return worst, None
+
+
+def convert_up(model: onnx.ModelProto, opset: int, feed: Mapping[str, np.ndarray], why: str,
+               strict: bool = False, fuse_layernorm: bool = False
+               ) -> tuple[onnx.ModelProto, list[str]]:
+    """`model` converted up to `opset` when that is sound, and the note saying what happened;
+    with `fuse_layernorm` (opset ≥ 17), expanded LayerNorms are fused as well.
+
+    Not sound (converter failure, outputs that differ): the model unchanged and a note, or
+    TargetUnmetError when `strict`.
+    """
+    from onnx import version_converter
+
+    have = _model_opset(model)
+    if opset <= have:
+        return model, []
+
+    def stay(reason: str) -> tuple[onnx.ModelProto, list[str]]:
+        text = f"the opset-{have} input was not converted up to opset {opset} ({why}): {reason}"
+        if strict:
+            raise TargetUnmetError(text)
+        return model, [f"{text}; it stays at opset {have}"]
+
+    try:
+        new = version_converter.convert_version(model, opset)
+        new.ir_version = _ir_version_for(opset, model.ir_version)
+        fused = 0
+        if fuse_layernorm and opset >= LAYERNORM_OPSET:
+            from export_gelu.passes.compat.layernorm_fuse import fuse_layernorms
+
+            fused = fuse_layernorms(new)
+        onnx.checker.check_model(new)
+    except Exception as exc:  # noqa: BLE001 - the converter raises RuntimeError, ValidationError…
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return stay(f"onnx's version converter failed ({first})")
+    try:
+        diff, differs = outputs_agree(model, new, feed)
+    except Exception as exc:  # noqa: BLE001 - ORT load/run errors of either graph
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return stay(f"ONNX Runtime could not run the graphs to compare them ({first})")
+    if differs:
+        return stay(f"ONNX Runtime outputs before and after differ: {differs}")
+    what = f", {fused} expanded LayerNorm(s) fused into LayerNormalization" if fused else ""
+    return new, [f"the opset-{have} input converted up to opset {opset} ({why}) with onnx's "
+                 f"version converter{what}; ONNX Runtime outputs before and after agree (max "
+                 f"abs difference {diff:.2g})"]
+
+
+def convert_up_for(model: onnx.ModelProto, profile: TargetProfile, form: str,
+                   feed: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, list[str]]:
+    """`model` converted up where `profile` gains from it (`opset_goal`); notes."""
+    goal, why = opset_goal(model, profile, form)
+    if goal <= _model_opset(model):
+        return model, []
+    return convert_up(model, goal, feed, f"for {profile.name}: {'; '.join(why)}",
+                      fuse_layernorm=_fuses_layernorm(model, profile) > 0)
