@@ -19,17 +19,22 @@ from export_gelu.compat import (
     op_counts,
 )
 from export_gelu.errors import BadInputError, TargetUnmetError
+from export_gelu.exporter.call_plan import CallPlan, ordered_feed, plan_for
 from export_gelu.exporter.capture import capture, cast_args, module_for_precision
+from export_gelu.exporter.fallback import export_with_fallback
 from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.inputs import check_run_flags
 from export_gelu.exporter.load import LoadedModel, load_model, load_onnx_model
+from export_gelu.exporter.model_dtype import feed_precision
+from export_gelu.exporter.model_names import apply_output_names, model_output_names
+from export_gelu.exporter.output_names import parse_output_names
 from export_gelu.exporter.save import (
     check_distinct_outputs,
     check_output_path,
     save_onnx_atomic,
     write_text_atomic,
 )
-from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, export_to_onnx
+from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
 from export_gelu.passes.compat import (
     fit_module_precision,
     fit_program_precision,
@@ -107,13 +112,15 @@ def _deployed_feed(feed: OrderedDict[str, np.ndarray], model: onnx.ModelProto,
 def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profile: TargetProfile,
                   opset: int, form: str, precision: str, report: Report,
                   progress: Progress, clock: StageClock | None = None,
+                  plan: CallPlan | None = None, output_names: list[str] | None = None,
                   ) -> tuple[onnx.ModelProto, list[GeluSite]]:
     clock = clock or StageClock()
+    plan = plan or plan_for(loaded, list(feed))
     module = module_for_precision(loaded, precision)
     report.notes.extend(fit_module_precision(module, precision))
-    args = _torch_feed(feed, precision)
+    args = _torch_feed(feed, feed_precision(module, precision))
     progress.step("capturing the model with torch.export")
-    program, why_not = capture(loaded, module, args, precision)
+    program, why_not = capture(loaded, module, args, precision, plan)
     report.notes.extend(fit_program_precision(program, precision))
     clock.lap("capture")
     sites: list[GeluSite] = []
@@ -133,7 +140,11 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
             report.notes.append(f"exported with the TorchScript exporter at opset {opset}")
     progress.step(f"exporting to ONNX (opset {opset})")
     export_module = module if program is None else None
-    model, report.exporter = export_to_onnx(export_module, args, list(feed), opset, program)
+    model, report.exporter, notes = export_with_fallback(export_module, args, list(feed), opset,
+                                                         program, plan)
+    report.notes.extend(notes)
+    names = output_names or model_output_names(loaded, module, program, plan, args)
+    report.notes.extend(apply_output_names(model, names, forced=output_names is not None))
     clock.lap("export")
     return model, sites
 
@@ -177,16 +188,24 @@ def ort_missing() -> str | None:
 
 def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedDict,
                       model: onnx.ModelProto, threads: int) -> Any:
-    from export_gelu.runtime.ort_runner import ort_runner
+    from export_gelu.exporter.model_dtype import model_float_dtype
+    from export_gelu.runtime.ort_runner import ort_runner, output_names
     from export_gelu.runtime.torch_runner import TorchRunner
 
+    outputs = [o.name for o in model.graph.output]
     if loaded.is_onnx:
-        return ort_runner(loaded.path, threads=threads, name="input-onnx")
+        runner = ort_runner(loaded.path, threads=threads, name="input-onnx")
+        if output_names(loaded.path) != outputs:  # --output-names: pair by position
+            from export_gelu.runtime.deployed import renamed_outputs
+
+            runner = renamed_outputs(runner, outputs)
+        return runner
     import torch
 
     torch.set_num_threads(threads)
-    outputs = [o.name for o in model.graph.output]
-    return TorchRunner(reference_module, feed, outputs, name="pytorch")
+    return TorchRunner(reference_module, feed, outputs, name="pytorch",
+                       float_dtype=model_float_dtype(reference_module),
+                       plan=plan_for(loaded, list(feed)))
 
 
 def _onnx_input_at_opset(model: onnx.ModelProto, path: Path, profile: TargetProfile,
@@ -209,13 +228,19 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
            atol: float | None = None, rtol: float | None = None, verify: bool = True,
            allow_pickle: bool = False, model_factory: str | None = None, threads: int = 1,
            iterations: int = 50, warmup: int = 5, require_trt: bool = False,
-           dynamic: Sequence[str] = (), progress: Progress | None = None) -> Report:
+           dynamic: Sequence[str] = (), progress: Progress | None = None,
+           output_names: str | Sequence[str] | None = None, imports: Sequence[str] = (),
+           ) -> Report:
     """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report.
 
     Raises ExportGeluError subclasses for bad input (exit 2) or unmet targets (exit 3);
     a parity failure is returned in the report (`report.exit_code == 1`).
+    `output_names` (`--output-names a,b`) names the graph's outputs; by default they are the
+    model's own (its output object's fields). `imports` (`--import`): modules to import
+    before loading, for an ExportedProgram whose inputs or outputs use their types.
     """
     progress = progress or Progress(enabled=False)
+    given_names = parse_output_names(output_names)
     model_path = Path(model)
     profile, target_note = resolve_target(target)
     check_form(gelu, profile)
@@ -246,10 +271,13 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
     progress.step(f"loading {model_path}")
     clock = StageClock()
-    loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
+    loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory,
+                        imports=imports)
     for _flag, path in outputs:
         check_output_path(path, [model_path, *loaded.data_files])
     feed = resolve_feed(loaded, list(inputs), inputs_npz)
+    plan = plan_for(loaded, list(feed))
+    feed = ordered_feed(plan, feed)
     rep = Report(model=str(model_path), target=profile.name, target_note=target_note,
                  model_format=loaded.format.value, precision=precision, gelu_form=gelu,
                  threads=threads, notes=list(loaded.notes))
@@ -260,13 +288,16 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         onnx_model = load_onnx_model(loaded.path)
         fx_sites: list[GeluSite] = []
         rep.exporter = "none (ONNX input)"
+        if given_names is not None:
+            rep.notes.extend(apply_output_names(onnx_model, given_names, forced=True))
         if opset is not None:
             profile = _onnx_input_at_opset(onnx_model, model_path, profile, opset, rep)
         clock.lap("load")
     else:
         clock.lap("load")
         onnx_model, fx_sites = _export_torch(loaded, feed, profile, opset or profile.opset,
-                                             gelu, precision, rep, progress, clock)
+                                             gelu, precision, rep, progress, clock, plan,
+                                             given_names)
     progress.step("rewriting GELU sites for the target (ONNX)")
     with gc_paused():
         onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)

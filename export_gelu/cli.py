@@ -42,13 +42,19 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", action="append", default=[], metavar="NAME:SHAPE[:DTYPE[:LOW,HIGH]]",
-                   help="a model input, repeatable, in forward() order; e.g. x:1x3x224x224 or "
-                        "input_ids:1x128:int64:0,30522 (dtypes float32 float16 int64 int32 bool)")
+                   help="a model input, repeatable, in forward() order or named after forward()'s "
+                        "parameters (passed by keyword); e.g. x:1x3x224x224 or "
+                        "input_ids:1x128:int64:0,30522 (dtypes float32 float16 float64 int64 "
+                        "int32 bool; float64 by default for a float64 model)")
     p.add_argument("--inputs", metavar="FILE.npz", help="real input arrays, named as the inputs")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow loading a pickled nn.Module (runs code from the file: trust it)")
     p.add_argument("--model-factory", metavar="PKG.MODULE:FUNC",
                    help="builds the nn.Module that a state_dict file's weights load into")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE before loading (repeatable): the library whose types an "
+                        "ExportedProgram's inputs/outputs use (transformers and diffusers are "
+                        "imported by themselves)")
     p.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
     p.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads for ORT and torch (1)")
@@ -91,6 +97,9 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("--require-trt", action="store_true",
                    help="exit 3 if the TensorRT engine cannot be built here")
     p.add_argument("--no-verify", action="store_true", help="skip parity and latency")
+    p.add_argument("--output-names", metavar="A,B,...",
+                   help="names for the graph's outputs, in order (default: the model's own, "
+                        "e.g. last_hidden_state, logits; else output_0, output_1, ...)")
     _add_input_flags(p)
     return p
 
@@ -159,7 +168,8 @@ def _run_verify(argv: Sequence[str]) -> int:
                  threads=args.threads, iterations=args.iterations, warmup=args.warmup,
                  save_inputs=args.save_inputs, save_outputs=args.save_outputs,
                  report=args.report, report_md=args.report_md,
-                 calibrate=not args.no_calibration, progress=Progress())
+                 calibrate=not args.no_calibration, progress=Progress(),
+                 imports=args.imports)
     print(rep.summary())
     return rep.exit_code
 
@@ -220,7 +230,8 @@ def _run_export(argv: Sequence[str]) -> int:
         report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
-        dynamic=args.dynamic, progress=Progress())
+        dynamic=args.dynamic, progress=Progress(), output_names=args.output_names,
+        imports=args.imports)
     return _finish_export(rep, args)
 
 
