@@ -32,6 +32,25 @@ def module_for_precision(loaded: LoadedModel, precision: str) -> Any:
     return copy.deepcopy(module).to(PRECISION_DTYPES[precision])
 
 
+def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
+                         precision: str) -> Any:
+    """A TorchScript model captured in fp16/bf16: its trace records float32 dtypes, so it is
+    converted in float32 and the converted graph is cast and retargeted (`precision.py`)."""
+    from torch._export.converter import TS2EPConverter
+
+    from export_gelu.passes.compat.precision import clamped_literals, retarget_precision
+
+    dtype = PRECISION_DTYPES[precision]
+    program = TS2EPConverter(script, cast_args(pos, "fp32"),
+                             dict(zip(kw, cast_args(tuple(kw.values()), "fp32"))) or None
+                             ).convert()
+    gm = program.module().to(dtype)
+    retarget_precision(gm, dtype)
+    captured = torch.export.export(gm, pos, kw or None, strict=False)
+    captured.export_gelu_clamped = clamped_literals(gm)  # for the report's note
+    return captured
+
+
 def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: str,
             plan: Any = None) -> tuple[Any, str | None]:
     """An ExportedProgram for `module` on `args` (feed order; `plan` says which go by
@@ -46,6 +65,8 @@ def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: 
             if isinstance(module, torch.jit.ScriptModule):
                 from torch._export.converter import TS2EPConverter
 
+                if precision in ("fp16", "bf16") and loaded.module is not None:
+                    return _script_at_precision(loaded.module, pos, kw, precision), None
                 return TS2EPConverter(module, pos, kw or None).convert(), None
             return torch.export.export(module, pos, kw or None, strict=False), None
     except Exception as exc:  # noqa: BLE001 - any capture failure means "no fx passes"

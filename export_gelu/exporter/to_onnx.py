@@ -31,7 +31,8 @@ def default_opset(model: onnx.ModelProto) -> int:
 def quiet_exporter() -> Iterator[None]:
     """Silence the exporters' chatter (progress prints, deprecation and registry warnings)."""
     loggers = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "torch.export",
-                                               "torch._export", "torch.fx.experimental")]
+                                               "torch._export", "torch.fx.experimental",
+                                               "torch._subclasses", "torch._dynamo")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)
