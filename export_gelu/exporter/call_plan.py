@@ -87,12 +87,12 @@ def missing_required(module: Any, names: list[str]) -> list[str]:
 def plan_for_program(program: Any, names: list[str]) -> CallPlan:
     """An ExportedProgram's plan: its input treespec's positional count and kwarg keys."""
     spec = program.call_spec.in_spec
-    if spec is None or len(spec.children_specs) != 2:
+    if spec is None or len(spec.children()) != 2:
         return CallPlan(tuple(names))
-    args_spec, kwargs_spec = spec.children_specs
+    args_spec, kwargs_spec = spec.children()
     keys = list(kwargs_spec.context or [])
     n_args = args_spec.num_leaves
-    leaf_kwargs = all(c.is_leaf() for c in kwargs_spec.children_specs)
+    leaf_kwargs = all(c.is_leaf() for c in kwargs_spec.children())
     if not keys or not leaf_kwargs or n_args + len(keys) != len(names):
         return CallPlan(tuple(names))
     return CallPlan(tuple(names[:n_args]), tuple(zip(names[n_args:], keys)))

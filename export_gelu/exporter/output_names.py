@@ -27,7 +27,7 @@ def _join(prefix: str, key: object) -> str:
 def _spec_keys(spec: Any) -> list[str] | None:
     """Field names of a dict-like treespec node (dict, OrderedDict, ModelOutput, namedtuple)."""
     context = spec.context
-    n = len(spec.children_specs)
+    n = len(spec.children())
     if isinstance(context, (list, tuple)) and len(context) == n and \
             all(isinstance(k, str) for k in context):
         return list(context)
@@ -42,7 +42,7 @@ def _walk_spec(spec: Any, prefix: str, out: list[str]) -> None:
         out.append(prefix)
         return
     keys = _spec_keys(spec)
-    for i, child in enumerate(spec.children_specs):
+    for i, child in enumerate(spec.children()):
         key: object = keys[i] if keys else (i if prefix else f"output_{i}")
         _walk_spec(child, _join(prefix, key), out)
 
