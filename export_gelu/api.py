@@ -143,8 +143,9 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
     model, report.exporter, notes = export_with_fallback(export_module, args, list(feed), opset,
                                                          program, plan)
     report.notes.extend(notes)
-    names = output_names or model_output_names(loaded, module, program, plan, args)
-    report.notes.extend(apply_output_names(model, names, forced=output_names is not None))
+    own = model_output_names(loaded, module, program, plan, args)
+    report.notes.extend(apply_output_names(model, output_names or own,
+                                           forced=output_names is not None, own=own))
     clock.lap("export")
     return model, sites
 

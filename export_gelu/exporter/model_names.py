@@ -30,14 +30,17 @@ def model_output_names(loaded: Any, module: Any, program: Any, plan: Any,
         return []
 
 
-def apply_output_names(model: onnx.ModelProto, names: list[str], forced: bool) -> list[str]:
+def apply_output_names(model: onnx.ModelProto, names: list[str], forced: bool,
+                       own: list[str] | None = None) -> list[str]:
     """Rename `model`'s outputs to `names` in place; notes for the report. `forced`
-    (`--output-names`): a count that does not match is an error, else a note."""
+    (`--output-names`): a count that does not match is an error, else a note. `own`: the
+    model's own names, shown in that error."""
     have = [o.name for o in model.graph.output]
     if len(names) != len(have):
         if forced:
-            raise BadInputError(f"--output-names gives {len(names)} name(s) but the graph has "
-                                f"{len(have)} output(s) ({', '.join(have)})")
+            shown = own if own and len(own) == len(have) else have
+            raise BadInputError(f"--output-names gives {len(names)} name(s) but the model has "
+                                f"{len(have)} output(s) ({', '.join(shown)})")
         if names:
             return [f"outputs keep the exporter's names: the model returns {len(names)} "
                     f"tensor(s), the graph has {len(have)}"]
