@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import onnx
@@ -48,5 +49,7 @@ def apply_output_names(model: onnx.ModelProto, names: list[str], forced: bool,
     if names == have:
         return []
     changed = rename_outputs(model, names)
+    if not forced and all(re.fullmatch(r"output_\d+", n) for n in names):
+        return []  # positions only: nothing worth a note
     how = "as given by --output-names" if forced else "as the model names them"
     return [f"graph outputs named {how}: " + ", ".join(n for _o, n in changed)] if changed else []

@@ -102,8 +102,8 @@ def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset
         return _plugin(), notes
     fp16_safe = precision == "fp16" or elem_type in _HALF_TYPES
     if elem_type == onnx.TensorProto.DOUBLE and kind != "quick":
-        notes.append("float64: ONNX Runtime's Gelu/FastGelu kernels lose float64 precision "
-                     "(~1e-9), so primitives")
+        notes.append("float64: ONNX Runtime's fused GELU kernels lack float64 or lose its "
+                     "precision (docs/real-models.md), so primitives")
         return _primitives(kind, False, half_x_taken), notes
     if profile.gelu_lowering == "ort_contrib":
         return _ort(kind), notes
