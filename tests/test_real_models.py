@@ -229,3 +229,38 @@ def test_no_exporter_works_one_clean_line_exit_3(tmp_path: Path) -> None:
                                "dynamo at opset 20: ")
     assert "torchscript at opset 20: " in lines[0] and "linalg_eigh" in lines[0]
     assert not out.exists()
+
+
+def test_onnx_input_ort_refuses_is_written_and_parity_skipped(tmp_path: Path) -> None:
+    """An input whose duplicate node names ONNX Runtime refuses: export-gelu writes a graph
+    with unique names and exits 0, parity skipped with the reason (was: exit 2 after the
+    output was written)."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])
+    half = helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])
+    one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
+    rsqrt2 = helper.make_tensor("rsqrt2", TensorProto.FLOAT, [], [float(1 / np.sqrt(2))])
+    nodes = [helper.make_node("Mul", ["x", "rsqrt2"], ["s"], name="dup"),
+             helper.make_node("Erf", ["s"], ["e"], name="dup"),
+             helper.make_node("Add", ["e", "one"], ["a"], name="dup"),
+             helper.make_node("Mul", ["x", "a"], ["m"], name="dup"),
+             helper.make_node("Mul", ["m", "half"], ["y"], name="dup")]
+    graph = helper.make_graph(nodes, "dup", [x], [y], [half, one, rsqrt2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    src = tmp_path / "dup.onnx"
+    onnx.save(model, str(src))
+    out = tmp_path / "dup.ort.onnx"
+    rep = tmp_path / "dup.json"
+    res = run_cli(src, "--target", "ort", "-o", out, "--report", rep, *NO_TIMING)
+    assert res.code == 0, res.err
+    report = json.loads(rep.read_text())
+    assert report["parity"]["status"] == "skipped"
+    assert report["parity"]["reason"].startswith("the input file cannot run as the reference")
+    written = onnx.load(str(out))
+    names = [n.name for n in written.graph.node]
+    assert len(set(names)) == len(names)
+    assert [n.op_type for n in written.graph.node] == ["Gelu"]
