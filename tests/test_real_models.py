@@ -264,3 +264,30 @@ def test_onnx_input_ort_refuses_is_written_and_parity_skipped(tmp_path: Path) ->
     names = [n.name for n in written.graph.node]
     assert len(set(names)) == len(names)
     assert [n.op_type for n in written.graph.node] == ["Gelu"]
+
+
+def test_rename_outputs_copies_shared_and_passthrough_tensors() -> None:
+    """Two outputs of one tensor and an output that is the graph input: each gets its own
+    name through an Identity; ONNX Runtime runs the result."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from export_gelu.errors import BadInputError
+    from export_gelu.exporter.output_names import rename_outputs
+
+    def vi(name: str) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, [2])
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])], "g", [vi("x")],
+                              [vi("r"), vi("r"), vi("x")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    assert rename_outputs(model, ["a", "b", "c"]) == [("r", "a"), ("r", "b"), ("x", "c")]
+    onnx.checker.check_model(model)
+    assert [n.op_type for n in model.graph.node] == ["Relu", "Identity", "Identity", "Identity"]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    a, b, c = sess.run(["a", "b", "c"], {"x": np.array([-1.0, 2.0], np.float32)})
+    assert a.tolist() == b.tolist() == [0.0, 2.0] and c.tolist() == [-1.0, 2.0]
+    with pytest.raises(BadInputError, match="another output's name"):
+        rename_outputs(model, ["b", "a", "c"])

@@ -106,6 +106,10 @@ def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> list[tuple[s
     if clash:
         raise BadInputError(f"output name {clash[0]!r} is already a tensor of the graph "
                             "(an input or an inner value); choose another")
+    moved = [n for n, o in zip(names, olds) if n != o and n in olds]
+    if moved:
+        raise BadInputError(f"output name {moved[0]!r} is another output's name in the graph; "
+                            "choose names that do not swap the graph's own")
     produced = {o for n in graph.node for o in n.output}
     renames: dict[str, str] = {}
     changed: list[tuple[str, str]] = []
@@ -114,7 +118,7 @@ def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> list[tuple[s
         old = out.name
         if old == new:
             continue
-        shared = counts[old] > 1 or old not in produced or old in renames or new in olds
+        shared = counts[old] > 1 or old not in produced or old in renames
         if shared:
             graph.node.append(onnx.helper.make_node("Identity", [old], [new],
                                                     name=f"output_name_{new}"))
