@@ -35,7 +35,9 @@ def quiet_exporter() -> Iterator[None]:
                                                "torch._subclasses", "torch._dynamo")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        # fake-tensor propagation logs the exceptions it raises, at ERROR, before the
+        # exporter catches or reports them: twenty lines of traceback for one cause
+        lg.setLevel(logging.CRITICAL if lg.name == "torch._subclasses" else logging.ERROR)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
