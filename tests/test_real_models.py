@@ -313,3 +313,29 @@ def test_rename_outputs_copies_shared_and_passthrough_tensors() -> None:
     assert a.tolist() == b.tolist() == [0.0, 2.0] and c.tolist() == [-1.0, 2.0]
     with pytest.raises(BadInputError, match="another output's name"):
         rename_outputs(model, ["b", "a", "c"])
+
+
+def test_malformed_contrib_gelu_is_refused_before_writing(tmp_path: Path) -> None:
+    """A com.microsoft QuickGelu with a second input (from ONNX Runtime's own test files) is
+    refused with one line, exit 2, and nothing written (was: silently rewritten)."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])
+    bias = helper.make_tensor("bias", TensorProto.FLOAT, [8], [0.0] * 8)
+    node = helper.make_node("QuickGelu", ["x", "bias"], ["y"], name="quick", alpha=1.702,
+                            domain="com.microsoft")
+    graph = helper.make_graph([node], "q", [x], [y], [bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    src = tmp_path / "quick.onnx"
+    onnx.save(model, str(src))
+    out = tmp_path / "quick.trt.onnx"
+    res = run_cli(src, "--target", "trt8.6", "-o", out, *NO_TIMING)
+    assert res.code == 2
+    assert res.err.strip() == (
+        "export-gelu: error: node 'quick': com.microsoft QuickGelu takes one input, this one "
+        "has 2 (x, bias); a malformed GELU op is not rewritten (ONNX Runtime would refuse it "
+        "as well)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quick.onnx"]
