@@ -20,17 +20,22 @@ from export_gelu.compat import (
     op_counts,
 )
 from export_gelu.errors import BadInputError, TargetUnmetError
+from export_gelu.exporter.call_plan import CallPlan, ordered_feed, plan_for
 from export_gelu.exporter.capture import capture, cast_args, module_for_precision
+from export_gelu.exporter.fallback import export_with_fallback
 from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.inputs import check_run_flags
 from export_gelu.exporter.load import LoadedModel, load_model, load_onnx_model
+from export_gelu.exporter.model_dtype import feed_precision
+from export_gelu.exporter.model_names import apply_output_names, model_output_names
+from export_gelu.exporter.output_names import parse_output_names
 from export_gelu.exporter.save import (
     check_distinct_outputs,
     check_output_path,
     save_onnx_atomic,
     write_text_atomic,
 )
-from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, export_to_onnx
+from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
 from export_gelu.passes.compat import (
     fit_module_precision,
     fit_program_precision,
@@ -106,13 +111,15 @@ def _deployed_feed(feed: OrderedDict[str, np.ndarray], model: onnx.ModelProto,
 def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profile: TargetProfile,
                   opset: int, form: str, precision: str, report: Report,
                   progress: Progress, clock: StageClock | None = None,
+                  plan: CallPlan | None = None, output_names: list[str] | None = None,
                   ) -> tuple[onnx.ModelProto, list[GeluSite]]:
     clock = clock or StageClock()
+    plan = plan or plan_for(loaded, list(feed))
     module = module_for_precision(loaded, precision)
     report.notes.extend(fit_module_precision(module, precision))
-    args = _torch_feed(feed, precision)
+    args = _torch_feed(feed, feed_precision(module, precision))
     progress.step("capturing the model with torch.export")
-    program, why_not = capture(loaded, module, args, precision)
+    program, why_not = capture(loaded, module, args, precision, plan)
     report.notes.extend(fit_program_precision(program, precision))
     clock.lap("capture")
     sites: list[GeluSite] = []
@@ -132,7 +139,12 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
             report.notes.append(f"exported with the TorchScript exporter at opset {opset}")
     progress.step(f"exporting to ONNX (opset {opset})")
     export_module = module if program is None else None
-    model, report.exporter = export_to_onnx(export_module, args, list(feed), opset, program)
+    model, report.exporter, notes = export_with_fallback(export_module, args, list(feed), opset,
+                                                         program, plan)
+    report.notes.extend(notes)
+    own = model_output_names(loaded, module, program, plan, args)
+    report.notes.extend(apply_output_names(model, output_names or own,
+                                           forced=output_names is not None, own=own))
     clock.lap("export")
     return model, sites
 
@@ -155,7 +167,14 @@ def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto
     deployed_feed = _deployed_feed(feed, model, precision)
     if plugin_nodes(model):
         report.notes.append(STANDIN_NOTE.format(which="the output"))
-    runs = ready_runners(deployed_path, device, precision, threads)
+    try:
+        runs = ready_runners(deployed_path, device, precision, threads)
+    except BadInputError as exc:  # the file is written and valid ONNX: say what ORT lacks
+        if "NOT_IMPLEMENTED" not in str(exc):
+            raise
+        report.parity = skipped(f"ONNX Runtime (CPU) has no kernel for an op of the written "
+                                f"graph: {str(exc).split('NOT_IMPLEMENTED : ')[-1]}")
+        return
     ready = [r for r in runs if r.status == "ready"]
     progress.step(f"checking parity in ONNX Runtime ({', '.join(r.name for r in ready)})")
     report.parity, report.providers = compare_on_providers(reference, runs, deployed_feed, atol,
@@ -181,16 +200,24 @@ def ort_missing() -> str | None:
 
 def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedDict,
                       model: onnx.ModelProto, threads: int, device: str = "cpu") -> Any:
-    from export_gelu.runtime.ort_runner import ort_runner
+    from export_gelu.exporter.model_dtype import model_float_dtype
+    from export_gelu.runtime.ort_runner import ort_runner, output_names
     from export_gelu.runtime.torch_runner import TorchRunner
 
+    outputs = [o.name for o in model.graph.output]
     if loaded.is_onnx:
-        return ort_runner(loaded.path, threads=threads, name="input-onnx")  # plugins run as math
+        runner = ort_runner(loaded.path, threads=threads, name="input-onnx")  # plugins as math
+        if output_names(loaded.path) != outputs:  # --output-names: pair by position
+            from export_gelu.runtime.deployed import renamed_outputs
+
+            runner = renamed_outputs(runner, outputs)
+        return runner
     import torch
 
     torch.set_num_threads(threads)
-    outputs = [o.name for o in model.graph.output]
-    return TorchRunner(reference_module, feed, outputs, device=device, name="pytorch")
+    return TorchRunner(reference_module, feed, outputs, device=device, name="pytorch",
+                       float_dtype=model_float_dtype(reference_module),
+                       plan=plan_for(loaded, list(feed)))
 
 
 def _onnx_input_at_opset(model: onnx.ModelProto, profile: TargetProfile, opset: int | None,
@@ -226,7 +253,9 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
            allow_pickle: bool = False, model_factory: str | None = None, threads: int = 1,
            iterations: int = 50, warmup: int = 5, require_trt: bool = False,
            dynamic: Sequence[str] = (), device: str | None = None,
-           progress: Progress | None = None, bundle: str | Path | None = None) -> Report:
+           progress: Progress | None = None, bundle: str | Path | None = None,
+           output_names: str | Sequence[str] | None = None, imports: Sequence[str] = (),
+           ) -> Report:
     """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report.
 
     `device` ('cpu' | 'cuda', None: cuda where torch sees a GPU and ONNX Runtime has its CUDA
@@ -236,8 +265,12 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
     Raises ExportGeluError subclasses for bad input (exit 2) or unmet targets (exit 3);
     a parity failure is returned in the report (`report.exit_code == 1`).
+    `output_names` (`--output-names a,b`) names the graph's outputs; by default they are the
+    model's own (its output object's fields). `imports` (`--import`): modules to import
+    before loading, for an ExportedProgram whose inputs or outputs use their types.
     """
     progress = progress or Progress(enabled=False)
+    given_names = parse_output_names(output_names)
     model_path = Path(model)
     profile, target_note = resolve_target(target)
     check_form(gelu, profile)
@@ -275,15 +308,22 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
     progress.step(f"loading {model_path}")
     clock = StageClock()
-    loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
+    loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory,
+                        imports=imports)
     for _flag, path in outputs:
         check_output_path(path, [model_path, *loaded.data_files])
     feed = resolve_feed(loaded, list(inputs), inputs_npz)
+    plan = plan_for(loaded, list(feed))
+    feed = ordered_feed(plan, feed)
+    reference_module = None if loaded.is_onnx else loaded.reference_module()
+    rep_notes_inputs = [f"the model is called as model({plan.describe()})"
+                        ] if plan.uses_keywords else []
+    if feed_precision(reference_module, precision) == "fp64":
+        rep_notes_inputs.append("a float64 model: inputs, graph and parity in float64")
     rep = Report(model=str(model_path), target=profile.name, target_note=target_note,
                  model_format=loaded.format.value, precision=precision, gelu_form=gelu,
-                 threads=threads, notes=list(loaded.notes),
+                 threads=threads, notes=[*loaded.notes, *rep_notes_inputs],
                  device=device_choice.to_json() if device_choice else {})
-    reference_module = None if loaded.is_onnx else loaded.reference_module()
     rep.stage_seconds = clock.stages
 
     if loaded.is_onnx:
@@ -294,12 +334,15 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
         if plugin_nodes(onnx_model) and verify:
             rep.notes.append(STANDIN_NOTE.format(which="the input (the parity reference)"))
+        if given_names is not None:
+            rep.notes.extend(apply_output_names(onnx_model, given_names, forced=True))
         onnx_model, profile = _onnx_input_at_opset(onnx_model, profile, opset, gelu, feed, rep)
         clock.lap("load")
     else:
         clock.lap("load")
         onnx_model, fx_sites = _export_torch(loaded, feed, profile, opset or profile.opset,
-                                             gelu, precision, rep, progress, clock)
+                                             gelu, precision, rep, progress, clock, plan,
+                                             given_names)
     progress.step("rewriting GELU sites for the target (ONNX)")
     with gc_paused():
         onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
@@ -350,14 +393,26 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     if verify:
         no_ort = ort_missing()  # degrade: without onnxruntime, say what was not checked
         run_on = device_choice.device if device_choice else "cpu"
-        reference = None if no_ort and loaded.is_onnx else \
-            _reference_runner(loaded, reference_module, feed, onnx_model, threads, run_on)
+        try:
+            reference = None if no_ort and loaded.is_onnx else \
+                _reference_runner(loaded, reference_module, feed, onnx_model, threads, run_on)
+        except BadInputError as exc:  # an input ORT refuses: the output is written, say so
+            if not loaded.is_onnx:
+                raise
+            reference, no_ref = None, str(exc).split(": ", 1)[-1]
+        else:
+            no_ref = None
         added = max((s.added_max_error for s in rep.gelu_sites), default=0.0)
         if no_ort:
             rep.parity = skipped(f"parity and latency skipped: {no_ort}; pip install "
                                  "'export-gelu[cpu]' (or 'export-gelu[gpu]' on a CUDA machine)")
+        elif no_ref:
+            rep.parity = skipped(f"the input file cannot run as the reference ({no_ref}); "
+                                 "the written graph, which export-gelu repaired, was not "
+                                 "compared with it")
         else:
-            _verify_and_time(reference, out, onnx_model, feed, precision, atol, rtol, added,
+            _verify_and_time(reference, out, onnx_model, feed,
+                             feed_precision(reference_module, precision), atol, rtol, added,
                              threads, iterations, warmup, rep, progress, run_on)
         if built is not None and reference is not None:
             _check_trt(built, precision, feed, onnx_model, reference, rep, progress, atol, rtol,

@@ -43,13 +43,19 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", action="append", default=[], metavar="NAME:SHAPE[:DTYPE[:LOW,HIGH]]",
-                   help="a model input, repeatable, in forward() order; e.g. x:1x3x224x224 or "
-                        "input_ids:1x128:int64:0,30522 (dtypes float32 float16 int64 int32 bool)")
+                   help="a model input, repeatable, in forward() order or named after forward()'s "
+                        "parameters (passed by keyword); e.g. x:1x3x224x224 or "
+                        "input_ids:1x128:int64:0,30522 (dtypes float32 float16 float64 int64 "
+                        "int32 bool; float64 by default for a float64 model)")
     p.add_argument("--inputs", metavar="FILE.npz", help="real input arrays, named as the inputs")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow loading a pickled nn.Module (runs code from the file: trust it)")
     p.add_argument("--model-factory", metavar="PKG.MODULE:FUNC",
                    help="builds the nn.Module that a state_dict file's weights load into")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE before loading (repeatable): the library whose types an "
+                        "ExportedProgram's inputs/outputs use (transformers and diffusers are "
+                        "imported by themselves)")
     p.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
     p.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads for ORT and torch (1)")
@@ -100,6 +106,9 @@ def export_parser() -> argparse.ArgumentParser:
                         "PyTorch's outputs and run_on_device.sh (trtexec/polygraphy) for a box "
                         "export-gelu cannot drive (Jetson, TensorRT 7.x/8.x, trtexec only)")
     p.add_argument("--no-verify", action="store_true", help="skip parity and latency")
+    p.add_argument("--output-names", metavar="A,B,...",
+                   help="names for the graph's outputs, in order (default: the model's own, "
+                        "e.g. last_hidden_state, logits; else output_0, output_1, ...)")
     _add_input_flags(p)
     return p
 
@@ -189,7 +198,7 @@ def _run_verify(argv: Sequence[str]) -> int:
                  save_inputs=args.save_inputs, save_outputs=args.save_outputs,
                  report=args.report, report_md=args.report_md, device=args.device,
                  calibrate=not args.no_calibration, progress=Progress(), bundle=args.bundle,
-                 bundle_target=args.target)
+                 bundle_target=args.target, imports=args.imports)
     print(rep.summary())
     return rep.exit_code
 
@@ -273,7 +282,8 @@ def _run_export(argv: Sequence[str]) -> int:
         report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
-        dynamic=args.dynamic, device=args.device, progress=Progress(), bundle=args.bundle)
+        dynamic=args.dynamic, device=args.device, progress=Progress(), bundle=args.bundle,
+        output_names=args.output_names, imports=args.imports)
     return _finish_export(rep, args)
 
 

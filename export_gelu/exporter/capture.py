@@ -10,11 +10,15 @@ import torch
 from export_gelu.exporter.load import LoadedModel
 from export_gelu.exporter.to_onnx import quiet_exporter
 
-PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                    "fp64": torch.float64}
 
 
 def cast_args(args: tuple[Any, ...], precision: str) -> tuple[Any, ...]:
-    """Floating tensors cast to the precision's dtype; other tensors unchanged."""
+    """Floating tensors cast to the precision's dtype; other tensors unchanged.
+
+    "fp64" is not a `--precision`: it is fp32's meaning for a float64 model (its own dtype).
+    """
     dtype = PRECISION_DTYPES[precision]
     return tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                  for a in args)
@@ -28,18 +32,43 @@ def module_for_precision(loaded: LoadedModel, precision: str) -> Any:
     return copy.deepcopy(module).to(PRECISION_DTYPES[precision])
 
 
-def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: str
-            ) -> tuple[Any, str | None]:
-    """An ExportedProgram for `module` on `args`, or (None, why not) when capture fails."""
-    if loaded.exported is not None and precision == "fp32":
+def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
+                         precision: str) -> Any:
+    """A TorchScript model captured in fp16/bf16: its trace records float32 dtypes, so it is
+    converted in float32 and the converted graph is cast and retargeted (`precision.py`)."""
+    from torch._export.converter import TS2EPConverter
+
+    from export_gelu.passes.compat.precision import clamped_literals, retarget_precision
+
+    dtype = PRECISION_DTYPES[precision]
+    program = TS2EPConverter(script, cast_args(pos, "fp32"),
+                             dict(zip(kw, cast_args(tuple(kw.values()), "fp32"))) or None
+                             ).convert()
+    gm = program.module().to(dtype)
+    retarget_precision(gm, dtype)
+    captured = torch.export.export(gm, pos, kw or None, strict=False)
+    captured.export_gelu_clamped = clamped_literals(gm)  # for the report's note
+    return captured
+
+
+def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: str,
+            plan: Any = None) -> tuple[Any, str | None]:
+    """An ExportedProgram for `module` on `args` (feed order; `plan` says which go by
+    keyword), or (None, why not) when capture fails."""
+    from export_gelu.exporter.call_plan import CallPlan
+
+    if loaded.exported is not None and precision in ("fp32", "fp64"):
         return loaded.exported, None
+    pos, kw = (plan or CallPlan(tuple(f"{i}" for i in range(len(args))))).split_values(args)
     try:
         with quiet_exporter(), torch.no_grad():
             if isinstance(module, torch.jit.ScriptModule):
                 from torch._export.converter import TS2EPConverter
 
-                return TS2EPConverter(module, args).convert(), None
-            return torch.export.export(module, args, strict=False), None
+                if precision in ("fp16", "bf16") and loaded.module is not None:
+                    return _script_at_precision(loaded.module, pos, kw, precision), None
+                return TS2EPConverter(module, pos, kw or None).convert(), None
+            return torch.export.export(module, pos, kw or None, strict=False), None
     except Exception as exc:  # noqa: BLE001 - any capture failure means "no fx passes"
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         return None, f"{type(exc).__name__}: {first}"

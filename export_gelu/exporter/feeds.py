@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from export_gelu.exporter.inputs import (
 from export_gelu.exporter.load import LoadedModel
 
 _ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
+                  onnx.TensorProto.DOUBLE: np.float64,
                   onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32,
                   onnx.TensorProto.BOOL: np.bool_}
 
@@ -153,6 +155,14 @@ def forward_arity(module: Any) -> tuple[int, int | None] | None:
 
 
 def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]) -> None:
+    from export_gelu.exporter.call_plan import keyword_order, missing_required
+
+    if keyword_order(loaded.module, list(feed)) is not None:  # passed by keyword
+        missing = missing_required(loaded.module, list(feed))
+        if missing:
+            raise BadInputError(f"{loaded.path}: forward() needs {', '.join(missing)}, which "
+                                f"no --input names (given: {', '.join(feed)})")
+        return
     arity = forward_arity(loaded.module)
     if arity is None:
         return
@@ -161,24 +171,40 @@ def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray
         want = str(required) if maximum == required else \
             f"{required} to {maximum if maximum is not None else 'any'}"
         raise BadInputError(f"{loaded.path}: forward() takes {want} input(s), {len(feed)} given "
-                            f"({', '.join(feed)}); pass one --input per argument, in order")
+                            f"({', '.join(feed)}); pass one --input per argument, in order, "
+                            "or name each after its forward() parameter")
 
 
-def _given_feed(specs: list[str], npz: str | Path | None) -> OrderedDict[str, np.ndarray] | None:
+def _given_feed(specs: list[str], npz: str | Path | None, float_dtype: np.dtype | None = None
+                ) -> OrderedDict[str, np.ndarray] | None:
     """The arrays `--input` specs or `--inputs FILE.npz` give; None when neither is given."""
     if specs and npz:
         raise BadInputError("give either --input specs or --inputs FILE.npz, not both")
     if npz:
         return OrderedDict(load_npz(npz))
     if specs:
-        return OrderedDict(make_inputs([parse_input_spec(s) for s in specs]))
+        parsed = [parse_input_spec(s) for s in specs]
+        if float_dtype is not None:  # a float64 model: untyped float inputs in float64
+            parsed = [replace(p, dtype=float_dtype) if p.dtype.kind == "f" and
+                      len(s.split(":")) < 3 else p for p, s in zip(parsed, specs)]
+        return OrderedDict(make_inputs(parsed))
     return None
+
+
+def _model_float(loaded: LoadedModel) -> np.dtype | None:
+    """float64 for a float64 torch model (its untyped `--input`s are made float64)."""
+    from export_gelu.exporter.model_dtype import is_float64
+
+    if loaded.is_onnx:
+        return None
+    module = loaded.module if loaded.module is not None else loaded.exported.module()
+    return np.dtype(np.float64) if is_float64(module) else None
 
 
 def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
                  ) -> OrderedDict[str, np.ndarray]:
     """The named input arrays for this run, in the order the model takes them."""
-    feed = _given_feed(specs, npz)
+    feed = _given_feed(specs, npz, _model_float(loaded) if specs else None)
     if feed is None and loaded.example_inputs is not None:
         names = loaded.input_names or [f"input_{i}" for i in range(len(loaded.example_inputs))]
         feed = OrderedDict((n, t.detach().cpu().numpy()) for n, t in
@@ -188,7 +214,8 @@ def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
     elif feed is None:
         raise BadInputError(
             f"{loaded.path}: a {loaded.format.value} model carries no example inputs; "
-            f"pass --input {SPEC_HELP} (one per forward() argument, in order) "
+            f"pass --input {SPEC_HELP} (one per forward() argument, in order or by "
+            "parameter name) "
             "or --inputs FILE.npz"
         )
     if loaded.is_onnx:

@@ -20,6 +20,7 @@ from export_gelu.errors import BadInputError
 DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype(np.float32),
     "float16": np.dtype(np.float16),
+    "float64": np.dtype(np.float64),
     "int64": np.dtype(np.int64),
     "int32": np.dtype(np.int32),
     "bool": np.dtype(np.bool_),

@@ -17,7 +17,7 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ class LoadedModel:
     onnx_path: Path | None = None
     example_inputs: tuple[Any, ...] | None = None
     input_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)  # the model's own, when it has them
     notes: list[str] = field(default_factory=list)
     data_files: list[Path] = field(default_factory=list)  # an ONNX input's external data
 
@@ -242,12 +243,15 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
 
     import torch
 
+    from export_gelu.exporter.output_names import names_from_spec
+    from export_gelu.exporter.pytree_types import register_archive_types
     from export_gelu.exporter.to_onnx import quiet_exporter
 
     if detected.code_members and not allow_pickle:
         shown = ", ".join(detected.code_members[:3])
         raise BadInputError(f"{path}: the ExportedProgram archive holds compiled or pickled "
                             f"code ({shown}); {PICKLE_RISK}")
+    notes = register_archive_types(path)
     guard = contextlib.nullcontext() if allow_pickle else forced_weights_only()
     try:
         with guard, quiet_exporter(), path.open("rb") as fh:
@@ -266,7 +270,8 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     if example is not None and any(not isinstance(t, torch.Tensor) for t in example):
         example = None  # non-tensor example inputs cannot be fed to ONNX Runtime
     return LoadedModel(path, ModelFormat.EXPORTED_PROGRAM, exported=ep, example_inputs=example,
-                       input_names=names)
+                       input_names=names, notes=notes,
+                       output_names=names_from_spec(ep.call_spec.out_spec))
 
 
 def _load_torchscript(path: Path) -> LoadedModel:
@@ -283,11 +288,18 @@ def _load_torchscript(path: Path) -> LoadedModel:
 
 
 def load_model(path: str | Path, *, allow_pickle: bool = False,
-               model_factory: str | None = None) -> LoadedModel:
-    """Load any supported model file, refusing to run pickled code unless allowed."""
+               model_factory: str | None = None, imports: Sequence[str] = ()) -> LoadedModel:
+    """Load any supported model file, refusing to run pickled code unless allowed.
+
+    `imports`: modules to import first (`--import`), whose pytree types an ExportedProgram's
+    inputs or outputs use."""
     path = Path(path)
     detected = detect_format(path)
     fmt = detected.format
+    if imports:
+        from export_gelu.exporter.pytree_types import import_user_modules
+
+        import_user_modules(imports)
     if fmt is ModelFormat.ONNX:
         data_files = check_external_data(path)
         check_onnx_valid(path)

@@ -31,10 +31,13 @@ def default_opset(model: onnx.ModelProto) -> int:
 def quiet_exporter() -> Iterator[None]:
     """Silence the exporters' chatter (progress prints, deprecation and registry warnings)."""
     loggers = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "torch.export",
-                                               "torch._export", "torch.fx.experimental")]
+                                               "torch._export", "torch.fx.experimental",
+                                               "torch._subclasses", "torch._dynamo")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        # fake-tensor propagation logs the exceptions it raises, at ERROR, before the
+        # exporter catches or reports them: twenty lines of traceback for one cause
+        lg.setLevel(logging.CRITICAL if lg.name == "torch._subclasses" else logging.ERROR)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
@@ -49,11 +52,12 @@ def exporter_for_opset(opset: int) -> str:
 
 
 def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[str],
-                   opset: int) -> onnx.ModelProto:
+                   opset: int, kwargs: dict[str, Any] | None = None) -> onnx.ModelProto:
     import torch
 
     with quiet_exporter():
-        onnx_program = torch.onnx.export(program, args, dynamo=True, opset_version=opset,
+        onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True,
+                                         opset_version=opset,
                                          input_names=list(input_names) or None, verbose=False)
     return onnx_program.model_proto
 
@@ -73,26 +77,37 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
 
 
 def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str], opset: int,
-                   program: Any = None) -> tuple[onnx.ModelProto, str]:
+                   program: Any = None, plan: Any = None, exporter: str | None = None
+                   ) -> tuple[onnx.ModelProto, str]:
     """Export to ONNX at exactly `opset`; returns the model and the exporter used.
 
     `program` (an ExportedProgram) is used by the dynamo exporter; the TorchScript exporter
-    needs a module (`program.module()` when only a program is at hand).
+    needs a module (`program.module()` when only a program is at hand). `args` are in feed
+    order; `plan` (a CallPlan) says which of them the model takes by keyword. `exporter`
+    forces one ("dynamo" from opset 18, "torchscript" up to 20); default by opset.
     """
-    exporter = exporter_for_opset(opset)
+    from export_gelu.exporter.call_plan import CallPlan, positional_module
+
+    exporter = exporter or exporter_for_opset(opset)
+    plan = plan or CallPlan(tuple(input_names))
     try:
         if exporter == "dynamo":
-            model = _export_dynamo(program if program is not None else module, args,
-                                   input_names, opset)
+            pos, kw = plan.split_values(args)
+            model = _export_dynamo(program if program is not None else module, pos,
+                                   input_names, opset, kw)
         else:
             target = module if module is not None else program.module()
+            if plan.uses_keywords:
+                target = positional_module(target, plan)
             model = _export_torchscript(target, args, input_names, opset)
     except BadInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - exporter failures are reported, not re-thrown
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        from export_gelu.exporter.fallback import exporter_cause
+
         raise TargetUnmetError(
-            f"the {exporter} exporter could not export this model at opset {opset}: {first}"
+            f"the {exporter} exporter could not export this model at opset {opset}: "
+            f"{exporter_cause(exc)}"
         ) from exc
     produced = default_opset(model)
     if produced != opset:

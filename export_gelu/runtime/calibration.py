@@ -138,7 +138,7 @@ def _site_input(node: Any) -> Any:
     return rest[0] if len(gates) == 1 and len(rest) == 1 else None
 
 
-def _capture(loaded: Any, args: tuple[Any, ...]) -> tuple[Any, str]:
+def _capture(loaded: Any, args: tuple[Any, ...], plan: Any = None) -> tuple[Any, str]:
     from export_gelu.exporter.capture import capture
 
     if loaded.exported is not None:
@@ -146,7 +146,7 @@ def _capture(loaded: Any, args: tuple[Any, ...]) -> tuple[Any, str]:
 
         with quiet_exporter():
             return copy.deepcopy(loaded.exported), ""
-    program, why = capture(loaded, loaded.reference_module(), args, "fp32")
+    program, why = capture(loaded, loaded.reference_module(), args, "fp32", plan)
     return program, why or ""
 
 
@@ -163,7 +163,9 @@ def gelu_input_ranges(loaded: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     if loaded.is_onnx:
         return Calibration(inputs_label, reason="the model is an ONNX file (no PyTorch graph)")
     args0 = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in feeds[0].values())
-    program, why = _capture(loaded, args0)
+    from export_gelu.exporter.call_plan import plan_for
+
+    program, why = _capture(loaded, args0, plan_for(loaded, list(feeds[0])))
     if program is None:
         return Calibration(inputs_label, reason=f"torch.export capture failed ({why})")
     sites = canonicalize_gelus(program.graph_module, scalar_constants(program))

@@ -241,8 +241,13 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
         if not measured:
             raise BadInputError("no GELU form could be exported: "
                                 + "; ".join(f"{r.form}@{r.target}: {r.error}" for r in result.rows))
-        reference = TorchRunner(loaded.reference_module(), feed, [], device=run_on,
-                                name="pytorch")
+        from export_gelu.exporter.call_plan import plan_for
+        from export_gelu.exporter.model_dtype import model_float_dtype
+
+        module = loaded.reference_module()
+        reference = TorchRunner(module, feed, [], device=run_on, name="pytorch",
+                                plan=plan_for(loaded, list(feed)),
+                                float_dtype=model_float_dtype(module))
         runners = [reference]
         feeds = {}
         for r in measured:

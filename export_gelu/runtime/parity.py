@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 #: Default tolerances by precision (polygraphy semantics: fail only if abs > atol AND rel > rtol).
-DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (2e-2, 2e-2), "bf16": (1e-1, 5e-2)}
+#: "fp64": a float64 model checked in float64 (exporter/model_dtype.py).
+DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (2e-2, 2e-2), "bf16": (1e-1, 5e-2),
+                      "fp64": (1e-10, 1e-9)}
 
 #: How many times a form's worst-case pointwise error a whole model may amplify it, by default.
 FORM_ERROR_HEADROOM = 20.0

@@ -13,6 +13,8 @@ from polygraphy.backend.base import BaseRunner
 from polygraphy.common import TensorMetadata
 from polygraphy.datatype import DataType
 
+from export_gelu.exporter.call_plan import call
+
 
 def flatten_outputs(value: Any) -> list[torch.Tensor]:
     """Tensors of a model's output in order (tuples, lists, dicts and HF ModelOutputs)."""
@@ -34,8 +36,9 @@ class TorchRunner(BaseRunner):
 
     def __init__(self, module: Any, inputs: dict[str, np.ndarray], output_names: Sequence[str],
                  device: str = "cpu", name: str | None = None,
-                 float_dtype: torch.dtype | None = torch.float32) -> None:
-        """`inputs`: example arrays, in forward() order (their names, dtypes and shapes)."""
+                 float_dtype: torch.dtype | None = torch.float32, plan: Any = None) -> None:
+        """`inputs`: example arrays, in forward() order (their names, dtypes and shapes);
+        `plan` (a CallPlan): which of them the model takes by keyword (default: none)."""
         super().__init__(name=name or "torch", prefix="torch-runner")
         self.module = module
         self.input_names = list(inputs)
@@ -43,6 +46,7 @@ class TorchRunner(BaseRunner):
         self.float_dtype = float_dtype
         self.output_names = list(output_names)
         self.device = device
+        self.plan = plan
 
     def activate_impl(self) -> None:
         if hasattr(self.module, "to") and self.device != "cpu":
@@ -62,7 +66,8 @@ class TorchRunner(BaseRunner):
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
             start = time.perf_counter()
-            out = self.module(*args)
+            out = self.module(*args) if self.plan is None else \
+                call(self.module, self.plan, tuple(args))
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
             self.inference_time = time.perf_counter() - start

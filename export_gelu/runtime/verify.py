@@ -77,8 +77,13 @@ def _reference(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: list[st
         return runner
     import torch
 
+    from export_gelu.exporter.call_plan import plan_for
+    from export_gelu.exporter.model_dtype import model_float_dtype
+
     torch.set_num_threads(threads)
-    return TorchRunner(loaded.reference_module(), feed, outputs, device=device, name="pytorch")
+    module = loaded.reference_module()
+    return TorchRunner(module, feed, outputs, device=device, name="pytorch",
+                       float_dtype=model_float_dtype(module), plan=plan_for(loaded, list(feed)))
 
 
 def _deployed_sites(deployed: Any) -> list[Any]:
@@ -125,7 +130,7 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
            save_outputs: str | Path | None = None, report: str | Path | None = None,
            report_md: str | Path | None = None, calibrate: bool = True,
            progress: Progress | None = None, bundle: str | Path | None = None,
-           bundle_target: str = "trt") -> Report:
+           bundle_target: str = "trt", imports: Sequence[str] = ()) -> Report:
     """Check DEPLOYED (an ONNX file or a TensorRT engine) against MODEL; return the report.
 
     `bundle`: also write a device bundle of DEPLOYED (an ONNX file) for `bundle_target`
@@ -169,7 +174,8 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
         raise BadInputError("--bundle: DEPLOYED must be the ONNX graph (a bundle carries the "
                             "graph; the device builds its own engine)")
     progress.step(f"loading {model_path}")
-    loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
+    loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory,
+                        imports=imports)
     feeds, inputs_label, real = _feeds(loaded, dep, inputs, inputs_file)
     dep_feeds = [feed_for(dep, f) for f in feeds]
     chosen = precision or dep.precision

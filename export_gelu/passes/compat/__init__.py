@@ -121,7 +121,18 @@ def fit_module_precision(module: Any, precision: str) -> list[str]:
         return []
     n = retarget_precision(module, dtypes[precision])
     return [f"{n} float32 literal(s)/constant(s) of the exported graph retargeted to "
-            f"{precision}"] if n else []
+            f"{precision}"] * bool(n) + _clamp_note(module, precision)
+
+
+def _clamp_note(gm: Any, precision: str, earlier: list[str] | None = None) -> list[str]:
+    from export_gelu.passes.compat.precision import clamped_literals
+
+    where = list(dict.fromkeys([*(earlier or []), *clamped_literals(gm)]))
+    if not where:
+        return []
+    shown = ", ".join(where[:6]) + (f" and {len(where) - 6} more" if len(where) > 6 else "")
+    return [f"float literals beyond {precision}'s range (masks such as "
+            f"torch.finfo(torch.float32).min) clamped to its largest finite value in: {shown}"]
 
 
 def fit_program_precision(program: Any, precision: str) -> list[str]:
@@ -135,4 +146,5 @@ def fit_program_precision(program: Any, precision: str) -> list[str]:
         return []
     n = retarget_program(program, dtypes[precision])
     return [f"{n} float32 literal(s)/constant(s) of the captured graph retargeted to "
-            f"{precision}"] if n else []
+            f"{precision}"] * bool(n) + _clamp_note(program.graph_module, precision,
+                                            getattr(program, "export_gelu_clamped", []))

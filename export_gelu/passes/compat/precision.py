@@ -8,6 +8,13 @@ alone they make the fp16 module mix dtypes and fail. This pass retargets them al
 requested dtype, so the graph computes in one precision, as a TensorRT fp16 build would. A
 float32 upcast the model's author wrote deliberately (say, in a norm) is retargeted as well:
 export from the nn.Module itself to keep it.
+
+Float literals beyond the target type's range are clamped to its largest finite value:
+masks written with `torch.finfo(torch.float32).min` (DeBERTa, T5, many others) would make an
+fp16 `masked_fill`/`full` fail ("value cannot be converted to type c10::Half without
+overflow"), and float32 constants holding such values would turn into ±inf. A large negative
+finite mask bias stays a large negative bias (−65504 in fp16), which softmax treats the same.
+`clamped_literals(gm)` lists the nodes changed, for the report.
 """
 
 from __future__ import annotations
@@ -40,6 +47,41 @@ def _retarget_dtype_args(node: fx.Node, dtype: torch.dtype) -> bool:
     return changed
 
 
+def _clamp(value: Any, dtype: torch.dtype) -> Any:
+    """A float literal (or a list of them) clamped to `dtype`'s finite range; ±inf stay."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clamp(v, dtype) for v in value)
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        top = torch.finfo(dtype).max
+        return max(-top, min(top, value))
+    return value
+
+
+def _clamp_literals(node: fx.Node, dtype: torch.dtype) -> bool:
+    args = tuple(_clamp(a, dtype) for a in node.args)
+    kwargs = {k: _clamp(v, dtype) for k, v in node.kwargs.items() if k != "dtype"}
+    kwargs.update({k: v for k, v in node.kwargs.items() if k == "dtype"})
+    if args == tuple(node.args) and kwargs == dict(node.kwargs):
+        return False
+    node.args, node.kwargs = args, kwargs
+    node.meta["export_gelu_clamped"] = str(dtype).replace("torch.", "")
+    return True
+
+
+def _clamped_tensor(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`value` cast to `dtype`, its finite values beyond the range clamped first."""
+    top = torch.finfo(dtype).max
+    finite = torch.isfinite(value)
+    if bool((finite & (value.abs() > top)).any()):
+        value = torch.where(finite, value.clamp(-top, top), value)
+    return value.to(dtype)
+
+
+def clamped_literals(gm: fx.GraphModule) -> list[str]:
+    """Names of the nodes whose float literals `retarget_precision` clamped."""
+    return [n.name for n in gm.graph.nodes if "export_gelu_clamped" in n.meta]
+
+
 def _cast_constant(gm: fx.GraphModule, target: str, dtype: torch.dtype) -> bool:
     *path, name = target.split(".")
     owner: Any = gm
@@ -48,7 +90,7 @@ def _cast_constant(gm: fx.GraphModule, target: str, dtype: torch.dtype) -> bool:
     value = getattr(owner, name, None)
     if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
         return False
-    cast = value.to(dtype)
+    cast = _clamped_tensor(value, dtype)
     if isinstance(value, torch.nn.Parameter):
         cast = torch.nn.Parameter(cast, requires_grad=value.requires_grad)
     setattr(owner, name, cast)
@@ -71,7 +113,7 @@ def retarget_precision(gm: fx.GraphModule, dtype: torch.dtype) -> int:
                     _ASSERT_METADATA.default,) and not node.users:
                 graph.erase_node(node)
                 changed += 1
-            elif _retarget_dtype_args(node, dtype):
+            elif _retarget_dtype_args(node, dtype) | _clamp_literals(node, dtype):
                 changed += 1
     if changed:
         graph.lint()
@@ -86,6 +128,6 @@ def retarget_program(program: Any, dtype: torch.dtype) -> int:
     changed = retarget_precision(program.graph_module, dtype)
     for name, value in list(program.constants.items()):
         if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
-            program.constants[name] = value.to(dtype)
+            program.constants[name] = _clamped_tensor(value, dtype)
             changed += 1
     return changed

@@ -102,6 +102,10 @@ def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset
     if form == "plugin" and site.kind != "quick":
         return _plugin(profile.trt_version), notes
     fp16_safe = precision == "fp16" or elem_type in _HALF_TYPES
+    if elem_type == onnx.TensorProto.DOUBLE and kind != "quick":
+        notes.append("float64: ONNX Runtime's fused GELU kernels lack float64 or lose its "
+                     "precision (docs/real-models.md), so primitives")
+        return _primitives(kind, False, half_x_taken), notes
     if profile.gelu_lowering == "ort_contrib":
         return _ort(kind), notes
     if profile.gelu_lowering == "onnx_gelu" and kind != "quick":

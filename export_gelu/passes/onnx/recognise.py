@@ -83,6 +83,16 @@ def existing_op_match(node: onnx.NodeProto) -> Match | None:
     def make(kind: str, shape: str, **kw: object) -> Match:
         return Match(kind, shape, ins[0], node.output[0], [node.name], node.name, **kw)
 
+    one_input = op in ("Gelu", "QuickGelu") and (domain == MS_DOMAIN or
+                                                 (domain in DEFAULT_DOMAINS and op == "Gelu"))
+    if one_input and len([i for i in ins if i]) > 1:
+        from export_gelu.errors import BadInputError
+
+        shown = f"{domain + ' ' if domain else ''}{op}"
+        raise BadInputError(f"node {node.name or node.output[0]!r}: {shown} takes one input, "
+                            f"this one has {len(ins)} ({', '.join(ins)}); a malformed GELU "
+                            "op is not rewritten (ONNX Runtime would refuse it as well)")
+
     if domain in DEFAULT_DOMAINS and op == "Gelu":
         approx = _attr(node, "approximate", b"none")
         approx = approx.decode() if isinstance(approx, bytes) else str(approx)

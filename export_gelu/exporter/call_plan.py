@@ -1,0 +1,139 @@
+"""How a model is called with a named feed: which inputs go by position, which by keyword.
+
+Encoder-decoders (T5, BART, Whisper) and most Hugging Face models are called as
+`model(input_ids=..., decoder_input_ids=...)`. An ExportedProgram records that in its input
+treespec (`(args, kwargs)`); for an nn.Module or a TorchScript module, inputs whose names are
+all parameters of `forward()` are passed by keyword, in the order `forward()` declares them.
+Every caller (capture, both exporters, the PyTorch parity runner, calibration) splits the
+feed with the same plan, so the model sees its inputs exactly as its author wrote them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """`positional`: feed names passed in order; `keyword`: (feed name, parameter) pairs."""
+
+    positional: tuple[str, ...] = ()
+    keyword: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def uses_keywords(self) -> bool:
+        return bool(self.keyword)
+
+    def split(self, named: Mapping[str, T]) -> tuple[tuple[T, ...], dict[str, T]]:
+        """(args, kwargs) for a call, from values keyed by feed name."""
+        return (tuple(named[n] for n in self.positional),
+                {param: named[n] for n, param in self.keyword})
+
+    def split_values(self, values: tuple[T, ...]) -> tuple[tuple[T, ...], dict[str, T]]:
+        """(args, kwargs) from values in feed order (positional first, then keyword)."""
+        names = list(self.positional) + [n for n, _ in self.keyword]
+        return self.split(dict(zip(names, values)))
+
+    def describe(self) -> str:
+        return ", ".join([*self.positional, *(f"{p}=" for _n, p in self.keyword)])
+
+
+def _forward_params(module: Any) -> list[tuple[str, bool]] | None:
+    """(name, keyword-only) of `forward()`'s parameters, or None when they cannot be read."""
+    import torch
+
+    try:
+        if isinstance(module, torch.jit.ScriptModule):
+            return [(a.name, bool(a.kwarg_only)) for a in module.forward.schema.arguments[1:]]
+        params = inspect.signature(module.forward).parameters.values()
+    except Exception:  # noqa: BLE001 - builtin or exotic forward: cannot tell
+        return None
+    return [(p.name, p.kind is p.KEYWORD_ONLY) for p in params
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def keyword_order(module: Any, names: list[str]) -> list[str] | None:
+    """`names` in `forward()`'s order when every one names a parameter and passing them by
+    position would not do (a gap before one, a different order, a keyword-only one);
+    None when the names should go by position."""
+    params = _forward_params(module)
+    if not params or not names:
+        return None
+    order = [p for p, _ko in params]
+    if any(n not in order for n in names):
+        return None
+    ordered = sorted(names, key=order.index)
+    by_position = ordered == names and order[:len(names)] == names and \
+        not any(ko for p, ko in params if p in names)
+    return None if by_position else ordered
+
+
+def missing_required(module: Any, names: list[str]) -> list[str]:
+    """`forward()` parameters without a default that `names` leaves out (nn.Module only)."""
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except Exception:  # noqa: BLE001 - TorchScript or exotic: the call will tell
+        return []
+    return [p.name for p in params if p.default is p.empty and p.name not in names
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def plan_for_program(program: Any, names: list[str]) -> CallPlan:
+    """An ExportedProgram's plan: its input treespec's positional count and kwarg keys."""
+    spec = program.call_spec.in_spec
+    if spec is None or len(spec.children()) != 2:
+        return CallPlan(tuple(names))
+    args_spec, kwargs_spec = spec.children()
+    keys = list(kwargs_spec.context or [])
+    n_args = args_spec.num_leaves
+    leaf_kwargs = all(c.is_leaf() for c in kwargs_spec.children())
+    if not keys or not leaf_kwargs or n_args + len(keys) != len(names):
+        return CallPlan(tuple(names))
+    return CallPlan(tuple(names[:n_args]), tuple(zip(names[n_args:], keys)))
+
+
+def plan_for(loaded: Any, names: list[str]) -> CallPlan:
+    """The plan for a loaded model and a feed's names (in feed order)."""
+    if getattr(loaded, "exported", None) is not None:
+        return plan_for_program(loaded.exported, names)
+    module = getattr(loaded, "module", None)
+    if module is None:
+        return CallPlan(tuple(names))
+    ordered = keyword_order(module, names)
+    if ordered is None:
+        return CallPlan(tuple(names))
+    return CallPlan((), tuple((n, n) for n in ordered))
+
+
+def ordered_feed(plan: CallPlan, feed: Mapping[str, T]) -> OrderedDict[str, T]:
+    """The feed in the plan's order: positional names, then keyword names."""
+    names = list(plan.positional) + [n for n, _ in plan.keyword]
+    return OrderedDict((n, feed[n]) for n in names)
+
+
+def call(module: Any, plan: CallPlan, values: tuple[Any, ...]) -> Any:
+    """`module(*args, **kwargs)` with `values` in feed order."""
+    args, kwargs = plan.split_values(values)
+    return module(*args, **kwargs)
+
+
+def positional_module(inner: Any, plan: CallPlan) -> Any:
+    """An nn.Module called by position that calls `inner` as the plan says (the TorchScript
+    exporter and TS2EPConverter trace positional inputs only)."""
+    import torch
+
+    class PositionalCall(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *values: Any) -> Any:
+            return call(self.inner, plan, values)
+
+    return PositionalCall()

@@ -1,0 +1,109 @@
+"""Export as a deployment engineer would when an exporter fails on a real model.
+
+1. The exporter the opset calls for (dynamo from 18, TorchScript below).
+2. dynamo failed: run the program's decompositions first and export again. torch 2.13's
+   dynamo exporter decomposes the graph itself and, on Swin and T5, builds an invalid `view`
+   (`Cannot view a tensor with shape … and strides …`); `ExportedProgram.run_decompositions()`
+   applied beforehand produces a graph it exports.
+3. Still failing: the other exporter. The TorchScript exporter reaches opset 20, so dynamo's
+   targets are reached at their own opset; when the TorchScript exporter fails below 18,
+   dynamo exports at 18 and the graph is converted down to the target's ceiling afterwards
+   (export-gelu's own down-converter, `fit_to_profile`).
+4. Nothing works: one line with each exporter's cause, exit 3.
+
+Exporter messages are reduced to their cause: no terminal colour codes, no "next steps"
+boilerplate, the `Exception summary` line when torch gives one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import onnx
+
+from export_gelu.errors import TargetUnmetError
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: The TorchScript exporter's highest opset in torch 2.13
+#: (torch/onnx/_constants.py: ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET).
+TORCHSCRIPT_MAX_OPSET = 20
+
+
+def exporter_cause(exc: BaseException, limit: int = 300) -> str:
+    """The cause an exporter's exception states, on one line, without colour codes."""
+    text = _ANSI.sub("", str(exc)).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if "## Exception summary" in lines:
+        after = lines[lines.index("## Exception summary") + 1:]
+        if after:
+            lines = after
+    cause = lines[0] if lines else type(exc).__name__
+    cause = re.sub(r"^<class '([\w.]+)'>:\s*", r"\1: ", cause)
+    if type(exc).__name__ not in cause and ":" not in cause[:40]:
+        cause = f"{type(exc).__name__}: {cause}"
+    return cause[:limit]
+
+
+def _detail(exc: TargetUnmetError) -> str:
+    """The cause part of export_to_onnx's message."""
+    text = str(exc)
+    return text.split(": ", 1)[1] if ": " in text else text
+
+
+def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequence[str],
+                         opset: int, program: Any = None, plan: Any = None,
+                         ) -> tuple[onnx.ModelProto, str, list[str]]:
+    """(model, exporter used, notes): `export_to_onnx`, retried as the module docstring says.
+
+    The model may come back at a higher opset than asked (dynamo's 18 for a TorchScript
+    failure below 18); `fit_to_profile` converts it down to the target's ceiling.
+    """
+    from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, export_to_onnx, quiet_exporter
+
+    first_exporter = "dynamo" if opset >= DYNAMO_MIN_OPSET else "torchscript"
+    try:
+        model, used = export_to_onnx(module, args, input_names, opset, program, plan)
+        return model, used, []
+    except TargetUnmetError as exc:
+        failures = [f"{first_exporter} at opset {opset}: {_detail(exc)}"]
+        first_error = exc
+
+    if first_exporter == "dynamo" and program is not None:
+        try:
+            with quiet_exporter():
+                decomposed = program.run_decompositions()
+            model, used = export_to_onnx(None, args, input_names, opset, decomposed, plan)
+            return model, used, [f"the dynamo exporter failed on the program as captured "
+                                 f"({_detail(first_error)}); exported after running the "
+                                 "program's decompositions first"]
+        except TargetUnmetError as exc:
+            failures.append(f"dynamo after decompositions: {_detail(exc)}")
+        except Exception as exc:  # noqa: BLE001 - run_decompositions itself failed
+            failures.append(f"decompositions: {exporter_cause(exc)}")
+
+    if first_exporter == "dynamo":
+        other, other_opset = "torchscript", min(opset, TORCHSCRIPT_MAX_OPSET)
+    elif program is not None or module is not None:
+        other, other_opset = "dynamo", DYNAMO_MIN_OPSET
+    else:
+        other = ""
+    if other:
+        try:
+            source = program
+            if other == "torchscript" and program is not None:
+                from export_gelu.passes.compat.attention import lower_attention
+
+                lower_attention(program)
+            model, used = export_to_onnx(module if program is None else None, args, input_names,
+                                         other_opset, source, plan, exporter=other)
+            why = "; ".join(failures)
+            tail = "" if other_opset == opset else \
+                f" (converted to opset {opset} by the target fit)"
+            return model, used, [f"the {first_exporter} exporter failed ({why}); exported with "
+                                 f"the {other} exporter at opset {other_opset} instead{tail}"]
+        except TargetUnmetError as exc:
+            failures.append(f"{other} at opset {other_opset}: {_detail(exc)}")
+    raise TargetUnmetError("no exporter could export this model: " + "; ".join(failures)
+                           ) from first_error
