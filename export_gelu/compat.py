@@ -1,7 +1,8 @@
 """Static compatibility check: would a target parse this ONNX graph, and if not, why not.
 
-Reads only the graph and the target profiles (`export_gelu.targets`), so it runs anywhere,
-without tensorrt or a GPU.
+Reads only the graph and the target profiles (`export_gelu.targets`, built from the TensorRT
+parser's tables in `export_gelu.trt_parser`), so it runs anywhere, without tensorrt or a GPU.
+The per-op check is one set lookup per distinct op type, not per node.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from collections.abc import Iterator
 
 import onnx
 
-from export_gelu.targets import PLUGIN_OP, PROFILES, TRT_OP_SINCE, TargetProfile, trt_takers
+from export_gelu.targets import PLUGIN_OP, PROFILES, TargetProfile, trt_takers
 
-#: Ops whose presence most often decides whether an old runtime takes a graph (KNOWLEDGE §5).
+#: Ops whose presence most often decides whether an old runtime takes a graph.
 VERSIONED_OPS = ("Gelu", "LayerNormalization", "Einsum")
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -60,18 +61,27 @@ def model_opset(model: onnx.ModelProto) -> int:
 
 
 def _op_reason(op: str, profile: TargetProfile) -> str:
-    since = TRT_OP_SINCE.get(op)
-    if profile.runtime == "trt" and since:
-        return f"op {op} unsupported (TensorRT parses it from {since})"
-    return f"op {op} unsupported"
+    why = profile.refusal(op)
+    return f"op {op} unsupported ({why})" if why else f"op {op} unsupported"
+
+
+def opset_problem(opset: int, profile: TargetProfile) -> str | None:
+    """Why `profile` refuses a graph of default-domain `opset`, or None."""
+    if opset > profile.opset_ceiling:
+        return f"opset {opset} above ceiling {profile.opset_ceiling}"
+    if profile.runtime == "trt" and opset < profile.opset_floor:
+        return (f"opset {opset} below floor {profile.opset_floor} (TensorRT "
+                f"{profile.trt_version} takes opset {profile.opset_floor} to "
+                f"{profile.opset_ceiling})")
+    return None
 
 
 def incompatibilities(model: onnx.ModelProto, profile: TargetProfile) -> list[str]:
     """Reasons `profile` would reject `model`; empty when it should parse as is."""
     reasons: list[str] = []
-    opset = model_opset(model)
-    if opset > profile.opset_ceiling:
-        reasons.append(f"opset {opset} above ceiling {profile.opset_ceiling}")
+    opset_reason = opset_problem(model_opset(model), profile)
+    if opset_reason:
+        reasons.append(opset_reason)
     counts = _all_op_counts(model)
     for op in sorted(k for k in counts if "." not in k):
         if not profile.supports(op):
@@ -101,9 +111,18 @@ def compatibility_table(model: onnx.ModelProto,
 
 
 def takers_text(op: str) -> str:
-    """'trt8.2, trt8.4, …' — the TensorRT targets that parse `op`, for error messages."""
+    """The TensorRT versions that parse `op`, for messages: 'TensorRT 9.1 and newer: trt9.1,
+    trt10, trt11'; 'no TensorRT version' when none does."""
+    from export_gelu.trt_parser.ops import PARSER_OPS, first_version
+
+    since = first_version(op)
+    if since is None:
+        return "no TensorRT version" if op in PARSER_OPS else \
+            "no TensorRT version (no parser knows the op)"
     names = trt_takers(op)
-    return ", ".join(names) if names else "no TensorRT version"
+    if not any(PROFILES[n].trt_version == since for n in names):
+        names.insert(0, f"trt{since}")
+    return f"TensorRT {since} and newer: {', '.join(names)}"
 
 
 def format_targets(names: list[str]) -> str:
