@@ -83,7 +83,7 @@ def incompatibilities(model: onnx.ModelProto, profile: TargetProfile) -> list[st
     if opset_reason:
         reasons.append(opset_reason)
     counts = _all_op_counts(model)
-    for op in sorted(k for k in counts if "." not in k):
+    for op in sorted(k for k in counts if "." not in k and k != PLUGIN_OP):
         if not profile.supports(op):
             reasons.append(_op_reason(op, profile))
     plugin = sum(n for k, n in counts.items() if k.split(".")[-1] == PLUGIN_OP)
