@@ -15,8 +15,9 @@ importer list (7.0 … 10.1), plus the ops later changelogs add:
 `NOTES` says why, where docs and source disagree, and other provenance worth knowing.
 
 An op that is not in the table is unknown to every parser version: it does not parse.
-No importer has ever been removed from the parser for a standard ONNX op (7.0 … 10.1
-compared tag by tag), so a row needs no "until" column.
+No importer has ever been removed from the parser for a standard ONNX op (7.0 … 10.1 compared
+tag by tag, and 11.0's importer list equals this table's rows up to 11.0), so a row needs no
+"until" column.
 """
 
 from __future__ import annotations
@@ -45,12 +46,14 @@ IMPORTER_SOURCES: dict[str, str] = {
     "10.5": f"{_OTT} docs/Changelog.md, TensorRT 10.5 GA",
     "10.14": f"{_OTT} docs/Changelog.md, TensorRT 10.14 GA",
     "10.15": f"{_OTT} docs/Changelog.md, TensorRT 10.15 GA",
-    "11.0": "NVIDIA/TensorRT CHANGELOG.md, 11.0 GA (Parsers)",
+    "11.0": f"{_OTT} 5ab48c5 (the parsers/onnx submodule of NVIDIA/TensorRT release/11.0) "
+            "onnxOpImporters.cpp",
     "11.2": "NVIDIA/TensorRT release v11.2 notes (Parsers)",
 }
 #: Why a row says no version imports the op.
-NEVER_SOURCE = (f"no DEFINE_BUILTIN_OP_IMPORTER at any {_OTT} release tag 7.0 … 10.1; "
-                "operators.md 10.15 says N; no parser changelog entry through 11.5")
+NEVER_SOURCE = (f"no DEFINE_BUILTIN_OP_IMPORTER at any {_OTT} release tag 7.0 … 10.1 nor at "
+                "5ab48c5 (11.0); operators.md 10.15 says N; no parser changelog entry through "
+                "11.5")
 
 #: Docs-vs-source disagreements and other provenance, by op (the table's notes column).
 NOTES: dict[str, str] = {
@@ -77,7 +80,8 @@ NOTES: dict[str, str] = {
     "SoftmaxCrossEntropyLoss": "NVIDIA/TensorRT CHANGELOG 8.0.1 lists it as added, but no "
                                "release tag registers an importer and operators.md says N",
     "STFT": "importer from 10.5 (changelog: real-valued input); operators.md lists it from 10.15",
-    "Swish": "absent from operators.md 10.15; added in 11.0 (NVIDIA/TensorRT CHANGELOG 11.0)",
+    "Swish": "absent from operators.md 10.15; added in 11.0 (NVIDIA/TensorRT CHANGELOG 11.0, "
+             "and its importer at 5ab48c5)",
 }
 
 OP_TABLE = """
