@@ -22,10 +22,16 @@ __all__ = ["PLUGIN_OP", "VERSIONED_OPS", "op_counts", "model_opset", "incompatib
            "compatibility_table", "iter_nodes"]
 
 
+#: Default-domain ops that carry subgraphs; only these (and other domains' ops) are searched.
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
 def iter_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
     """Every node of `graph`, including those in If/Loop/Scan bodies."""
     for node in graph.node:
         yield node
+        if node.op_type not in _SUBGRAPH_OPS and node.domain in _DEFAULT_DOMAINS:
+            continue
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
                 yield from iter_nodes(attr.g)
@@ -76,13 +82,17 @@ def opset_problem(opset: int, profile: TargetProfile) -> str | None:
     return None
 
 
-def incompatibilities(model: onnx.ModelProto, profile: TargetProfile) -> list[str]:
-    """Reasons `profile` would reject `model`; empty when it should parse as is."""
+def incompatibilities(model: onnx.ModelProto, profile: TargetProfile,
+                      counts: Counter[str] | None = None) -> list[str]:
+    """Reasons `profile` would reject `model`; empty when it should parse as is.
+
+    `counts` (from `_all_op_counts`) lets callers judging many profiles count nodes once.
+    """
     reasons: list[str] = []
     opset_reason = opset_problem(model_opset(model), profile)
     if opset_reason:
         reasons.append(opset_reason)
-    counts = _all_op_counts(model)
+    counts = counts if counts is not None else _all_op_counts(model)
     for op in sorted(k for k in counts if "." not in k and k != PLUGIN_OP):
         if not profile.supports(op):
             reasons.append(_op_reason(op, profile))
@@ -107,7 +117,8 @@ def compatibility_table(model: onnx.ModelProto,
                         profiles: list[TargetProfile] | None = None) -> dict[str, list[str]]:
     """`incompatibilities` for every profile (all targets by default), keyed by name."""
     chosen = profiles if profiles is not None else list(PROFILES.values())
-    return {p.name: incompatibilities(model, p) for p in chosen}
+    counts = _all_op_counts(model)
+    return {p.name: incompatibilities(model, p, counts) for p in chosen}
 
 
 def takers_text(op: str) -> str:
