@@ -224,4 +224,4 @@ def resolve_target(name: str) -> tuple[TargetProfile, str]:
         prof = TRT_PROFILES[-1]
         return prof, f"trt → {prof.name} (tensorrt not installed; newest profile)"
     prof = resolve_profile(name)
-    return prof, name
+    return prof, name if prof.name == name else f"{name} → {prof.name}"

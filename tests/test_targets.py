@@ -75,7 +75,7 @@ def test_installed_tensorrt_version_maps_to_the_newest_profile_not_newer(version
 def test_an_exact_version_is_a_target_of_its_own(target, name, version):
     prof = resolve_profile(target)
     assert (prof.name, prof.trt_version, prof.runtime) == (name, version, "trt")
-    assert resolve_target(target) == (prof, target)
+    assert resolve_target(target) == (prof, target if name == target else f"{target} → {name}")
 
 
 def test_exact_versions_differ_from_their_line_where_the_parser_does():
