@@ -84,6 +84,16 @@ NOTES: dict[str, str] = {
              "and its importer at 5ab48c5)",
 }
 
+#: Importers the onnx-tensorrt 7.2.1 *branch* gained after the 7.2.1 release tag, for the NGC
+#: 21.02 and 21.03 container parsers (tags 21.02, 21.03): a 7.2.x parser built from that
+#: branch takes them; the first TensorRT release that ships them is 8.0.
+_CONTAINER_72 = {"21.02": ("Celu", "CumSum", "GreaterOrEqual", "LessOrEqual", "LpNormalization",
+                           "LpPool", "ReverseSequence"),
+                 "21.03": ("EyeLike", "GatherElements")}
+NOTES.update({op: f"also in the onnx-tensorrt 7.2.1 branch from container tag {tag} (not in the "
+                   "7.2.1 release); the first TensorRT release with it is 8.0"
+              for tag, ops in _CONTAINER_72.items() for op in ops})
+
 OP_TABLE = """
 Abs                       | 7.0   | 7.0
 Acos                      | 7.0   | 7.0
