@@ -117,8 +117,10 @@ def inspect_parser() -> argparse.ArgumentParser:
         prog="export-gelu inspect",
         description="List an ONNX file's GELU sites and, for every target, whether it parses "
                     "the file as is (and why not: an op it lacks, an opset above its ceiling, "
-                    "a missing plugin) and whether `export-gelu FILE --target T` would fit it. "
-                    "A static check: no GPU or tensorrt needed.",
+                    "a missing plugin) and whether `export-gelu FILE --target T` would fit it, "
+                    "and for TensorRT targets whether this machine can build an engine of that "
+                    "version or only the device can. A static check: no GPU or tensorrt "
+                    "needed.",
         epilog="exit codes: 0 done; 2 bad input; 3 with --target: that target would not "
                "parse the file as is")
     p.add_argument("model", metavar="MODEL.onnx")
