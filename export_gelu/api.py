@@ -378,16 +378,18 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     clock.lap("save")
 
     built = None
+    target_blocker = _target_engine_blocker(profile)
     if not wants_trt:
         rep.trt = {"status": "skipped", "reason": f"target {profile.name} is not TensorRT"}
     elif why_no_trt:
-        from export_gelu.trt_parser.capability import local_engine_blocker
-
-        rep.trt = {"status": "skipped",
-                   "reason": local_engine_blocker(profile.trt_version) or why_no_trt}
+        rep.trt = {"status": "skipped", "reason": target_blocker or why_no_trt,
+                   "engine_here": False}
     else:
         built = _build_trt(out, profile, precision, feed, onnx_model, engine, dynamic, rep,
                            progress)
+        rep.trt["engine_here"] = target_blocker is None
+        if target_blocker:
+            rep.notes.append(f"no engine of {profile.name} itself here: {target_blocker}")
         clock.lap("trt_build")
 
     if verify:
@@ -441,6 +443,16 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     if report:
         write_text_atomic(rep.dumps(), Path(report))
     return rep
+
+
+def _target_engine_blocker(profile: TargetProfile) -> str | None:
+    """Why no engine of the target's own TensorRT version can be built here (None: it can,
+    or the target is not TensorRT)."""
+    if profile.runtime != "trt":
+        return None
+    from export_gelu.trt_parser.capability import local_engine_blocker
+
+    return local_engine_blocker(profile.trt_version)
 
 
 def _build_trt(onnx_path: Path, profile: TargetProfile, precision: str, feed: OrderedDict,
@@ -499,11 +511,10 @@ def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
     (`dry_run`) whether `export-gelu FILE --target T` would fit it.
     """
     from export_gelu.inspection import inspect_onnx
-    from export_gelu.targets import PROFILES
+    from export_gelu.targets import resolve_profile
 
     for t in targets or ():
-        if t not in PROFILES:
-            raise BadInputError(f"unknown target {t!r}; choose one of: {', '.join(PROFILES)}")
+        resolve_profile(t)  # an unknown target is bad input (exit 2)
     loaded = load_model(model)
     if not loaded.is_onnx:
         raise BadInputError(f"{model}: inspect takes an ONNX file (export one first)")

@@ -34,6 +34,23 @@ exit codes: 0 done, 1 parity failed, 2 bad input or usage, 3 target cannot be me
 """
 
 
+def target_name(text: str) -> str:
+    """`--target` values: a named target or an exact TensorRT version ('trt8.2.3')."""
+    from export_gelu.targets import resolve_profile
+
+    if text == "trt":
+        return text
+    try:
+        resolve_profile(text)
+    except ExportGeluError as exc:
+        raise argparse.ArgumentTypeError(f"invalid choice: {exc}") from None
+    return text
+
+
+TARGET_HELP = (f"one of: {', '.join(TARGET_NAMES)}, or trtX.Y[.Z] for an exact TensorRT "
+               "version (7.0 to 11.x, e.g. trt8.2.3, trt10.13)")
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """Usage errors as one line on stderr and exit 2 (the full usage is in --help)."""
 
@@ -81,8 +98,8 @@ def export_parser() -> argparse.ArgumentParser:
         epilog=EXPORT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="model.pt (ExportedProgram, TorchScript, "
                    "pickled module, state_dict; detected by content) or model.onnx")
-    p.add_argument("--target", default="trt", choices=TARGET_NAMES, metavar="TARGET",
-                   help=f"one of: {', '.join(TARGET_NAMES)} (default trt)")
+    p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
+                   help=f"{TARGET_HELP} (default trt)")
     p.add_argument("-o", "--output", metavar="OUT.onnx", help="default: MODEL.<target>.onnx")
     p.add_argument("--gelu", default="keep",
                    choices=("keep", "erf", "tanh", "sigmoid", "plugin", "auto"),
@@ -118,14 +135,17 @@ def inspect_parser() -> argparse.ArgumentParser:
         prog="export-gelu inspect",
         description="List an ONNX file's GELU sites and, for every target, whether it parses "
                     "the file as is (and why not: an op it lacks, an opset above its ceiling, "
-                    "a missing plugin) and whether `export-gelu FILE --target T` would fit it. "
-                    "A static check: no GPU or tensorrt needed.",
+                    "a missing plugin) and whether `export-gelu FILE --target T` would fit it, "
+                    "and for TensorRT targets whether this machine can build an engine of that "
+                    "version or only the device can. A static check: no GPU or tensorrt "
+                    "needed.",
         epilog="exit codes: 0 done; 2 bad input; 3 with --target: that target would not "
                "parse the file as is")
     p.add_argument("model", metavar="MODEL.onnx")
-    p.add_argument("--target", action="append", default=[], choices=TARGET_NAMES,
-                   metavar="TARGET", help="only this target (repeatable; 'trt' means the "
-                   "installed or newest TensorRT); exit 3 if one would not parse it as is")
+    p.add_argument("--target", action="append", default=[], type=target_name,
+                   metavar="TARGET", help=f"only this target (repeatable; {TARGET_HELP}; "
+                   "'trt' means the installed or newest TensorRT); exit 3 if one would not "
+                   "parse it as is")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--no-dry-run", action="store_true",
                    help="skip the 'after export-gelu' column (no passes are run)")

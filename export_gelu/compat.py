@@ -1,7 +1,8 @@
 """Static compatibility check: would a target parse this ONNX graph, and if not, why not.
 
-Reads only the graph and the target profiles (`export_gelu.targets`), so it runs anywhere,
-without tensorrt or a GPU.
+Reads only the graph and the target profiles (`export_gelu.targets`, built from the TensorRT
+parser's tables in `export_gelu.trt_parser`), so it runs anywhere, without tensorrt or a GPU.
+The per-op check is one set lookup per distinct op type, not per node.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from collections.abc import Iterator
 
 import onnx
 
-from export_gelu.targets import PLUGIN_OP, PROFILES, TRT_OP_SINCE, TargetProfile, trt_takers
+from export_gelu.targets import PLUGIN_OP, PROFILES, TargetProfile, trt_takers
 
-#: Ops whose presence most often decides whether an old runtime takes a graph (KNOWLEDGE §5).
+#: Ops whose presence most often decides whether an old runtime takes a graph.
 VERSIONED_OPS = ("Gelu", "LayerNormalization", "Einsum")
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -21,10 +22,16 @@ __all__ = ["PLUGIN_OP", "VERSIONED_OPS", "op_counts", "model_opset", "incompatib
            "compatibility_table", "iter_nodes"]
 
 
+#: Default-domain ops that carry subgraphs; only these (and other domains' ops) are searched.
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
 def iter_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
     """Every node of `graph`, including those in If/Loop/Scan bodies."""
     for node in graph.node:
         yield node
+        if node.op_type not in _SUBGRAPH_OPS and node.domain in _DEFAULT_DOMAINS:
+            continue
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
                 yield from iter_nodes(attr.g)
@@ -60,20 +67,33 @@ def model_opset(model: onnx.ModelProto) -> int:
 
 
 def _op_reason(op: str, profile: TargetProfile) -> str:
-    since = TRT_OP_SINCE.get(op)
-    if profile.runtime == "trt" and since:
-        return f"op {op} unsupported (TensorRT parses it from {since})"
-    return f"op {op} unsupported"
+    why = profile.refusal(op)
+    return f"op {op} unsupported ({why})" if why else f"op {op} unsupported"
 
 
-def incompatibilities(model: onnx.ModelProto, profile: TargetProfile) -> list[str]:
-    """Reasons `profile` would reject `model`; empty when it should parse as is."""
-    reasons: list[str] = []
-    opset = model_opset(model)
+def opset_problem(opset: int, profile: TargetProfile) -> str | None:
+    """Why `profile` refuses a graph of default-domain `opset`, or None."""
     if opset > profile.opset_ceiling:
-        reasons.append(f"opset {opset} above ceiling {profile.opset_ceiling}")
-    counts = _all_op_counts(model)
-    for op in sorted(k for k in counts if "." not in k):
+        return f"opset {opset} above ceiling {profile.opset_ceiling}"
+    if profile.runtime == "trt" and opset < profile.opset_floor:
+        return (f"opset {opset} below floor {profile.opset_floor} (TensorRT "
+                f"{profile.trt_version} takes opset {profile.opset_floor} to "
+                f"{profile.opset_ceiling})")
+    return None
+
+
+def incompatibilities(model: onnx.ModelProto, profile: TargetProfile,
+                      counts: Counter[str] | None = None) -> list[str]:
+    """Reasons `profile` would reject `model`; empty when it should parse as is.
+
+    `counts` (from `_all_op_counts`) lets callers judging many profiles count nodes once.
+    """
+    reasons: list[str] = []
+    opset_reason = opset_problem(model_opset(model), profile)
+    if opset_reason:
+        reasons.append(opset_reason)
+    counts = counts if counts is not None else _all_op_counts(model)
+    for op in sorted(k for k in counts if "." not in k and k != PLUGIN_OP):
         if not profile.supports(op):
             reasons.append(_op_reason(op, profile))
     plugin = sum(n for k, n in counts.items() if k.split(".")[-1] == PLUGIN_OP)
@@ -97,13 +117,23 @@ def compatibility_table(model: onnx.ModelProto,
                         profiles: list[TargetProfile] | None = None) -> dict[str, list[str]]:
     """`incompatibilities` for every profile (all targets by default), keyed by name."""
     chosen = profiles if profiles is not None else list(PROFILES.values())
-    return {p.name: incompatibilities(model, p) for p in chosen}
+    counts = _all_op_counts(model)
+    return {p.name: incompatibilities(model, p, counts) for p in chosen}
 
 
 def takers_text(op: str) -> str:
-    """'trt8.2, trt8.4, …' — the TensorRT targets that parse `op`, for error messages."""
+    """The TensorRT versions that parse `op`, for messages: 'TensorRT 9.1 and newer: trt9.1,
+    trt10, trt11'; 'no TensorRT version' when none does."""
+    from export_gelu.trt_parser.ops import PARSER_OPS, first_version
+
+    since = first_version(op)
+    if since is None:
+        return "no TensorRT version" if op in PARSER_OPS else \
+            "no TensorRT version (no parser knows the op)"
     names = trt_takers(op)
-    return ", ".join(names) if names else "no TensorRT version"
+    if not any(PROFILES[n].trt_version == since for n in names):
+        names.insert(0, f"trt{since}")
+    return f"TensorRT {since} and newer: {', '.join(names)}"
 
 
 def format_targets(names: list[str]) -> str:

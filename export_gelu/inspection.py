@@ -1,8 +1,9 @@
 """`export-gelu inspect`: what each target would make of an ONNX file, without a GPU.
 
 For every target profile: does it parse the file as is, and if not why not (the static check
-of `compat.py`); and would `export-gelu FILE --target T` fit it (a dry run of the ONNX-level
-passes on a copy), or what stops it.
+of `compat.py`); would `export-gelu FILE --target T` fit it (a dry run of the ONNX-level
+passes on a copy), or what stops it; and, for TensorRT profiles, can this machine build and
+run an engine of that version, or only the device (`--bundle DIR`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,15 @@ from typing import Any
 
 import onnx
 
-from export_gelu.compat import compatibility_table, incompatibilities, model_opset, op_counts
+from export_gelu.compat import (
+    compatibility_table,
+    format_targets,
+    incompatibilities,
+    model_opset,
+    op_counts,
+)
 from export_gelu.errors import ExportGeluError
-from export_gelu.targets import PROFILES, TargetProfile
+from export_gelu.targets import PROFILES, TargetProfile, resolve_profile
 
 
 def fit_after_export(model: onnx.ModelProto, profile: TargetProfile) -> dict[str, Any]:
@@ -39,13 +46,28 @@ def fit_after_export(model: onnx.ModelProto, profile: TargetProfile) -> dict[str
     return {"fits": True, "changes": changes + notes, "opset": model_opset(work)}
 
 
+def engine_here(profile: TargetProfile) -> dict[str, Any] | None:
+    """Can this machine build and run a TensorRT engine of `profile`'s version? None for
+    targets that are not TensorRT; else {"here": bool, "device_only": bool, "reason": ""}.
+    `device_only`: no installation here can (polygraphy's floor); only the device can, from
+    a bundle (`--bundle DIR`)."""
+    if profile.runtime != "trt":
+        return None
+    from export_gelu.trt_parser.capability import POLYGRAPHY_MIN_TRT, local_engine_blocker
+    from export_gelu.trt_parser.versions import in_range
+
+    why = local_engine_blocker(profile.trt_version)
+    return {"here": why is None, "reason": why or "",
+            "device_only": in_range(profile.trt_version, fixed_in=POLYGRAPHY_MIN_TRT)}
+
+
 def inspect_onnx(path: str | Path, targets: list[str] | None = None,
                  dry_run: bool = True) -> dict[str, Any]:
     """GELU sites, op census and per-target verdicts for the ONNX file at `path`."""
     from export_gelu.passes.onnx import find_sites
 
     model = onnx.load(str(path), load_external_data=True)
-    profiles = [PROFILES[t] for t in targets] if targets else list(PROFILES.values())
+    profiles = [resolve_profile(t) for t in targets] if targets else list(PROFILES.values())
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     sites = find_sites(probe)
@@ -56,6 +78,7 @@ def inspect_onnx(path: str | Path, targets: list[str] | None = None,
         "op_counts": dict(sorted(op_counts(model).items())),
         "gelu_sites": [s.to_json() for s in sites],
         "compatibility": compatibility_table(model, profiles),
+        "engine_here": {p.name: e for p in profiles if (e := engine_here(p)) is not None},
     }
     if dry_run:
         info["after_export"] = {p.name: fit_after_export(model, p) for p in profiles}
@@ -70,13 +93,30 @@ def format_table(info: dict[str, Any]) -> str:
     for s in sites:
         lines.append(f"  {s['name']:<40} {s['kind']:<6} {s['source']}")
     after = info.get("after_export", {})
-    lines.append(f"{'target':<8} {'as is':<6} {'after export-gelu':<18} why not (as is)")
+    engines = info.get("engine_here", {})
+    width = max(8, *(len(n) for n in info["compatibility"]))
+    lines.append(f"{'target':<{width}} {'as is':<6} {'after export-gelu':<18} "
+                 f"{'engine here':<12} why not (as is)")
     for name, reasons in info["compatibility"].items():
         fit = after.get(name)
         verdict = "-" if fit is None else ("fits" if fit["fits"] else "no")
-        lines.append(f"{name:<8} {'yes' if not reasons else 'no':<6} {verdict:<18} "
-                     f"{'; '.join(reasons)}".rstrip())
+        engine = engines.get(name)
+        here = "-" if engine is None else ("yes" if engine["here"] else
+                                           "device" if engine["device_only"] else "no")
+        lines.append(f"{name:<{width}} {'yes' if not reasons else 'no':<6} {verdict:<18} "
+                     f"{here:<12} {'; '.join(reasons)}".rstrip())
     blocked = {n: f["reason"] for n, f in after.items() if not f["fits"]}
     for name, reason in blocked.items():
         lines.append(f"  {name}: export-gelu cannot fit it: {reason}")
+    device = [n for n, e in engines.items() if e["device_only"]]
+    if device:
+        from export_gelu.trt_parser.capability import POLYGRAPHY_MIN_TRT
+
+        lines.append(f"  engine here: device only for {format_targets(device)} (polygraphy "
+                     f"drives TensorRT {POLYGRAPHY_MIN_TRT} and newer only); build and check "
+                     "them on the device with --bundle DIR")
+    elsewhere = [n for n, e in engines.items() if not e["here"] and not e["device_only"]]
+    if elsewhere:
+        lines.append(f"  engine here: no for {format_targets(elsewhere)}: "
+                     f"{engines[elsewhere[0]]['reason']}")
     return "\n".join(lines)

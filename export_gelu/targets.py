@@ -1,39 +1,34 @@
-"""Target profiles as data (KNOWLEDGE.md §5) and how a target name resolves to one.
+"""Target profiles as data and how a target name resolves to one.
 
-A profile says what a runtime version accepts: its opset ceiling, which ops that matter
-exist there, whether the GELU plugin ships, how precision is requested, and how GELU should
+A profile says what a runtime version accepts: its opset range, which ops its parser imports,
+whether the GELU plugin can be created there, how precision is requested, and how GELU should
 be lowered. The export pipeline, the ONNX passes and the static compatibility check
-(`export_gelu.compat`) all read these records; adding a target is adding a record.
+(`export_gelu.compat`) all read these records.
+
+TensorRT profiles are built from the parser's tables (`export_gelu.trt_parser`): one named
+profile per release line, standing for the line's FIRST release (`trt9` is 9.0, `trt8.2` is
+8.2.0), so that a graph fitted to it never meets a refusal on any release of the line; and
+any exact version as a target of its own (`trt8.2.3`, `trt9.2`, `trt10.13`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from export_gelu.trt_parser import ops as parser_ops
+from export_gelu.trt_parser.plugin import PLUGIN_OP, plugin_support  # noqa: F401 - re-exported
+from export_gelu.trt_parser.versions import in_range, version_key
 
 #: The highest opset the exporters here produce reliably; a ceiling above it is not used.
 EXPORT_OPSET_MAX = 20
 
-#: Ops the TensorRT ONNX parser gained after 7.0, with the first release that parses each
-#: (KNOWLEDGE.md §5 for Gelu / LayerNormalization / Einsum; the onnx-tensorrt changelog for
-#: the rest). An op absent here is taken to parse on every version its opset allows.
+#: First TensorRT parsing each op that 7.0 lacks (derived from the parser's table; kept for
+#: callers that want the short list). Ops no version parses are not in it.
 TRT_OP_SINCE: dict[str, str] = {
-    # 8.0 (added to the parser after the 7.2.1 release)
-    "GatherElements": "8.0", "EyeLike": "8.0", "CumSum": "8.0", "Celu": "8.0",
-    "LessOrEqual": "8.0", "GreaterOrEqual": "8.0", "LpNormalization": "8.0", "LpPool": "8.0",
-    "ReverseSequence": "8.0",
-    # 8.2
-    "Einsum": "8.2", "IsNaN": "8.2", "GatherND": "8.2", "Scatter": "8.2",
-    "ScatterElements": "8.2", "ScatterND": "8.2", "Sign": "8.2", "Round": "8.2",
-    # 8.4
-    "Shrink": "8.4", "Xor": "8.4",
-    # 8.5
-    "RandomNormal": "8.5", "MeanVarianceNormalization": "8.5", "RoiAlign": "8.5", "Mod": "8.5",
-    "Trilu": "8.5", "GridSample": "8.5", "NonZero": "8.5",
-    # 8.6
-    "LayerNormalization": "8.6", "GroupNormalization": "8.6", "IsInf": "8.6",
-    # 9, 10
-    "Hardmax": "9", "Gelu": "10",
+    op: row.importer for op, row in parser_ops.PARSER_OPS.items()
+    if row.importer and row.importer != parser_ops.KNOWN_SINCE
 }
 
 #: Ops export-gelu's own passes emit (GELU primitives, LayerNormalization expansion, attention
@@ -45,9 +40,18 @@ EMITTED_OPS = frozenset({
     "Split",
 })
 
-#: The GELU plugin's op type (KNOWLEDGE.md §5).
-PLUGIN_OP = "CustomGeluPluginDynamic"
+#: Precision facts by TensorRT version: BF16 builder support from 9.0 (onnx-tensorrt 9.0 GA
+#: changelog "Added support for FP8 and BF16"), strongly typed networks only from 11.0 (the
+#: FP16/BF16 builder flags are gone there).
+BF16_SINCE = "9.0"
+STRONGLY_TYPED_SINCE = "11.0"
 
+#: The named TensorRT targets: (name, the release it stands for), oldest first.
+TRT_LINES: tuple[tuple[str, str], ...] = (
+    ("trt7.0", "7.0"), ("trt7.1", "7.1"), ("trt7.2", "7.2"), ("trt8.0", "8.0"),
+    ("trt8.2", "8.2"), ("trt8.4", "8.4"), ("trt8.5", "8.5"), ("trt8.6", "8.6"),
+    ("trt9", "9.0"), ("trt10", "10.0"), ("trt11", "11.0"),
+)
 
 @dataclass(frozen=True)
 class TargetProfile:
@@ -56,12 +60,13 @@ class TargetProfile:
     name: str
     runtime: str  # "onnx" | "ort" | "trt"
     opset_ceiling: int
-    ops: frozenset[str] = field(default_factory=frozenset)  # ops that matter and exist here
-    gelu_plugin: str = "none"  # none | unmappable | yes | deprecated | removed
+    ops: frozenset[str] = field(default_factory=frozenset)  # TensorRT: every op it imports
+    gelu_plugin: str = "none"  # none | unmappable | no_fields | yes | deprecated | removed
     precision_api: str = "none"  # none | builder_flags | strongly_typed
     precisions: tuple[str, ...] = ("fp32", "fp16")
     gelu_lowering: str = "primitives"  # onnx_gelu | ort_contrib | primitives
-    trt_version: str = ""
+    trt_version: str = ""  # the exact TensorRT release a TensorRT profile stands for
+    opset_floor: int = 1
 
     @property
     def opset(self) -> int:
@@ -78,14 +83,23 @@ class TargetProfile:
 
     @property
     def lacks(self) -> frozenset[str]:
-        """Versioned ops this target does not parse."""
+        """Ops some TensorRT parser knows that this target does not parse."""
         if self.runtime != "trt":
             return frozenset()
-        return frozenset(op for op in TRT_OP_SINCE if op not in self.ops)
+        return frozenset(parser_ops.PARSER_OPS) - self.ops
 
     def supports(self, op: str) -> bool:
-        """Whether a default-domain op type parses here (opset permitting)."""
-        return op not in self.lacks
+        """Whether a default-domain op type parses here (opset permitting): for TensorRT, a
+        set lookup in the parser's importers; ONNX and ORT targets are not judged by op."""
+        return self.runtime != "trt" or op in self.ops
+
+    def refusal(self, op: str) -> str | None:
+        """Why this target refuses an op type, in words, or None if it takes it."""
+        if self.supports(op):
+            return None
+        if self.runtime == "trt":
+            return parser_ops.refusal(op, self.trt_version) or f"not at opset {self.opset}"
+        return None
 
     def at_opset(self, opset: int) -> TargetProfile:
         """This target capped at `opset` (`--opset` on an ONNX input): no `Gelu` below 20."""
@@ -97,45 +111,29 @@ class TargetProfile:
         return replace(self, opset_ceiling=opset, ops=ops, gelu_lowering=lowering)
 
 
-def _version_key(version: str) -> tuple[int, int]:
-    parts = [int(p) for p in re.findall(r"\d+", version)[:2]]
-    return tuple((parts + [0, 0])[:2])  # type: ignore[return-value]
-
-
-def _trt(version: str, ceiling: int, *, plugin: str, strongly_typed: bool = False,
-         bf16: bool = False) -> TargetProfile:
-    key = _version_key(version)
-    ops = EMITTED_OPS | {op for op, since in TRT_OP_SINCE.items() if _version_key(since) <= key}
+def trt_profile(version: str, name: str | None = None) -> TargetProfile:
+    """The profile of TensorRT `version` exactly ('8.2.3'), built from the parser's tables."""
+    opsets = parser_ops.opset_range(version)
+    ops = parser_ops.imported_ops(version)
+    strongly_typed = in_range(version, STRONGLY_TYPED_SINCE)
     return TargetProfile(
-        name=f"trt{version}",
+        name=name or f"trt{version}",
         runtime="trt",
-        opset_ceiling=ceiling,
-        ops=frozenset(ops),
-        gelu_plugin=plugin,
+        opset_ceiling=opsets.ceiling,
+        opset_floor=opsets.floor,
+        ops=ops,
+        gelu_plugin=plugin_support(version).status,
         precision_api="strongly_typed" if strongly_typed else "builder_flags",
-        precisions=("fp32", "fp16", "bf16") if bf16 else ("fp32", "fp16"),
+        precisions=("fp32", "fp16", "bf16") if in_range(version, BF16_SINCE) else ("fp32", "fp16"),
         gelu_lowering="onnx_gelu" if "Gelu" in ops else "primitives",
         trt_version=version,
     )
 
 
-#: TensorRT ONNX-parser facts, one record per version line (KNOWLEDGE.md §5). The 7.2 ceiling
-#: is the conservative 11 (the 7.2.1 docs say 13); 10.15+ parses opset 24 but trt10 keeps 20.
-TRT_PROFILES: tuple[TargetProfile, ...] = (
-    _trt("7.0", 11, plugin="unmappable"),
-    _trt("7.1", 11, plugin="yes"),
-    _trt("7.2", 11, plugin="yes"),
-    _trt("8.0", 13, plugin="yes"),
-    _trt("8.2", 13, plugin="yes"),
-    _trt("8.4", 17, plugin="yes"),
-    _trt("8.5", 17, plugin="yes"),
-    _trt("8.6", 17, plugin="yes"),
-    _trt("9", 19, plugin="deprecated", bf16=True),
-    _trt("10", 20, plugin="deprecated", bf16=True),
-    _trt("11", 24, plugin="removed", strongly_typed=True, bf16=True),
-)
+#: One profile per TensorRT line, standing for the line's first release.
+TRT_PROFILES: tuple[TargetProfile, ...] = tuple(trt_profile(v, n) for n, v in TRT_LINES)
 
-_ALL_ONNX_OPS = EMITTED_OPS | frozenset(TRT_OP_SINCE)
+_ALL_ONNX_OPS = EMITTED_OPS | frozenset(parser_ops.PARSER_OPS)
 
 PROFILES: dict[str, TargetProfile] = {
     "onnx": TargetProfile("onnx", "onnx", 20, _ALL_ONNX_OPS, gelu_lowering="onnx_gelu",
@@ -145,11 +143,14 @@ PROFILES: dict[str, TargetProfile] = {
     **{p.name: p for p in TRT_PROFILES},
 }
 
+#: The target names to offer (help text, test matrix); exact versions ('trt8.2.3') too.
 TARGET_NAMES: tuple[str, ...] = ("onnx", "ort", "trt", *(p.name for p in TRT_PROFILES))
+
+_EXACT = re.compile(r"trt(\d+(?:\.\d+){0,2})")
 
 
 def trt_takers(op: str) -> list[str]:
-    """Names of the TensorRT profiles that parse `op`."""
+    """Names of the named TensorRT profiles that parse `op`."""
     return [p.name for p in TRT_PROFILES if p.supports(op)]
 
 
@@ -163,28 +164,64 @@ def installed_tensorrt_version() -> str | None:
 
 
 def profile_for_trt_version(version: str) -> TargetProfile:
-    """The newest profile not newer than a TensorRT version string like '8.6.1'."""
-    key = _version_key(version)
-    older = [p for p in TRT_PROFILES if _version_key(p.trt_version) <= key]
+    """The newest named profile not newer than a TensorRT version string like '8.6.1'."""
+    key = version_key(version)
+    older = [p for p in TRT_PROFILES if version_key(p.trt_version) <= key]
     return older[-1] if older else TRT_PROFILES[0]
+
+
+def _short(version: str) -> str:
+    """'10.13.0.35' → '10.13', '8.2.3' → '8.2.3', '9' → '9.0'."""
+    major, minor, patch = version_key(version)
+    return f"{major}.{minor}.{patch}" if patch else f"{major}.{minor}"
+
+
+def known_version(version: str) -> bool:
+    """Whether the parser data covers TensorRT `version` (7.0 <= version < 12)."""
+    key = version_key(version)
+    return version_key(parser_ops.KNOWN_SINCE) <= key < version_key(parser_ops.KNOWN_BEFORE)
+
+
+@lru_cache(maxsize=64)
+def profile_for_version(version: str) -> TargetProfile:
+    """The profile of exactly TensorRT `version`: the named one when `version` is the release
+    a named profile stands for ('9.0.0' → trt9), else one of its own ('8.2.3' → trt8.2.3)."""
+    short = _short(version)
+    for p in TRT_PROFILES:
+        if version_key(p.trt_version) == version_key(short):
+            return p
+    return trt_profile(short)
+
+
+def resolve_profile(name: str) -> TargetProfile:
+    """A target name ('onnx', 'trt8.6', 'trt8.2.3') as a profile; exit 2 when unknown."""
+    from export_gelu.errors import BadInputError
+
+    if name in PROFILES:
+        return PROFILES[name]
+    exact = _EXACT.fullmatch(name)
+    if exact and name != "trt":
+        if not known_version(exact.group(1)):
+            raise BadInputError(
+                f"target {name!r}: TensorRT {exact.group(1)} is outside the versions export-gelu "
+                f"knows ({parser_ops.KNOWN_SINCE} to 11.x)")
+        return profile_for_version(exact.group(1))
+    raise BadInputError(f"unknown target {name!r}; choose one of: {', '.join(TARGET_NAMES)}, "
+                        "or trtX.Y[.Z] for an exact TensorRT version")
 
 
 def resolve_target(name: str) -> tuple[TargetProfile, str]:
     """Resolve a target name to a profile, with a sentence saying how it was chosen."""
     if name == "trt":
         version = installed_tensorrt_version()
+        if version and known_version(version):
+            prof = profile_for_version(version)
+            return prof, f"trt → {prof.name} (installed tensorrt {version})"
         if version:
             prof = profile_for_trt_version(version)
-            if _version_key(version) < _version_key(TRT_PROFILES[0].trt_version):
-                return prof, (f"trt → {prof.name} (installed tensorrt {version} is older than "
-                              f"any profile; the oldest is used)")
-            return prof, f"trt → {prof.name} (installed tensorrt {version})"
+            return prof, (f"trt → {prof.name} (installed tensorrt {version} is outside the "
+                          f"versions export-gelu knows; the nearest is used)")
         prof = TRT_PROFILES[-1]
         return prof, f"trt → {prof.name} (tensorrt not installed; newest profile)"
-    if name not in PROFILES:
-        from export_gelu.errors import BadInputError
-
-        raise BadInputError(
-            f"unknown target {name!r}; choose one of: {', '.join(TARGET_NAMES)}"
-        )
-    return PROFILES[name], name
+    prof = resolve_profile(name)
+    return prof, name if prof.name == name else f"{name} → {prof.name}"

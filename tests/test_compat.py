@@ -39,7 +39,7 @@ def test_inspect_rejects_old_trt_with_reasons_and_accepts_10_and_11(opset20):
     for name in OLD:
         reasons = compat[name]
         assert f"opset 20 above ceiling {CEILING[name]}" in reasons
-        assert "op Gelu unsupported (TensorRT parses it from 10)" in reasons
+        assert "op Gelu unsupported (TensorRT parses it from 10.0)" in reasons
         has_ln = PROFILES[name].supports("LayerNormalization")
         assert ("op LayerNormalization unsupported (TensorRT parses it from 8.6)" in reasons) \
             is not has_ln
@@ -131,5 +131,6 @@ def test_inspect_text_lists_the_gelu_sites_and_all_targets(opset20):
     lines = res.out.splitlines()
     assert lines[0].endswith("opset 20, IR 10, 2 GELU site(s)") or "2 GELU site(s)" in lines[0]
     assert sum(1 for line in lines if "exact" in line) == 2
-    names = [line.split()[0] for line in lines[4:]]
+    names = [line.split()[0] for line in lines[4:4 + len(PROFILES)]]
     assert names == list(PROFILES)
+    assert all(line.startswith("  engine here: ") for line in lines[4 + len(PROFILES):])

@@ -17,7 +17,13 @@ from onnx import TensorProto, helper, numpy_helper
 from examples.models import EXAMPLES
 from export_gelu import export
 from export_gelu.runtime.trt_runner import trt_unavailable_reason
-from export_gelu.targets import TRT_PROFILES, installed_tensorrt_version, profile_for_trt_version
+from export_gelu.targets import (
+    TRT_PROFILES,
+    installed_tensorrt_version,
+    profile_for_trt_version,
+    resolve_target,
+)
+from export_gelu.trt_parser.versions import version_key
 from tests.conftest import run_cli
 
 WHY_NOT = trt_unavailable_reason()
@@ -26,7 +32,9 @@ needs_trt = pytest.mark.skipif(WHY_NOT is not None,
 
 
 def installed():
-    return profile_for_trt_version(installed_tensorrt_version() or "0")
+    """The profile of exactly the installed TensorRT (what `--target trt` resolves to)."""
+    version = installed_tensorrt_version()
+    return resolve_target("trt")[0] if version else profile_for_trt_version("0")
 
 
 @pytest.mark.trt
@@ -53,7 +61,7 @@ def test_graph_for_each_older_profile_builds_on_the_installed_tensorrt(profile, 
                                                                       tmp_path):
     """A graph fitted to an older TensorRT still parses, builds and matches on a newer one."""
     newest = installed()
-    if TRT_PROFILES.index(profile) > TRT_PROFILES.index(newest):
+    if version_key(profile.trt_version) > version_key(newest.trt_version):
         pytest.skip(f"{profile.name} is newer than the installed TensorRT ({newest.name})")
     rep = export(saved_model("gpt2", "exported"), target=profile.name,
                  output=tmp_path / "g.onnx", iterations=0)

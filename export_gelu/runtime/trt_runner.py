@@ -13,7 +13,7 @@ from pathlib import Path
 import onnx
 
 from export_gelu.errors import BadInputError
-from export_gelu.targets import TargetProfile, installed_tensorrt_version, profile_for_trt_version
+from export_gelu.targets import TargetProfile, installed_tensorrt_version
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,9 @@ def trt_unavailable_reason() -> str | None:
 
 def installed_profile() -> TargetProfile | None:
     """The profile of the tensorrt that is installed (its precision API is the one to use)."""
-    version = installed_tensorrt_version()
-    return profile_for_trt_version(version) if version else None
+    from export_gelu.targets import resolve_target
+
+    return resolve_target("trt")[0] if installed_tensorrt_version() else None
 
 
 def build_engine_loader(onnx_path: Path, precision: str, shapes: dict[str, tuple[int, ...]],

@@ -45,12 +45,17 @@ def prepare_program_for_opset(program: Any, opset: int) -> list[str]:
 
 
 def _unfixable(model: onnx.ModelProto, profile: TargetProfile) -> list[str]:
-    from export_gelu.compat import iter_nodes, takers_text
+    from export_gelu.compat import iter_nodes, model_opset, opset_problem, takers_text
+    from export_gelu.targets import PLUGIN_OP
 
     ops = sorted({n.op_type for n in iter_nodes(model.graph) if n.domain in ("", "ai.onnx")
-                  and not profile.supports(n.op_type)})
-    return [f"op {op} is not parsed by {profile.name} and export-gelu has no rewrite for it "
-            f"(targets that take it: {takers_text(op)})" for op in ops]
+                  and n.op_type != PLUGIN_OP and not profile.supports(n.op_type)})
+    problems = [f"op {op} is not parsed by {profile.name} and export-gelu has no rewrite for "
+                f"it (taken by {takers_text(op)})" for op in ops]
+    opset = opset_problem(model_opset(model), profile)
+    if opset and "below floor" in opset:
+        problems.append(f"{opset}: export-gelu did not convert this graph up")
+    return problems
 
 
 def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
