@@ -1,4 +1,4 @@
-"""Target profiles as data (KNOWLEDGE.md §5), how `--target trt` resolves, and the per-target
+"""Target profiles as data (docs/tensorrt.md), how `--target trt` resolves, and the per-target
 checks the export makes before and after producing a graph."""
 
 from __future__ import annotations

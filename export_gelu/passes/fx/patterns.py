@@ -1,4 +1,4 @@
-"""GELU formulas as patterns, written as the math they match (KNOWLEDGE.md §3).
+"""GELU formulas as patterns, written as the math they match (docs/gelu.md).
 
 Each rule is a formula over one variable `x`, built with the polynomial algebra of
 `expr.py`. The matched graph is brought to the same canonical form, so one rule covers
