@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.ort_gelu_fusion [--pairs 60] [--warmup 5] [--json out.json]
 
-ONNX Runtime's own fusions miss the dynamo exporter's GELU shapes (KNOWLEDGE §6), so the
+ONNX Runtime's own fusions miss the dynamo exporter's GELU shapes (docs/onnxruntime.md), so the
 opset-18 file that `torch.onnx.export(..., dynamo=True)` writes runs GELU as 5–8 primitive
 ops. Three cases, each exported with the dynamo exporter at opset 18 and rewritten by
 `export_gelu.export(file, target="ort")` (the same code as the CLI):

@@ -1,4 +1,4 @@
-"""Errors that the CLI turns into exit codes (DESIGN.md: 1 parity, 2 bad input, 3 target)."""
+"""Errors the CLI turns into exit codes (README "Exit codes": 1 parity, 2 bad input, 3 target)."""
 
 from __future__ import annotations
 

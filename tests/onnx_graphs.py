@@ -337,3 +337,19 @@ def gelu_ref(x: np.ndarray, kind: str) -> np.ndarray:
     if kind == "tanh":
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
     return x / (1 + np.exp(-1.702 * x))
+
+
+def exporter_shape_graph(shape, *, gelu_is_output: bool = False,  # noqa: ANN001 - ExporterShape
+                         const_nodes: bool = False, opset: int = 17) -> onnx.ModelProto:
+    """MatMul → one exporter shape (`exporter_shapes.SHAPES` entry) → MatMul, or with the
+    GELU's output as the graph output (`gelu_is_output`)."""
+    rng = np.random.default_rng(0)
+    g = G(opset=opset, const_nodes=const_nodes)
+    x = g.op("MatMul", g.input(), g.c(rng.standard_normal((E, E)) * 0.5))
+    outs: list[str] = []
+    for op, refs in shape.nodes:
+        ins = [x if r == "x" else outs[r] if isinstance(r, int) else g.c(r) for r in refs]
+        outs.append(g.op(op, *ins))
+    if gelu_is_output:
+        return g.model(outs[-1])
+    return g.model(g.op("MatMul", outs[-1], g.c(rng.standard_normal((E, E)) * 0.5)))

@@ -1,5 +1,5 @@
 """ONNX Runtime's offline optimizer silently turns a tanh GELU into an exact (erf) BiasGelu
-(KNOWLEDGE §6); `--target ort` here keeps the tanh math (FastGelu; the bias Add left for
+(docs/onnxruntime.md); `--target ort` here keeps the tanh math (FastGelu; the bias Add left for
 ORT's MatMul+Add→Gemm fusion)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which kind of model file is this? Decided by content, never by extension (KNOWLEDGE.md §4).
+"""Which kind of model file is this? Decided by content, never by extension (docs/exporters.md).
 
 Nothing here runs code from the file: archives are read through their directory, pickles are
 only disassembled (`pickletools`), ONNX is parsed as protobuf. Sizes are checked before any

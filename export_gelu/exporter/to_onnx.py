@@ -1,4 +1,4 @@
-"""torch → ONNX at a target's opset, choosing the exporter that can reach it (KNOWLEDGE.md §2)."""
+"""torch → ONNX at a target's opset, choosing the exporter that can reach it (docs/exporters.md)."""
 
 from __future__ import annotations
 

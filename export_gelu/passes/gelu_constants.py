@@ -1,4 +1,4 @@
-"""The constants of the GELU formulas (KNOWLEDGE.md §1), shared by every pass level."""
+"""The constants of the GELU formulas (docs/gelu.md), shared by every pass level."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-#: Worst-case absolute error a form adds over the whole real line vs exact GELU (KNOWLEDGE §1).
+#: Worst-case absolute error a form adds over the whole real line vs exact GELU (docs/gelu.md).
 FORM_MAX_ERROR = {"exact": 0.0, "tanh": 4.73e-4, "sigmoid": 2.03e-2}
 
 

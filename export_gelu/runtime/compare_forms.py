@@ -284,7 +284,7 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
         result.notes.append("targets differ beyond GELU (" + "; ".join(exporters.values())
                             + "): other ops can differ between their graphs too")
     result.notes.append("ONNX Runtime's own optimizer may fuse an expanded GELU at load time "
-                        "(KNOWLEDGE.md §6); latencies are of the optimized sessions")
+                        "(docs/onnxruntime.md); latencies are of the optimized sessions")
     result.notes.append("plugin form not compared: ONNX Runtime cannot run "
                         "CustomGeluPluginDynamic")
     return result

@@ -1,4 +1,4 @@
-"""The run report: JSON keys of DESIGN.md, and the one-screen summary printed after a run."""
+"""The run report: its JSON keys (README "Report") and the one-screen summary after a run."""
 
 from __future__ import annotations
 

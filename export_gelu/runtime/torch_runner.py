@@ -1,4 +1,4 @@
-"""A polygraphy runner for a PyTorch module (polygraphy's own PytRunner is broken, KNOWLEDGE §7)."""
+"""A polygraphy runner for a PyTorch module (polygraphy's own needs CUDA: docs/polygraphy.md)."""
 
 from __future__ import annotations
 

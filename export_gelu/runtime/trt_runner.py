@@ -1,7 +1,7 @@
 """TensorRT through polygraphy's lazy loaders: probe, build an engine, and run it.
 
 Polygraphy constructs its loaders without tensorrt and fails only on the first real call
-(KNOWLEDGE.md §7), so availability is probed once, explicitly, before anything is built.
+(docs/polygraphy.md), so availability is probed once, explicitly, before anything is built.
 """
 
 from __future__ import annotations

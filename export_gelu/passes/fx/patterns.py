@@ -1,10 +1,10 @@
-"""GELU formulas as patterns, written as the math they match (KNOWLEDGE.md §3).
+"""The fx level's GELU rules, derived from the formula catalogue (`passes/gelu_catalogue.py`).
 
-Each rule is a formula over one variable `x`, built with the polynomial algebra of
-`expr.py`. The matched graph is brought to the same canonical form, so one rule covers
-every operand order, bracketing, distribution and cube spelling: GPT-2's `gelu_new`,
-`gelu_accurate`, `gelu_fast`, Bloom and Megatron are all the one `tanh formula`.
-Literals are compared with a relative tolerance.
+Each catalogue entry is read into the polynomial algebra of `expr.py`. The matched graph is
+brought to the same canonical form, so one rule covers every operand order, bracketing,
+distribution and cube spelling: GPT-2's `gelu_new`, `gelu_accurate`, `gelu_fast`, Bloom and
+Megatron are all the one `tanh formula` (see docs/gelu.md). Literals are compared with a
+relative tolerance.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from torch import fx
 
+from export_gelu.passes import gelu_catalogue as catalogue
 from export_gelu.passes.fx.expr import Fn, Leaf, Poly, apply
 from export_gelu.passes.gelu_constants import (  # noqa: F401 - re-exported
     INV_SQRT_2,
@@ -25,32 +26,30 @@ from export_gelu.passes.gelu_constants import (  # noqa: F401 - re-exported
     TANH_BETA,
 )
 
-x = Poly.var("x")
 
+class PolyAlgebra(catalogue.Algebra[Poly]):
+    """Catalogue formulas as canonical polynomials over the variable `x`."""
 
-def tanh(a: Poly) -> Poly:
-    return apply("tanh", a)
+    def var(self) -> Poly:
+        return Poly.var("x")
 
+    def const(self, value: float) -> Poly:
+        return Poly.const(value)
 
-def erf(a: Poly) -> Poly:
-    return apply("erf", a)
+    def add(self, a: Poly, b: Poly) -> Poly:
+        return a + b
 
+    def mul(self, a: Poly, b: Poly) -> Poly:
+        return a * b
 
-def erfc(a: Poly) -> Poly:
-    return apply("erfc", a)
+    def fn(self, name: str, a: Poly) -> Poly:
+        return apply(name, a)
 
+    def div(self, a: Poly, divisor: float) -> Poly:
+        return a / divisor
 
-def sigmoid(a: Poly) -> Poly:
-    return apply("sigmoid", a)
-
-
-def ndtr(a: Poly) -> Poly:
-    return apply("ndtr", a)
-
-
-#: The tanh approximation's argument; factored (`c*x*(1+β*x*x)`), distributed or with
-#: `pow(x,3)`, it is this one polynomial.
-TANH_ARG = SQRT_2_OVER_PI * (x + TANH_BETA * x**3)
+    def pow(self, a: Poly, exponent: int) -> Poly:
+        return a**exponent
 
 
 @dataclass(frozen=True)
@@ -62,14 +61,23 @@ class GeluRule:
     formula: Poly
 
 
-RULES: tuple[GeluRule, ...] = (
-    GeluRule("tanh formula", "tanh", 0.5 * x * (1 + tanh(TANH_ARG))),
-    GeluRule("tanh formula as sigmoid", "tanh", x * sigmoid(2 * TANH_ARG)),
-    GeluRule("erf formula", "exact", 0.5 * x * (1 + erf(x * INV_SQRT_2))),
-    GeluRule("erfc formula", "exact", 0.5 * x * erfc(-x * INV_SQRT_2)),
-    GeluRule("x*ndtr(x)", "exact", x * ndtr(x)),
-    GeluRule("QuickGELU x*sigmoid(1.702x)", "quick", x * sigmoid(QUICK_ALPHA * x)),
-)
+def _derive(entries: tuple[catalogue.Spelling, ...]) -> tuple[GeluRule, ...]:
+    """One rule per distinct polynomial: spellings of one formula collapse into the first."""
+    algebra = PolyAlgebra()
+    found: list[GeluRule] = []
+    for e in entries:
+        poly = catalogue.evaluate(e.math, algebra)
+        if not any(r.kind == e.kind and same_form(r.formula, poly) for r in found):
+            found.append(GeluRule(e.formula, e.kind, poly))
+    return tuple(found)
+
+
+_RULES = catalogue.Derived(_derive)
+
+
+def rules() -> tuple[GeluRule, ...]:
+    """The rules, derived from the catalogue as it stands."""
+    return _RULES.get()
 
 
 def close(a: float, b: float) -> bool:
@@ -117,7 +125,10 @@ def match_rule(form: Poly) -> tuple[GeluRule, fx.Node] | None:
     (node,) = leaves
     if not isinstance(node, fx.Node):
         return None
-    for rule in RULES:
+    for rule in rules():
         if same_form(rule.formula, form):
             return rule, node
     return None
+
+
+RULES: tuple[GeluRule, ...] = rules()

@@ -28,7 +28,7 @@ EXPORTS: tuple[tuple[str, int], ...] = (("dynamo", 18), ("dynamo", 19), ("dynamo
 
 
 def reference_formulas() -> dict[str, tuple[str, Callable]]:
-    """name → (kind, torch function): how PyTorch and HF write each GELU (KNOWLEDGE §3)."""
+    """name → (kind, torch function): how PyTorch and HF write each GELU (docs/exporters.md)."""
     import torch
     import torch.nn.functional as F
 

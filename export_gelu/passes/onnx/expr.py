@@ -1,7 +1,8 @@
 """ONNX nodes → expression trees that a GELU formula can be matched against.
 
 Products and sums are flattened into unordered argument lists and their constants folded,
-`Div(a, c)` becomes `a·(1/c)`, `Sub(a, c)` becomes `a + (−c)`, `Pow(a, 2|3)` a product,
+`Div(a, c)` becomes `a·(1/c)`, `Sub(a, c)` becomes `a + (−c)`, `Sub(c, b)` becomes
+`c + (−1)·b` and `Neg(a)` becomes `(−1)·a`, `Pow(a, 2|3)` a product,
 and float `Cast`/`Identity` nodes are transparent. Only single-use intermediates are
 expanded: a tensor with another user, or that is a graph output, is a leaf, so a formula
 that needs it to be an intermediate cannot match and is never rewritten.
@@ -54,6 +55,9 @@ class Op:
 
 
 Expr = Leaf | Const | Op
+
+#: −1 as `Neg` and `c − b` contribute it: exact, so it adds nothing to a folded literal's rtol.
+MINUS_ONE = Const(-1.0, 0.0, True)
 
 
 @dataclass
@@ -138,17 +142,26 @@ class TreeBuilder:
         if op in ("Mul", "Add") and len(ins) == 2:
             tree.nodes.append(node.name)
             args = tuple(self._tensor(t, tree, depth) for t in ins)
-            return _product(args) if op == "Mul" else _sum(args)
+            return product(args) if op == "Mul" else total(args)
+        if op == "Neg" and len(ins) == 1:
+            tree.nodes.append(node.name)
+            return product((self._tensor(ins[0], tree, depth), MINUS_ONE))
         if op in ("Div", "Sub") and len(ins) == 2:
             const = self._const(ins[1], tree)
+            if const is None and op == "Sub":  # c − b, as ONNX writes erfc(u) = 1 − erf(u)
+                first = self._const(ins[0], tree)
+                if first is None:
+                    return None
+                tree.nodes.append(node.name)
+                return total((first, product((self._tensor(ins[1], tree, depth), MINUS_ONE))))
             if const is None or (op == "Div" and const.value == 0.0):
                 return None
             tree.nodes.append(node.name)
             a = self._tensor(ins[0], tree, depth)
             if op == "Div":
                 tree.features.add("Div")
-                return _product((a, Const(1.0 / const.value, const.rtol)))
-            return _sum((a, Const(-const.value, const.rtol)))
+                return product((a, Const(1.0 / const.value, const.rtol)))
+            return total((a, Const(-const.value, const.rtol)))
         if op == "Pow" and len(ins) == 2:
             exponent = self._const(ins[1], tree)
             if exponent is None or exponent.value not in (2.0, 3.0):
@@ -156,7 +169,7 @@ class TreeBuilder:
             tree.nodes.append(node.name)
             tree.features.add("Pow")
             base = self._tensor(ins[0], tree, depth)
-            return _product((base,) * int(exponent.value))
+            return product((base,) * int(exponent.value))
         if op in _FUNCS and len(ins) == 1:
             tree.nodes.append(node.name)
             return Op(_FUNCS[op], (self._tensor(ins[0], tree, depth),))
@@ -193,9 +206,11 @@ def _fold(kind: str, args: tuple[Expr, ...]) -> Expr:
     return Op(kind, tuple(flat))
 
 
-def _product(args: tuple[Expr, ...]) -> Expr:
+def product(args: tuple[Expr, ...]) -> Expr:
+    """The flattened product of `args`, constants folded."""
     return _fold("mul", args)
 
 
-def _sum(args: tuple[Expr, ...]) -> Expr:
+def total(args: tuple[Expr, ...]) -> Expr:
+    """The flattened sum of `args`, constants folded."""
     return _fold("add", args)

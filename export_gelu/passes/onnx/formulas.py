@@ -1,9 +1,12 @@
-"""GELU formulas as the math they match, and a matcher that ignores operand order.
+"""The ONNX level's GELU rules, derived from the formula catalogue, and a matcher that
+ignores operand order.
 
-Each rule is a formula over one variable `x`. Products and sums are unordered and
-flattened, constants folded, `Pow(x,3)` and `x*x*x` the same tree (see `expr.py`), so one
-rule covers every operand order and bracketing an exporter or a hand-written model uses.
-Literals match within a relative tolerance (`expr.LITERAL_RTOL`, one ulp for fp16 literals).
+Each catalogue entry (`passes/gelu_catalogue.py`) is read into the expression-tree algebra of
+`expr.py`: products and sums unordered and flattened, constants folded, `Pow(x,3)` and
+`x*x*x` the same tree, so one rule covers every operand order and bracketing an exporter or a
+hand-written model uses. ONNX has no `Erfc`/`Ndtr` op, so those entries are read through
+their `Erf` identities (what the dynamo exporter writes). Literals match within a relative
+tolerance (`expr.LITERAL_RTOL`, one ulp for fp16 literals).
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from export_gelu.passes import gelu_catalogue as catalogue
 from export_gelu.passes.gelu_constants import (  # noqa: F401 - re-exported
     INV_SQRT_2,
     QUICK_ALPHA,
     SQRT_2_OVER_PI,
     TANH_BETA,
 )
-from export_gelu.passes.onnx.expr import Const, Expr, Leaf, Op
+from export_gelu.passes.onnx.expr import Const, Expr, Leaf, Op, product, total
 
 
 @dataclass(frozen=True)
@@ -30,32 +34,25 @@ class Var:
 Pattern = Var | Const | Op
 
 
-def _lift(a: Pattern | float) -> Pattern:
-    return Const(float(a)) if isinstance(a, (int, float)) else a
+class TreeAlgebra(catalogue.Algebra[Pattern]):
+    """Catalogue formulas as the trees `expr.TreeBuilder` builds from ONNX nodes."""
 
+    functions = frozenset(("tanh", "erf", "sigmoid"))  # the ONNX ops of that name
 
-def mul(*args: Pattern | float) -> Op:
-    return Op("mul", tuple(_lift(a) for a in args))
+    def var(self) -> Pattern:
+        return Var()
 
+    def const(self, value: float) -> Pattern:
+        return Const(float(value))
 
-def add(*args: Pattern | float) -> Op:
-    return Op("add", tuple(_lift(a) for a in args))
+    def add(self, a: Pattern, b: Pattern) -> Pattern:
+        return total((a, b))  # type: ignore[arg-type,return-value]
 
+    def mul(self, a: Pattern, b: Pattern) -> Pattern:
+        return product((a, b))  # type: ignore[arg-type,return-value]
 
-def tanh(a: Pattern) -> Op:
-    return Op("tanh", (a,))
-
-
-def erf(a: Pattern) -> Op:
-    return Op("erf", (a,))
-
-
-def sigmoid(a: Pattern) -> Op:
-    return Op("sigmoid", (a,))
-
-
-x = Var()
-c = SQRT_2_OVER_PI
+    def fn(self, name: str, a: Pattern) -> Pattern:
+        return Op(name, (a,))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -64,24 +61,49 @@ class GeluRule:
 
     name: str
     kind: str
-    formula: Op
+    formula: Pattern
 
 
-RULES: tuple[GeluRule, ...] = (
-    GeluRule("erf formula 0.5·x·(1+erf(x/√2))", "exact",
-             mul(0.5, x, add(1, erf(mul(INV_SQRT_2, x))))),
-    GeluRule("tanh formula 0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³)))", "tanh",
-             mul(0.5, x, add(1, tanh(mul(c, add(x, mul(TANH_BETA, x, x, x))))))),
-    GeluRule("tanh formula, factored (gelu_fast / Megatron / Bloom)", "tanh",
-             mul(0.5, x, add(1, tanh(mul(c, x, add(1, mul(TANH_BETA, x, x))))))),
-    GeluRule("tanh formula, distributed √(2/π)·x + 0.0356774·x³", "tanh",
-             mul(0.5, x, add(1, tanh(add(mul(c, x), mul(c * TANH_BETA, x, x, x)))))),
-    GeluRule("tanh formula, factored and distributed x·(√(2/π) + 0.0356774·x²)", "tanh",
-             mul(0.5, x, add(1, tanh(mul(x, add(c, mul(c * TANH_BETA, x, x))))))),
-    GeluRule("tanh formula as sigmoid x·σ(2√(2/π)·(x+0.044715·x³))", "tanh",
-             mul(x, sigmoid(mul(2 * c, add(x, mul(TANH_BETA, x, x, x)))))),
-    GeluRule("QuickGELU x·σ(1.702·x)", "quick", mul(x, sigmoid(mul(QUICK_ALPHA, x)))),
-)
+def _key(p: Pattern) -> str:
+    """The same text for trees equal up to argument order (literals to 12 digits)."""
+    if isinstance(p, Var):
+        return p.name
+    if isinstance(p, Const):
+        return f"{p.value:.12g}"
+    args = sorted(_key(a) for a in p.args)  # type: ignore[arg-type]
+    return f"{p.kind}({','.join(args)})"
+
+
+def _derive(entries: tuple[catalogue.Spelling, ...]) -> tuple[GeluRule, ...]:
+    """One rule per distinct tree, in catalogue order (`x·ndtr(x)` written with `Erf` is
+    the erf formula's tree, so it is found under that name)."""
+    algebra = TreeAlgebra()
+    found: dict[str, GeluRule] = {}
+    for e in entries:
+        tree = catalogue.evaluate(e.math, algebra)
+        found.setdefault(_key(tree), GeluRule(e.name, e.kind, tree))
+    return tuple(found.values())
+
+
+_RULES = catalogue.Derived(_derive)
+
+
+def rules() -> tuple[GeluRule, ...]:
+    """The rules, derived from the catalogue as it stands, in its order."""
+    return _RULES.get()
+
+
+#: The ONNX ops a tree of each outermost kind can be rooted at.
+_ROOTS_OF = {"mul": ("Mul", "Div"), "add": ("Add", "Sub")}
+
+
+def root_ops() -> frozenset[str]:
+    """The op types a GELU formula's output node can have, by the rules' outermost ops."""
+    return frozenset(op for r in rules() if isinstance(r.formula, Op)
+                     for op in _ROOTS_OF.get(r.formula.kind, ()))
+
+
+RULES: tuple[GeluRule, ...] = rules()
 
 
 def close(ref: float, lit: Const) -> bool:
@@ -132,7 +154,7 @@ def _match_seq(pats: tuple[Pattern, ...], exprs: tuple[Expr, ...],
 
 def match_formula(expr: Expr) -> tuple[GeluRule, Leaf] | None:
     """The first rule that `expr` computes, and the leaf bound to `x`."""
-    for rule in RULES:
+    for rule in rules():
         for binding in _match(rule.formula, expr, {}):
             return rule, binding["x"]
     return None

@@ -39,7 +39,7 @@ class Lowering:
 
 
 def added_error(site_kind: str, new_kind: str) -> float:
-    """Worst-case absolute error a kind change adds (KNOWLEDGE §1)."""
+    """Worst-case absolute error a kind change adds (docs/gelu.md)."""
     return added_max_error(site_kind, new_kind)
 
 

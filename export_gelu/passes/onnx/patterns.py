@@ -17,7 +17,7 @@ import numpy as np
 from export_gelu.passes.onnx.exporter_shapes import SHAPES, ExporterShape
 from export_gelu.passes.onnx.expr import Const, _literal_rtol
 from export_gelu.passes.onnx.formulas import close
-from export_gelu.passes.onnx.recognise import Match
+from export_gelu.passes.onnx.match import Match
 from export_gelu.passes.onnx.view import GraphView
 
 _SHAPE_OPS = frozenset(op for s in SHAPES for op, _r in s.nodes)

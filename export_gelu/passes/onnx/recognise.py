@@ -6,46 +6,30 @@ Three sources, tried in this order:
 2. Exporter shapes derived by exporting the reference formulas (`exporter_shapes.py`),
    matched with onnx-graphsurgeon's `GraphPattern` (`patterns.py`): fixed operand order,
    literals checked with the formula tolerance; these name the exporter that made them.
-3. The formulas of `formulas.py` on expression trees (`expr.py`): every other spelling —
-   commuted operands, TF's `Mul(0.7071)`, Megatron/Bloom/gelu_fast, Cast islands.
+3. The formulas of `formulas.py` (derived from `passes/gelu_catalogue.py`) on expression
+   trees (`expr.py`): every other spelling — commuted operands, TF's `Mul(0.7071)`,
+   Megatron/Bloom/gelu_fast, erfc written with `Erf`, Cast islands.
+
+Each site is a `Match` (`match.py`, re-exported here).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from export_gelu.passes.onnx.expr import TreeBuilder
-from export_gelu.passes.onnx.formulas import QUICK_ALPHA, match_formula
+from export_gelu.passes.onnx.formulas import QUICK_ALPHA, match_formula, root_ops
+from export_gelu.passes.onnx.match import Match
+from export_gelu.passes.onnx.patterns import exporter_shape_matches
 from export_gelu.passes.onnx.view import DEFAULT_DOMAINS, GraphView
 from export_gelu.trt_parser.plugin import TYPE_IDS, bias_as_read
 
 MS_DOMAIN = "com.microsoft"
 PLUGIN_OP = "CustomGeluPluginDynamic"
-_ROOT_OPS = ("Mul", "Div")
-
-
-@dataclass
-class Match:
-    """One GELU site: what computes it now, its input and output, and its canonical kind."""
-
-    kind: str  # exact | tanh | quick
-    shape: str  # what was matched, for the report
-    x: str  # input tensor
-    output: str  # output tensor (kept: its consumers and graph outputs see no change)
-    nodes: list[str]  # nodes that compute it (removed when the site is rewritten)
-    root: str  # the node producing `output`
-    bias: str | None = None  # a bias tensor the site adds to x first (GELU(x + bias))
-    bias_values: np.ndarray | None = None  # a bias held as an attribute (plugin nodes)
-    bias_node: str | None = None  # the Add node a bias was folded from
-    features: set[str] = field(default_factory=set)
-
-    @property
-    def has_bias(self) -> bool:
-        return self.bias is not None or self.bias_values is not None
+__all__ = ["Match", "MS_DOMAIN", "PLUGIN_OP", "existing_op_match", "formula_matches",
+           "find_matches", "bias_to_fold", "gemm_fusion_takes"]
 
 
 def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
@@ -121,8 +105,9 @@ def formula_matches(view: GraphView, claimed: set[str]) -> list[Match]:
     """GELU formulas written as primitive ops, outermost first; skips claimed nodes."""
     builder = TreeBuilder(view)
     found: list[Match] = []
+    ops = root_ops()
     roots = [n for n in reversed(view.model.graph.node)
-             if n.op_type in _ROOT_OPS and n.domain in DEFAULT_DOMAINS and len(n.output) == 1]
+             if n.op_type in ops and n.domain in DEFAULT_DOMAINS and len(n.output) == 1]
     for root in roots:
         if root.name in claimed:
             continue
@@ -144,8 +129,6 @@ def formula_matches(view: GraphView, claimed: set[str]) -> list[Match]:
 
 def find_matches(view: GraphView) -> list[Match]:
     """Every GELU site in the graph, in graph order."""
-    from export_gelu.passes.onnx.patterns import exporter_shape_matches
-
     claimed: set[str] = set()
     matches: list[Match] = []
     for node in view.model.graph.node:
