@@ -24,3 +24,7 @@ def _gather_negative_indices(node: onnx.NodeProto, ctx: GraphContext) -> str | N
     if idx is not None:
         return f"constant indices {idx.min()}" if idx.size and idx.min() < 0 else None
     return None
+
+
+# Records for inputs the parser needs as constants, Trilu, Einsum and the check-only rows.
+from export_gelu.trt_parser import restriction_rows_inputs  # noqa: E402,F401

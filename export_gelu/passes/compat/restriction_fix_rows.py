@@ -25,3 +25,7 @@ def _gather_nonnegative(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.No
     new.CopyFrom(node)
     new.input[1] = ctx.editor.const(fixed, f"{node.input[1]}_nonneg")
     return [new]
+
+
+# Fixes for inputs the parser needs as constants, Trilu, Einsum, Reduce axes, ScatterND, TopK.
+from export_gelu.passes.compat import restriction_fix_inputs  # noqa: E402,F401
