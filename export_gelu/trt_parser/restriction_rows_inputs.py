@@ -506,15 +506,6 @@ def _topk_k(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
     return f"K = {k}" if k is not None and k > TOPK_MAX_K else None
 
 
-@restriction(key="topk-unsorted", op="TopK", condition="sorted=0", since="10.1", fixed_in=None,
-             parser_words="docs/operators.md: \"`sorted` must be 1\" (the importer always "
-                          "returns sorted values)",
-             source=f"{OTRT} docs/operators.md release/10.1-GA and 10.15; onnxOpImporters.cpp "
-                    f"release/10.1-GA (TopK)")
-def _topk_unsorted(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    return "sorted=0" if opset_of(ctx) >= 11 and attr_value(node, "sorted", 1) == 0 else None
-
-
 def _branch_shapes(node: onnx.NodeProto) -> list[tuple[tuple | None, tuple | None]]:
     """(then shape, else shape) per output of an If node, from the branches' declared types."""
     def shapes(name: str) -> list[tuple | None]:

@@ -13,7 +13,6 @@
 - Reduce* with an opset-18 axes input on TensorRT < 10 (the axes are ignored): rewritten
   through ReduceSum (whose axes input is honoured) or TopK.
 - ScatterND reduction='none' on 10.0–10.8: the attribute dropped (it is the default).
-- TopK sorted=0 on 10.1+: sorted=1 (an unsorted result may come in any order).
 """
 
 from __future__ import annotations
@@ -171,13 +170,6 @@ def _einsum_letters(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodePr
 def _scatternd_default(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
     new = clone(node)
     drop_attr(new, "reduction")
-    return [new]
-
-
-@fix("topk-unsorted", "asked for sorted results (an unsorted TopK may return any order)")
-def _topk_sorted(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
-    new = clone(node)
-    set_attr(new, "sorted", 1)
     return [new]
 
 
