@@ -473,3 +473,17 @@ def test_inspect_json_gives_each_profile_its_verdict(tmp_path):
     for name in ("trt8.6", "trt9", "trt10", "trt11"):
         assert table[name] == []
     assert info["after_export"]["trt8.5"]["fits"] is True
+
+
+def test_computed_axes_folded_before_down_conversion(tmp_path):
+    """trt7.0 takes opset 11: the down-converter needs Unsqueeze-13's axes as an attribute,
+    which a computed (constant in fact) axes input becomes once folded."""
+    model = unsqueeze_axes_static_dim()
+    src, out = tmp_path / "probe.onnx", tmp_path / "out.onnx"
+    onnx.save(model, str(src))
+    res = run_cli(src, "--target", "trt7.0", "-o", out, "--iterations", "0", *shapes(model))
+    assert res.code == 0, res.err
+    fitted = onnx.load(str(out))
+    assert [n.op_type for n in fitted.graph.node] == ["Unsqueeze"]
+    assert helper.get_attribute_value(fitted.graph.node[0].attribute[0]) == [0]
+    assert_same_outputs(model, fitted)

@@ -33,7 +33,7 @@ from export_gelu.trt_parser.restriction_rows_inputs import (
     is_weights,
     shape_of,
 )
-from export_gelu.trt_parser.restrictions import GraphContext
+from export_gelu.trt_parser.restrictions import RESTRICTIONS, GraphContext
 
 
 def static_shape_leaf(ctx: GraphContext) -> Callable[[onnx.NodeProto], dict | None]:
@@ -243,3 +243,38 @@ for _op in REDUCE_AXES_INPUT:
         fix(f"{_op.lower()}-axes-ignored",
             "rewritten through ReduceSum/TopK, whose axes the parser honours")(
             _reduce_through_sum)
+
+
+def fold_computed_inputs(model: onnx.ModelProto) -> int:
+    """Fold, on any version, every input of the must-be-weights rows that is computed but
+    constant in fact (the down-converter needs such axes/sizes as attributes too). Returns
+    the number of inputs folded; the cones nothing else reads are dropped."""
+    from export_gelu.passes.compat.restriction_fixes import drop_unread_producers
+    from export_gelu.trt_parser.restriction_rows_inputs import opset_of
+
+    wanted: dict[str, list[tuple[int, ...]]] = {}
+    for r in RESTRICTIONS:
+        if r.key in CONSTANT_INPUTS:
+            indices, from_opset = CONSTANT_INPUTS[r.key]
+            wanted.setdefault(r.op, []).append((from_opset, *indices))
+    if not any(n.op_type in wanted for n in model.graph.node):
+        return 0
+    ctx = GraphContext(model)
+    opset = opset_of(ctx)
+    released: set[str] = set()
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        for from_opset, *indices in wanted.get(node.op_type, ()):
+            for i in indices if opset >= from_opset else ():
+                name = given(node, i)
+                if not name or is_weights(ctx, name):
+                    continue
+                value = known_value(ctx, name)
+                if value is not None:
+                    node.input[i] = ctx.editor.const(value, f"{name}_folded")
+                    released.add(name)
+    if released:
+        ctx.editor.commit(list(model.graph.node))
+        drop_unread_producers(model.graph, released)
+    return len(released)
