@@ -198,6 +198,12 @@ def pad(pads: list[int], mode: str = "constant", computed: bool = False
     return build
 
 
+def pad_axes() -> onnx.ModelProto:
+    b = B(18)
+    x = b.input("x", [2, 4, 16])
+    return b.model(b.op("Pad", x, b.c([1, 2]), b.c(0.5, np.float32), b.c([-1])))
+
+
 def resize_half_pixel() -> onnx.ModelProto:
     b = B(11)
     x = b.input("x", [1, 1, 4, 4])
@@ -298,6 +304,8 @@ ROWS = [
         "TensorRT 8.2 and newer", also={"pad-trt7.0"}),
     Row("pad-pads-computed", pad([0, 0, 1, 0, 0, 1], computed=True), span("trt7.1", "trt8.0"),
         "trt8.0", True, also={"pad-trt7.0"}),
+    Row("pad-axes-input", pad_axes, span("trt7.0", "trt9"), "trt9", True,
+        also={"pad-nonzero", "pad-trt7.0"}),
     Row("resize-trt7.0", resize_half_pixel, {"trt7.0"}, "trt7.0", False,
         "TensorRT 7.1 and newer"),
     Row("scatternd-reduction", scatternd("add"), set(NAMES), "trt8.4", False,

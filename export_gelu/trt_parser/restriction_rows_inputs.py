@@ -373,6 +373,27 @@ must_be_weights(
     source=PAD_SOURCE)
 
 
+PAD_AXES_WORDS = "\"TensorRT does not support dynamic axes for pad!\""
+
+must_be_weights(
+    key="pad-axes-computed", op="Pad", inputs=(3,), labels=("axes",), from_opset=18,
+    since="10.0", fixed_in="10.4",
+    parser_words=PAD_AXES_WORDS + " (a tensor `axes`); 10.4 GA: \"Added support for tensor "
+                 "`axes` for `Pad` operations\"",
+    source=f"{OTRT} onnxOpImporters.cpp release/10.0-GA, release/10.1-GA (Pad); {CHANGELOG}")
+
+
+@restriction(key="pad-axes-input", op="Pad", condition="an `axes` input (opset >= 18)",
+             since=None, fixed_in="10.0",
+             parser_words=PAD_AXES_WORDS + " (any `axes` input, an initializer too); 10.0 "
+                          "reads an initializer `axes`",
+             source=f"{OTRT} builtin_op_importers.cpp release/8.6-GA, 9.3 and "
+                    f"onnxOpImporters.cpp release/10.0-GA (Pad)")
+def _pad_axes(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+    axes = given(node, 3)
+    return f"`axes` {axes!r}" if opset_of(ctx) >= 18 and axes else None
+
+
 @restriction(key="pad-nonzero", op="Pad",
              condition="padding other than constant zeros", since=None, fixed_in="8.2",
              parser_words="\"This version of TensorRT only supports constant 0 padding!\"",

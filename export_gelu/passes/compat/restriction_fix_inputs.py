@@ -12,6 +12,7 @@
   parser does itself), when every operand's ellipsis covers the same number of dims.
 - Reduce* with an opset-18 axes input on TensorRT < 10 (the axes are ignored): rewritten
   through ReduceSum (whose axes input is honoured) or TopK.
+- Pad with an opset-18 axes input before 10.0: full-rank pads instead.
 - ScatterND reduction='none' on 10.0–10.8: the attribute dropped (it is the default).
 """
 
@@ -170,6 +171,23 @@ def _einsum_letters(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodePr
 def _scatternd_default(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
     new = clone(node)
     drop_attr(new, "reduction")
+    return [new]
+
+
+@fix("pad-axes-input", "given full-rank pads instead of an axes input")
+def _pad_full_rank(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
+    shape = shape_of(ctx, node.input[0])
+    pads = known_value(ctx, node.input[1])
+    axes = known_value(ctx, given(node, 3))
+    if shape is None or pads is None or axes is None or pads.size != 2 * axes.size:
+        return None
+    rank, n = len(shape), axes.size
+    full = np.zeros(2 * rank, np.int64)
+    for j, a in enumerate(int(a) % rank for a in axes.ravel()):
+        full[a], full[a + rank] = pads.ravel()[j], pads.ravel()[j + n]
+    new = clone(node)
+    new.input[1] = ctx.editor.const(full, f"{node.input[1]}_full")
+    del new.input[3:]
     return [new]
 
 
