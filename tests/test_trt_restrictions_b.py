@@ -446,6 +446,23 @@ def test_opset18_reduce_rewritten_for_parsers_that_ignore_axes(op, axes, keepdim
     assert_same_outputs(model, fitted)
 
 
+def test_opset18_reducemean_over_a_symbolic_dim(tmp_path):
+    b = B(18)
+    x = b.input("x", [2, "seq", 16])
+    model = b.model(b.op("ReduceMean", x, b.c([1]), keepdims=0))
+    src, out = tmp_path / "probe.onnx", tmp_path / "out.onnx"
+    onnx.save(model, str(src))
+    res = run_cli(src, "--target", "trt9", "-o", out, "--iterations", "0", *shapes(model))
+    assert res.code == 0, res.err
+    fitted = onnx.load(str(out))
+    assert "ReduceMean" not in {n.op_type for n in fitted.graph.node}
+    assert fitted.graph.input[0].type.tensor_type.shape.dim[1].dim_param == "seq"
+    for seq in (3, 7):
+        inputs = {"x": np.random.default_rng(seq).standard_normal((2, seq, 16)).astype(np.float32)}
+        (a,), (c,) = run(model, inputs), run(fitted, inputs)
+        assert np.abs(a - c).max() <= 1e-6 * np.abs(a).max()
+
+
 def test_reduceprod_with_axes_is_refused_for_trt9():
     from export_gelu.passes.compat import fit_to_profile
 

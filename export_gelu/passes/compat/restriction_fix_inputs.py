@@ -226,13 +226,16 @@ def _reduce_through_sum(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.No
 
     if op == "ReduceMean":
         dims = [shape[a] for a in axes_list]
-        if not all(isinstance(d, int) for d in dims):
-            return None
         vt = ctx.type_of(x)
         if vt is None or not vt.elem_type:
             return None
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(vt.elem_type)
-        y = add("Div", rsum(x), ed.const(np.array(np.prod(dims), dtype), f"{base}_n"))
+        if all(isinstance(d, int) for d in dims):
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(vt.elem_type)
+            count = ed.const(np.array(np.prod(dims), dtype), f"{base}_n")
+        else:  # the count from the run-time shape; ReduceProd without axes reduces all
+            picked = add("Gather", add("Shape", x), axes_c)
+            count = add("Cast", add("ReduceProd", picked, keepdims=0), to=vt.elem_type)
+        y = add("Div", rsum(x), count)
     elif op == "ReduceSumSquare":
         y = rsum(add("Mul", x, x))
     elif op == "ReduceL1":
