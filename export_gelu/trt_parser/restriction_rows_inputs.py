@@ -183,8 +183,8 @@ for _op, _from in REDUCE_AXES_INPUT.items():
         from_opset=_from, since=None, fixed_in=None,
         parser_words="\"Axis input must be an initializer!\" (reduceTensor); docs/operators.md "
                      "10.0-10.15 \"`axes` must be an initializer\"" + (
-                         "" if _op == "ReduceSum" else "; before 10.0 the axes input is not "
-                         "read at all (see the axes-ignored row)"),
+                         "" if _op == "ReduceSum" else "; before 10.0 the importer does not "
+                         "read an axes input at all"),
         source=f"{OTRT} onnx2trt_utils.cpp release/8.0, 9.3 and importerUtils.cpp "
                f"release/10.1-GA (reduceTensor); docs/operators.md release/10.0-GA, 10.15")
 
