@@ -27,5 +27,5 @@ def _gather_nonnegative(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.No
     return [new]
 
 
-# Fixes for inputs the parser needs as constants, Trilu, Einsum, Reduce axes, ScatterND, TopK.
+# Fixes for inputs the parser needs as constants, Trilu, Einsum, Reduce and Pad axes, ScatterND.
 from export_gelu.passes.compat import restriction_fix_inputs  # noqa: E402,F401
