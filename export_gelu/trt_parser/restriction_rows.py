@@ -139,4 +139,8 @@ def _gathernd_bool(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
 
 
 # The other rows, by topic (importing them registers them).
-from export_gelu.trt_parser import dtype_rows, output_rows  # noqa: E402, F401
+from export_gelu.trt_parser import (  # noqa: E402, F401
+    dtype_rows,
+    output_rows,
+    restriction_rows_inputs,
+)

@@ -99,6 +99,12 @@ def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
 
         notes.extend(fit_restrictions(model, profile.trt_version, profile.name, early=True))
     if opset > target_opset:
+        if profile.runtime == "trt":  # computed axes/sizes that are constant in fact
+            from export_gelu.passes.compat.restriction_fix_inputs import fold_computed_inputs
+
+            if n := fold_computed_inputs(model):
+                notes.append(f"{n} computed axes/sizes/bounds input(s) constant in fact folded "
+                             "to initializers")
         notes.extend(downconvert(model, target_opset))
     if profile.runtime == "trt":
         from export_gelu.passes.compat.restriction_fixes import fit_restrictions

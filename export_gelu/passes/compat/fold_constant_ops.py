@@ -22,14 +22,27 @@ _MAX_CONE_NODES = 200
 _MAX_VALUE_ELEMENTS = 1 << 22
 
 
+#: A leaf of a cone: (node) → the values of its outputs when they are known without running
+#: it (the shape of a tensor whose shape is static), else None.
+Leaf = Callable[[onnx.NodeProto], "dict[str, np.ndarray] | None"]
+
+
 def _cone(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], ed: GraphEditor,
-          graph_inputs: set[str]) -> list[onnx.NodeProto] | None:
-    """The nodes `node` depends on (itself included), or None when a graph input is reached."""
+          graph_inputs: set[str], leaf: Leaf | None = None,
+          known: dict[str, np.ndarray] | None = None) -> list[onnx.NodeProto] | None:
+    """The nodes `node` depends on (itself included), or None when a graph input is reached.
+
+    With `leaf`, a node whose outputs `leaf` knows is not entered: its values go to `known`.
+    """
     seen: dict[int, onnx.NodeProto] = {}
     stack = [node]
     while stack:
         n = stack.pop()
         if id(n) in seen:
+            continue
+        values = leaf(n) if leaf is not None and n is not node else None
+        if values is not None and known is not None:
+            known.update(values)
             continue
         seen[id(n)] = n
         if len(seen) > _MAX_CONE_NODES or any(a.type in (onnx.AttributeProto.GRAPH,
@@ -49,8 +62,8 @@ def _cone(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], ed: GraphEd
 
 
 def _evaluate(cone: list[onnx.NodeProto], outputs: list[str], ed: GraphEditor,
-              order: dict[int, int], opset_imports: list[onnx.OperatorSetIdProto]
-              ) -> list[np.ndarray] | None:
+              order: dict[int, int], opset_imports: list[onnx.OperatorSetIdProto],
+              known: dict[str, np.ndarray] | None = None) -> list[np.ndarray] | None:
     import onnxruntime as ort
 
     nodes = sorted(cone, key=lambda n: order[id(n)])
@@ -58,7 +71,7 @@ def _evaluate(cone: list[onnx.NodeProto], outputs: list[str], ed: GraphEditor,
     needed = {i for n in nodes for i in n.input if i and i not in produced}
     inits = []
     for name in sorted(needed):
-        value = ed.constant(name)
+        value = known[name] if known and name in known else ed.constant(name)
         if value is None:
             return None
         inits.append(onnx.numpy_helper.from_array(value, name))
@@ -119,3 +132,28 @@ def fold_constant_ops(model: onnx.ModelProto, ed: GraphEditor, opset: int,
         nodes = [n for n in nodes if id(n) not in dead]
     ed.commit(nodes)
     return folded
+
+
+def constant_value(model: onnx.ModelProto, ed: GraphEditor, name: str,
+                   leaf: Leaf | None = None) -> np.ndarray | None:
+    """The value of tensor `name` of `model`'s top-level graph when everything it depends on
+    is constant (initializers, Constant nodes, and whatever `leaf` knows), evaluated in ONNX
+    Runtime; None when it depends on a graph input or cannot be evaluated."""
+    value = ed.constant(name)
+    if value is not None:
+        return value
+    graph = model.graph
+    producer = {o: n for n in graph.node for o in n.output if o}
+    node = producer.get(name)
+    if node is None or node.domain not in ("", "ai.onnx"):
+        return None
+    known: dict[str, np.ndarray] = {}
+    if leaf is not None and (values := leaf(node)) is not None:
+        return values.get(name)
+    graph_inputs = {i.name for i in graph.input} - {i.name for i in graph.initializer}
+    cone = _cone(node, producer, ed, graph_inputs, leaf, known)
+    if cone is None:
+        return None
+    order = {id(n): i for i, n in enumerate(graph.node)}
+    values = _evaluate(cone, [name], ed, order, list(model.opset_import), known)
+    return None if values is None else np.asarray(values[0])

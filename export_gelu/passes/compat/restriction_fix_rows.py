@@ -103,4 +103,8 @@ for _key in ("gather-bool-data", "gatherelements-bool-data", "gathernd-bool-data
 
 
 # The other fixes, by topic (importing them registers them).
-from export_gelu.passes.compat import dtype_fixes, output_fixes  # noqa: E402, F401
+from export_gelu.passes.compat import (  # noqa: E402, F401
+    dtype_fixes,
+    output_fixes,
+    restriction_fix_inputs,
+)

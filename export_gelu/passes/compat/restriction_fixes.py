@@ -75,6 +75,7 @@ def _apply(model: onnx.ModelProto, hits: list[Hit], ctx: GraphContext) -> dict[s
     by_name = {h.node_name: h for h in hits if h.restriction.key in FIXES}
     done: dict[str, int] = {}
     nodes: list[onnx.NodeProto] = []
+    released: set[str] = set()
     for node in model.graph.node:
         hit = by_name.get(node.name or (node.output[0] if node.output else ""))
         new = None
@@ -84,11 +85,54 @@ def _apply(model: onnx.ModelProto, hits: list[Hit], ctx: GraphContext) -> dict[s
             nodes.append(node)
             continue
         ctx.editor.replaced(node, new)
+        released.update(set(node.input) - {i for n in new for i in n.input})
         nodes.extend(new)
         done[hit.restriction.key] = done.get(hit.restriction.key, 0) + 1
     if done:
         ctx.editor.commit(nodes)
+        drop_unread_producers(model.graph, released)
     return done
+
+
+def drop_unread_producers(graph: onnx.GraphProto, names: set[str]) -> None:
+    """Remove the nodes (and initializers) that computed `names` and that nothing reads any
+    more, transitively: the cone a fix stopped reading (a computed input folded to a constant)
+    goes with it. Graph outputs, names read inside subgraphs and graph inputs stay."""
+    from collections import Counter
+
+    from export_gelu.passes.compat.graph import _read_names
+
+    uses = Counter(i for n in graph.node for i in n.input if i)
+    pinned = {o.name for o in graph.output} | {i.name for i in graph.input}
+    for n in graph.node:
+        for a in n.attribute:
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs):
+                pinned |= _read_names(sub)
+    producer = {o: n for n in graph.node for o in n.output if o}
+    removed: set[int] = set()
+    visited: set[str] = set()
+    stack = [n for n in names if n]
+    while stack:
+        name = stack.pop()
+        visited.add(name)
+        node = producer.get(name)
+        if node is None or id(node) in removed or any(
+                o and (uses[o] > 0 or o in pinned) for o in node.output):
+            continue
+        removed.add(id(node))
+        for i in node.input:
+            if i:
+                uses[i] -= 1
+                stack.append(i)
+    if removed:
+        kept = [n for n in graph.node if id(n) not in removed]
+        graph.ClearField("node")
+        graph.node.extend(kept)
+    dead = {n for n in visited if uses[n] <= 0 and n not in pinned and n not in producer}
+    if dead & {i.name for i in graph.initializer}:
+        inits = [i for i in graph.initializer if i.name not in dead]
+        graph.ClearField("initializer")
+        graph.initializer.extend(inits)
 
 
 def fit_restrictions(model: onnx.ModelProto, trt_version: str, target: str,
