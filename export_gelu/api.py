@@ -20,6 +20,7 @@ from export_gelu.compat import (
 )
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.capture import capture, cast_args, module_for_precision
+from export_gelu.exporter.dynamic import DynamicPlan, parse_dynamic_flag, plan_dynamic
 from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.inputs import check_run_flags
 from export_gelu.exporter.load import LoadedModel, load_model, load_onnx_model
@@ -44,7 +45,6 @@ from export_gelu.passes.sites import GeluSite
 from export_gelu.progress import Progress
 from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances, skipped
 from export_gelu.runtime.report import Report
-from export_gelu.runtime.trt_runner import parse_dynamic
 from export_gelu.targets import TRT_PROFILES, TargetProfile, resolve_target
 
 GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
@@ -107,13 +107,17 @@ def _deployed_feed(feed: OrderedDict[str, np.ndarray], model: onnx.ModelProto,
 def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profile: TargetProfile,
                   opset: int, form: str, precision: str, report: Report,
                   progress: Progress, clock: StageClock | None = None,
-                  ) -> tuple[onnx.ModelProto, list[GeluSite]]:
+                  plan: DynamicPlan | None = None) -> tuple[onnx.ModelProto, list[GeluSite]]:
+    from export_gelu.exporter import dynamic as dyn
+
     clock = clock or StageClock()
+    plan = plan or DynamicPlan()
     module = module_for_precision(loaded, precision)
     report.notes.extend(fit_module_precision(module, precision))
     args = _torch_feed(feed, precision)
     progress.step("capturing the model with torch.export")
-    program, why_not = capture(loaded, module, args, precision)
+    dynamic_shapes = plan.torch_dynamic_shapes(list(feed)) if plan.ranged else None
+    program, why_not = capture(loaded, module, args, precision, dynamic_shapes)
     report.notes.extend(fit_program_precision(program, precision))
     clock.lap("capture")
     sites: list[GeluSite] = []
@@ -123,6 +127,9 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
         if loaded.format.value == "TorchScript":
             report.notes.append("TorchScript converted to an ExportedProgram (TS2EPConverter); "
                                 "the fx GELU passes ran on it")
+        if plan.ranged and opset < DYNAMO_MIN_OPSET:
+            report.notes.append(dyn.DOWNCONVERT_NOTE.format(opset=DYNAMO_MIN_OPSET, target=opset))
+            opset = DYNAMO_MIN_OPSET  # fit_to_profile converts the graph down to the target's
         report.notes.extend(prepare_program_for_opset(program, opset))
         clock.lap("fx_passes")
     else:
@@ -133,7 +140,15 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
             report.notes.append(f"exported with the TorchScript exporter at opset {opset}")
     progress.step(f"exporting to ONNX (opset {opset})")
     export_module = module if program is None else None
-    model, report.exporter = export_to_onnx(export_module, args, list(feed), opset, program)
+    dynamic_axes = dyn.torchscript_dynamic_axes(plan) if program is None else None
+    model, report.exporter = export_to_onnx(export_module, args, list(feed), opset, program,
+                                            dynamic_axes)
+    dyn.name_graph_dims(model, plan.dims)
+    baked = dyn.static_ranged_axes(model, plan.dims)
+    if baked:
+        raise TargetUnmetError(f"the {report.exporter} exporter made ranged axes static "
+                               f"({', '.join(baked)}): the model computes with that size as a "
+                               "Python constant; export an nn.Module or ExportedProgram instead")
     clock.lap("export")
     return model, sites
 
@@ -234,8 +249,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         check_output_path(path, [model_path])
     check_run_flags(threads=threads, iterations=iterations, warmup=warmup, atol=atol, rtol=rtol,
                     opset=opset)
-    for spec in dynamic:
-        parse_dynamic(spec)  # a bad --dynamic is refused here, not only on a GPU machine
+    flags = [parse_dynamic_flag(d) for d in dynamic]  # refused here, not only on a GPU
     from export_gelu.runtime.trt_runner import trt_unavailable_reason
 
     why_no_trt = trt_unavailable_reason()
@@ -249,15 +263,19 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
     for _flag, path in outputs:
         check_output_path(path, [model_path, *loaded.data_files])
-    feed = resolve_feed(loaded, list(inputs), inputs_npz)
+    plan, specs = plan_dynamic(loaded, flags, list(inputs), inputs_npz)
+    feed = resolve_feed(loaded, specs, inputs_npz)
     rep = Report(model=str(model_path), target=profile.name, target_note=target_note,
                  model_format=loaded.format.value, precision=precision, gelu_form=gelu,
-                 threads=threads, notes=list(loaded.notes))
+                 threads=threads, notes=list(loaded.notes) + plan.notes)
     reference_module = None if loaded.is_onnx else loaded.reference_module()
     rep.stage_seconds = clock.stages
 
     if loaded.is_onnx:
         onnx_model = load_onnx_model(loaded.path)
+        from export_gelu.exporter.dynamic import name_graph_dims
+
+        name_graph_dims(onnx_model, plan.dims)
         fx_sites: list[GeluSite] = []
         rep.exporter = "none (ONNX input)"
         if opset is not None:
@@ -266,7 +284,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     else:
         clock.lap("load")
         onnx_model, fx_sites = _export_torch(loaded, feed, profile, opset or profile.opset,
-                                             gelu, precision, rep, progress, clock)
+                                             gelu, precision, rep, progress, clock, plan)
     progress.step("rewriting GELU sites for the target (ONNX)")
     with gc_paused():
         onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
@@ -286,12 +304,13 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                   if not r]
         rep.notes.append(f"TensorRT versions that parse the output as is: "
                          f"{format_targets(takers)}")
-    if dynamic:
+    if plan.dims:
         from export_gelu.runtime.trt_runner import check_dynamic
 
         shapes = {n: tuple(a.shape) for n, a in _deployed_feed(feed, onnx_model,
                                                                  precision).items()}
-        check_dynamic([parse_dynamic(d) for d in dynamic], onnx_model, shapes)
+        check_dynamic(plan.axes(), onnx_model, shapes)
+        rep.dynamic = {"dims": plan.to_json(), "shapes": []}
 
     clock.lap("checks")
     progress.step(f"writing {out}")
@@ -307,7 +326,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     elif why_no_trt:
         rep.trt = {"status": "skipped", "reason": why_no_trt}
     else:
-        built = _build_trt(out, profile, precision, feed, onnx_model, engine, dynamic, rep,
+        built = _build_trt(out, profile, precision, feed, onnx_model, engine, plan.axes(), rep,
                            progress)
         clock.lap("trt_build")
 
@@ -324,6 +343,12 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         if built is not None and reference is not None:
             _check_trt(built, precision, feed, onnx_model, reference, rep, progress, atol, rtol,
                        added, iterations, warmup)
+        if plan.ranged and plan.templates and not no_ort and rep.parity.status != "skipped":
+            from export_gelu.runtime.shape_parity import parity_at_sizes
+
+            progress.step("checking parity at every size of the --dynamic ranges")
+            parity_at_sizes(plan, loaded, reference_module, out, onnx_model, built, precision,
+                            atol, rtol, added, threads, rep)
         clock.lap("verify")
     else:
         rep.parity = skipped("--no-verify")
@@ -341,20 +366,20 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
 
 def _build_trt(onnx_path: Path, profile: TargetProfile, precision: str, feed: OrderedDict,
-               model: onnx.ModelProto, engine: Any, dynamic: Sequence[str], rep: Report,
+               model: onnx.ModelProto, engine: Any, dynamic: Sequence[Any], rep: Report,
                progress: Progress) -> Any:
-    """Build (and save, with --engine) a TensorRT engine with the installed TensorRT."""
+    """Build (and save, with --engine) a TensorRT engine with the installed TensorRT;
+    `dynamic`: the DynamicAxis ranges of its optimization profile."""
     from export_gelu.runtime.trt_runner import (
         build_engine,
         build_engine_loader,
         installed_profile,
-        parse_dynamic,
     )
 
     builder = installed_profile()
     shapes = {n: tuple(a.shape) for n, a in _deployed_feed(feed, model, precision).items()}
     progress.step("building the TensorRT engine")
-    loader = build_engine_loader(onnx_path, precision, shapes, [parse_dynamic(d) for d in dynamic],
+    loader = build_engine_loader(onnx_path, precision, shapes, list(dynamic),
                                  Path(engine) if engine else None, builder)
     built = build_engine(loader, onnx_path)
     version = builder.trt_version if builder else "?"

@@ -28,18 +28,32 @@ def module_for_precision(loaded: LoadedModel, precision: str) -> Any:
     return copy.deepcopy(module).to(PRECISION_DTYPES[precision])
 
 
-def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: str
-            ) -> tuple[Any, str | None]:
-    """An ExportedProgram for `module` on `args`, or (None, why not) when capture fails."""
+def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: str,
+            dynamic_shapes: tuple[Any, ...] | None = None) -> tuple[Any, str | None]:
+    """An ExportedProgram for `module` on `args`, or (None, why not) when capture fails.
+
+    `dynamic_shapes` (torch.export's, one entry per argument) keeps those axes symbolic; a
+    range the model does not allow is bad input (exit 2), not a capture failure.
+    """
     if loaded.exported is not None and precision == "fp32":
         return loaded.exported, None
+    if dynamic_shapes is not None and isinstance(module, torch.jit.ScriptModule):
+        return None, ("TS2EPConverter keeps the traced shapes; the TorchScript module is "
+                      "exported with dynamic_axes instead")
     try:
         with quiet_exporter(), torch.no_grad():
             if isinstance(module, torch.jit.ScriptModule):
                 from torch._export.converter import TS2EPConverter
 
                 return TS2EPConverter(module, args).convert(), None
-            return torch.export.export(module, args, strict=False), None
+            return torch.export.export(module, args, dynamic_shapes=dynamic_shapes,
+                                       strict=False), None
     except Exception as exc:  # noqa: BLE001 - any capture failure means "no fx passes"
+        if dynamic_shapes is not None:
+            from export_gelu.exporter.dynamic import constraint_violation
+
+            refused = constraint_violation(exc, ())
+            if refused is not None:
+                raise refused from exc
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         return None, f"{type(exc).__name__}: {first}"
