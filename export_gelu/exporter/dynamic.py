@@ -56,10 +56,8 @@ def _parse_range(text: str, flag: str) -> tuple[int, int, int]:
     if len(parts) != 3 or not all(_NUMBER.match(p) for p in parts):
         raise BadInputError(f"--dynamic {flag!r}: expected {FLAG_FORMS} ({FLAG_EXAMPLE})")
     lo, opt, hi = (int(p) for p in parts)
-    if lo < 1:
-        raise BadInputError(f"--dynamic {flag!r}: MIN must be at least 1")
-    if lo > opt or opt > hi:
-        raise BadInputError(f"--dynamic {flag!r}: need MIN <= OPT <= MAX "
+    if not 0 < lo <= opt <= hi:
+        raise BadInputError(f"--dynamic {flag!r}: need 0 < MIN <= OPT <= MAX "
                             f"(got MIN {lo}, OPT {opt}, MAX {hi})")
     return lo, opt, hi
 
@@ -139,6 +137,7 @@ class DynamicPlan:
     templates: list[InputTemplate] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     symbols: dict[str, str] = field(default_factory=dict)  # a program's symbol → dim name
+    generated: bool = False  # the feed is made from the templates (no --input was needed)
 
     def __bool__(self) -> bool:
         return bool(self.dims)
@@ -289,7 +288,8 @@ def resolve_flags(flags: Sequence[DimRange], named: dict[str, list[int | str]],
         fixed = []
         for inp, axis in axes:
             if inp not in named:
-                raise BadInputError(f"{f.label}: the model has no input {inp!r} (inputs: "
+                what = "model" if torch_model else "graph"
+                raise BadInputError(f"{f.label}: the {what} has no input {inp!r} (inputs: "
                                     f"{', '.join(named) or 'none'})")
             rank = len(named[inp])
             if not -rank <= axis < rank:
@@ -512,29 +512,31 @@ def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> Dyna
     if specs:
         plan.templates = [_with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
                                            plan.dims) for s in specs]
-    elif flags:
+    else:
         from export_gelu.exporter.feeds import _ONNX_TO_NUMPY
 
-        ranged = {d.name for d in plan.dims}
+        ranged = {key: d.name for d in plan.dims for key in d.axes}
         templates, unnamed = [], []
         for name, dims, elem in onnx_graph_inputs(loaded.path):
-            if elem not in _ONNX_TO_NUMPY:
+            if elem not in _ONNX_TO_NUMPY or 0 in dims:
                 return DynamicPlan(dims=plan.dims)  # resolve_feed explains what to pass
             row: list[int | str] = []
-            for d in dims:
-                if isinstance(d, int) and d > 0:
-                    row.append(d)
-                elif isinstance(d, str) and d in ranged:
+            for axis, d in enumerate(dims):
+                if (name, axis) in ranged:
+                    row.append(ranged[(name, axis)])
+                elif isinstance(d, int) and d > 0:
                     row.append(d)
                 else:
                     row.append(1)
-                    unnamed.append(f"{name}:{len(row) - 1}")
-            templates.append(_with_plan_names(InputTemplate(
-                name, _np_dtype_name(_ONNX_TO_NUMPY[elem]), tuple(row)), plan.dims))
-        plan.templates = templates
+                    unnamed.append(f"{name}:{axis}" + (f" ({d})" if isinstance(d, str) else ""))
+            templates.append(InputTemplate(name, _np_dtype_name(_ONNX_TO_NUMPY[elem]),
+                                           tuple(row)))
+        if unnamed or flags:
+            plan.templates = templates
+            plan.generated = True
         if unnamed:
-            plan.notes.append(f"symbolic dims no --dynamic ranges ({', '.join(unnamed)}) are "
-                              "fed at 1 for parity")
+            plan.notes.append(f"symbolic dims that no --dynamic ranges ({', '.join(unnamed)}) "
+                              "were fed at 1 for parity (give --input or --dynamic to choose)")
     return plan
 
 
@@ -562,6 +564,6 @@ def plan_dynamic(loaded: Any, flags: Sequence[DimRange], specs: Sequence[str],
                               "specs to check every size of the --dynamic ranges")
         plan.templates = []
         return plan, specs
-    if flags or any(split_named_dims(s)[1] for s in specs):
+    if plan.generated or (flags and not specs) or any(split_named_dims(s)[1] for s in specs):
         return plan, plan.specs(plan.sizes("opt"))
     return plan, specs
