@@ -141,9 +141,15 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
     progress.step(f"exporting to ONNX (opset {opset})")
     export_module = module if program is None else None
     dynamic_axes = dyn.torchscript_dynamic_axes(plan) if program is None else None
+    if dynamic_axes and loaded.format.value == "TorchScript" and module is loaded.module:
+        import torch  # exporting a ScriptModule leaves it (and its deep copies) failing under
+
+        export_module = torch.jit.load(str(loaded.path), map_location="cpu").eval()
+        # inference_mode; the reference keeps an untouched one
     model, report.exporter = export_to_onnx(export_module, args, list(feed), opset, program,
                                             dynamic_axes)
     dyn.name_graph_dims(model, plan.dims)
+    report.notes.extend(n for n in [dyn.name_output_dims(model, plan.ranged)] if n)
     baked = dyn.static_ranged_axes(model, plan.dims)
     if baked:
         raise TargetUnmetError(f"the {report.exporter} exporter made ranged axes static "

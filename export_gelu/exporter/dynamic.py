@@ -403,6 +403,44 @@ def name_graph_dims(model: onnx.ModelProto, dims: Sequence[DimRange]) -> None:
             _rename_in(dim, mapping, pattern)
 
 
+def _is_named(dim: Any, names: set[str]) -> bool:
+    if dim.HasField("dim_value"):
+        return True
+    return bool(dim.dim_param) and set(re.findall(r"[A-Za-z_]\w*", dim.dim_param)) <= names
+
+
+def name_output_dims(model: onnx.ModelProto, dims: Sequence[DimRange]) -> str | None:
+    """Outputs whose dims the exporter left unnamed (`Reshape552_dim_0`) get them from ONNX
+    Runtime's symbolic shape inference, run on the graph without its large weights; returns a
+    note when that could not be done."""
+    names = {d.name for d in dims}
+    if not names or all(_is_named(d, names) for o in model.graph.output
+                        for d in o.type.tensor_type.shape.dim):
+        return None
+    from export_gelu.passes.onnx.view import skeleton
+
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        inferred = SymbolicShapeInference.infer_shapes(skeleton(model), auto_merge=True)
+    except Exception as exc:  # noqa: BLE001 - optional help; the graph stays valid without it
+        return (f"output dims left as the exporter named them (symbolic shape inference: "
+                f"{type(exc).__name__})")
+    found = {o.name: o for o in inferred.graph.output}
+    for out in model.graph.output:
+        new = found.get(out.name)
+        if new is None:
+            continue
+        new_dims = new.type.tensor_type.shape.dim
+        old_dims = out.type.tensor_type.shape.dim
+        if len(new_dims) != len(old_dims):
+            continue
+        for old, nd in zip(old_dims, new_dims):
+            if not _is_named(old, names) and _is_named(nd, names):
+                old.CopyFrom(nd)
+    return None
+
+
 def static_ranged_axes(model: onnx.ModelProto, dims: Sequence[DimRange]) -> list[str]:
     """Ranged input axes the exported graph made static (each `input:axis=size`)."""
     named = onnx_named_axes(model)
