@@ -279,9 +279,10 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
     if loaded.is_onnx:
         onnx_model = load_onnx_model(loaded.path)
-        from export_gelu.exporter.dynamic import name_graph_dims
+        from export_gelu.exporter.dynamic import name_graph_dims, name_output_dims
 
         name_graph_dims(onnx_model, plan.dims)
+        rep.notes.extend(n for n in [name_output_dims(onnx_model, plan.ranged)] if n)
         fx_sites: list[GeluSite] = []
         rep.exporter = "none (ONNX input)"
         if opset is not None:

@@ -409,6 +409,25 @@ def _is_named(dim: Any, names: set[str]) -> bool:
     return bool(dim.dim_param) and set(re.findall(r"[A-Za-z_]\w*", dim.dim_param)) <= names
 
 
+def _weights_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The graph without its large weights' bytes: each becomes a graph input of its shape
+    (shape inference reads the values of small, shape-like constants only)."""
+    from export_gelu.passes.onnx.view import skeleton
+
+    fields = ("raw_data", "float_data", "int32_data", "int64_data", "double_data",
+              "uint64_data", "string_data")
+    sk = skeleton(model)
+    stubs = [t for t in sk.graph.initializer if int(np.prod(t.dims)) > 0
+             and not any(len(getattr(t, f)) for f in fields)]
+    stub_names = {t.name for t in stubs}
+    kept = [t for t in sk.graph.initializer if t.name not in stub_names]
+    del sk.graph.initializer[:]
+    sk.graph.initializer.extend(kept)
+    sk.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                          for t in stubs)
+    return sk
+
+
 def name_output_dims(model: onnx.ModelProto, dims: Sequence[DimRange]) -> str | None:
     """Outputs whose dims the exporter left unnamed (`Reshape552_dim_0`) get them from ONNX
     Runtime's symbolic shape inference, run on the graph without its large weights; returns a
@@ -417,12 +436,11 @@ def name_output_dims(model: onnx.ModelProto, dims: Sequence[DimRange]) -> str | 
     if not names or all(_is_named(d, names) for o in model.graph.output
                         for d in o.type.tensor_type.shape.dim):
         return None
-    from export_gelu.passes.onnx.view import skeleton
-
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-        inferred = SymbolicShapeInference.infer_shapes(skeleton(model), auto_merge=True)
+        inferred = SymbolicShapeInference.infer_shapes(_weights_as_inputs(model),
+                                                       auto_merge=True)
     except Exception as exc:  # noqa: BLE001 - optional help; the graph stays valid without it
         return (f"output dims left as the exporter named them (symbolic shape inference: "
                 f"{type(exc).__name__})")
