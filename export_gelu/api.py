@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -317,7 +318,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         shapes = {n: tuple(a.shape) for n, a in _deployed_feed(feed, onnx_model,
                                                                  precision).items()}
         check_dynamic(plan.axes(), onnx_model, shapes)
-        rep.dynamic = {"dims": plan.to_json(), "shapes": []}
+        rep.dynamic = {"dims": plan.to_json(), "shapes": [],
+                       "profile": [dataclasses.asdict(a) for a in plan.axes()]}
 
     clock.lap("checks")
     progress.step(f"writing {out}")

@@ -184,6 +184,9 @@ def test_pickled_module_with_dims_named_in_input_on_ort(saved, tmp_path):
                      "--input", f"input_ids:batchxseq:int64:0,{VOCAB}", *RANGES)
     check_output(out, bert())
     _check_report(report, {"batch": (1, 3, 8), "seq": (8, 13, 64)})
+    assert report["dynamic"]["profile"] == [  # what the TensorRT profile and trtexec take
+        {"name": "input_ids", "axis": 0, "min": 1, "opt": 3, "max": 8, "dim": "batch"},
+        {"name": "input_ids", "axis": 1, "min": 8, "opt": 13, "max": 64, "dim": "seq"}]
 
 
 def test_torchscript_is_retraced_with_dynamic_axes_on_trt86(saved, tmp_path):
@@ -247,7 +250,8 @@ def test_the_tensorrt_profile_comes_from_the_same_ranges(saved):
     ("bert-pickle", ["--allow-pickle", "--input", f"x:2x16:int64:0,{VOCAB}", "--dynamic",
                      "batch=1:2:8"], "name it in --input (e.g. input_ids:batchxseq:int64)"),
     ("bert-pickle", ["--allow-pickle", "--input", f"x:batchxseq:int64:0,{VOCAB}", "--dynamic",
-                     "batch=1:2:8"], "--input names dim(s) seq that no --dynamic ranges"),
+                     "batch=1:2:8"],
+     "or names dim(s) seq that no --dynamic ranges (add --dynamic seq=MIN:OPT:MAX)"),
     ("gpt2-ep-static", ["--dynamic", "batch=1:2:8"],
      "is an ExportedProgram saved with static shapes"),
     ("gpt2-ep-dynamic", ["--dynamic", "seq=1:16:128"], "was exported with seq in [1, 64]"),

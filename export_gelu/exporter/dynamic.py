@@ -125,8 +125,8 @@ def split_named_dims(spec: str) -> tuple[str, dict[int, str]]:
 
 
 def _np_dtype_name(dtype: Any) -> str:
-    name = np.dtype(dtype).name
-    return {"bool": "bool"}.get(name, name)
+    """The `--input` dtype word for a numpy dtype (the names inputs.DTYPES uses)."""
+    return np.dtype(dtype).name
 
 
 @dataclass
@@ -186,9 +186,6 @@ class DynamicPlan:
     def to_json(self) -> list[dict[str, Any]]:
         return [{"name": d.name, "min": d.min, "opt": d.opt, "max": d.max,
                  "axes": [f"{i}:{a}" for i, a in d.axes]} for d in self.dims]
-
-    def describe(self) -> str:
-        return ", ".join(f"{d.name} {d.min}..{d.max} (opt {d.opt})" for d in self.dims)
 
 
 def _odd_between(d: DimRange) -> int:
@@ -612,8 +609,10 @@ def plan_dynamic(loaded: Any, flags: Sequence[DimRange], specs: Sequence[str],
         plan = _module_plan(loaded, flags, specs, npz)
     missing = _unranged_names(plan.templates, plan.dims)
     if missing:
-        raise BadInputError(f"--input names dim(s) {', '.join(missing)} that no --dynamic "
-                            f"ranges; add --dynamic {missing[0]}=MIN:OPT:MAX")
+        spec = next(s for s in specs if set(split_named_dims(s)[1].values()) & set(missing))
+        raise BadInputError(f"--input {spec!r}: shape {spec.split(':')[1]!r} is not like 1x128, "
+                            f"or names dim(s) {', '.join(missing)} that no --dynamic ranges "
+                            f"(add --dynamic {missing[0]}=MIN:OPT:MAX)")
     if not plan.templates or npz:
         if plan.ranged and npz:
             plan.notes.append("parity ran on the --inputs data only (one shape); give --input "

@@ -53,7 +53,7 @@ def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deplo
             if result.status == "failed":
                 failed.append((f"{key} at {label} ({_sizes_text(sizes)})", result))
         shapes.append(entry)
-    rep.dynamic = {"dims": plan.to_json(), "shapes": shapes}
+    rep.dynamic = {**(rep.dynamic or {}), "dims": plan.to_json(), "shapes": shapes}
     if failed and rep.parity.status != "failed":
         where, result = failed[0]
         result.reason = f"{where}: {result.reason}"
