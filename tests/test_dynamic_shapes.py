@@ -284,3 +284,18 @@ def test_the_sequence_limit_is_named_in_one_line(saved, tmp_path):
     assert "the model does not allow this range" in res.err
     assert "<= 64" in res.err and "Dim('seq'" in res.err
     assert len(res.err.strip().splitlines()) == 1
+
+
+def test_the_baked_size_check_finds_a_static_reshape():
+    """The check above can fail: a Reshape to the capture size is found, a symbolic one not."""
+    from onnx import TensorProto, helper
+
+    shape = numpy_helper.from_array(np.array([BATCH, SEQ, 64], np.int64), "shape")
+    loose = numpy_helper.from_array(np.array([-1, 64], np.int64), "loose")
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="baked"),
+             helper.make_node("Reshape", ["y", "loose"], ["z"], name="symbolic")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 64])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], [shape, loose])
+    model = helper.make_model(graph)
+    assert baked_sizes(model, {BATCH, SEQ}) == ["Reshape baked: [3, 13, 64]"]
