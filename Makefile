@@ -17,7 +17,7 @@ $(PY):
 $(STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || { echo "installing torch==2.13.0 (CPU)"; \
 		$(PY) -m pip install -q torch==2.13.0; }
-	$(PY) -m pip install -q -c constraints.txt -e ".[examples,test,plot]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[cpu,examples,test,plot]"
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,12 +29,16 @@ test: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks
 	$(PY) -m pytest -q -rs
 
-# The TensorRT tests (pytest marker `trt`). On a machine with a CUDA GPU (nvidia-smi) and no
-# tensorrt yet, installs the trt extra first; elsewhere they are reported skipped, with why.
+# The GPU tests (pytest markers `trt` and `gpu`). On a machine with a CUDA GPU (nvidia-smi):
+# swaps onnxruntime for onnxruntime-gpu (the gpu extra; never both) and installs tensorrt (the
+# trt extra) where missing; elsewhere the tests are reported skipped, with why.
 test-gpu: $(STAMP)
-	@$(PY) -c "import tensorrt" 2>/dev/null || ! command -v nvidia-smi >/dev/null || \
-		$(PY) -m pip install -q -c constraints.txt -e ".[trt]"
-	$(PY) -m pytest -q -rs -m trt
+	@if command -v nvidia-smi >/dev/null; then \
+		$(PY) -c "import onnxruntime as o, sys; sys.exit('CUDAExecutionProvider' not in o.get_available_providers())" 2>/dev/null || \
+		{ $(PY) -m pip uninstall -q -y onnxruntime; $(PY) -m pip install -q -c constraints.txt -e ".[gpu]"; }; \
+		$(PY) -c "import tensorrt" 2>/dev/null || $(PY) -m pip install -q -c constraints.txt -e ".[trt]"; \
+	fi
+	$(PY) -m pytest -q -rs -m "trt or gpu"
 
 # The property-based rewrite fuzzer with many more examples than CI runs (5000 for the main
 # property; failures are kept in .hypothesis/ and replayed first on the next run).

@@ -16,6 +16,11 @@ Each part runs where what it needs exists, and otherwise says why not (on a CPU 
 3. PyTorch CUDA eager: `F.gelu` (one fused kernel) against the expanded erf and tanh
    formulas on x of 8×128×3072, fp32 and fp16: the memory-bound reference a fused GELU
    should approach.
+4. Forms × runtimes: the Linear→GELU→Linear MLP exported with each GELU form (keep, erf,
+   tanh, fused = opset-20 `Gelu`, plugin) and run by PyTorch CUDA, ONNX Runtime's CUDA
+   provider, ONNX Runtime's TensorRT provider and TensorRT itself, all in one interleaved
+   table. A cell whose runtime is missing, or cannot run that form (ONNX Runtime cannot run
+   the plugin), is listed under the table with why.
 """
 
 from __future__ import annotations
@@ -217,6 +222,95 @@ def torch_eager_part(args: argparse.Namespace, device: str = "cuda",
     return "\n".join(texts)
 
 
+# ---------------------------------------------------------------- 4. forms × runtimes
+
+#: (label, export-gelu target, --gelu form) per GELU form of the MLP.
+FORMS = (("keep (primitives)", "trt8.6", "keep"), ("erf", "trt8.6", "erf"),
+         ("tanh", "trt8.6", "tanh"), ("fused Gelu op", "trt10", "keep"),
+         ("plugin", "trt10", "plugin"))
+
+
+def _ort_cuda_call(path: Path, feed: dict[str, np.ndarray], providers: list[Any]
+                   ) -> Callable[[], Any]:
+    """A run of `path` on ORT `providers`, inputs and outputs bound on the GPU."""
+    import onnxruntime as ort
+
+    from export_gelu.runtime.ort_runner import make_session
+
+    session = make_session(path, 1, providers=providers)
+    if session.get_providers()[0] != (providers[0] if isinstance(providers[0], str)
+                                      else providers[0][0]):
+        raise RuntimeError(f"{providers[0]} did not load (active: {session.get_providers()})")
+    binding = session.io_binding()
+    for name, value in feed.items():
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0))
+    for out in session.get_outputs():
+        binding.bind_output(out.name, "cuda")
+
+    def run() -> list[Any]:
+        session.run_with_iobinding(binding)
+        return [o.numpy() for o in binding.get_outputs()]
+    return run
+
+
+def forms_by_runtime_part(args: argparse.Namespace) -> str:
+    why = torch_cuda_missing()
+    if why:
+        return f"skipped: {why}\n"
+    from benchmarks import gelu_bound
+    from benchmarks.graphs import export_gelu_file, save_program
+    from export_gelu.runtime import devices
+
+    case = next(c for c in gelu_bound.cases() if c.model == "mlp" and c.kind == "exact")
+    module = case.module()
+    x = torch.randn(*case.shape, generator=torch.Generator().manual_seed(1))
+    feed = {"x": x.numpy()}
+    calls: list[Callable[[], Any]] = []
+    labels: list[str] = []
+    missing: list[str] = []
+    runners: list[Any] = []
+    ort_why = ort_cuda_missing()
+    trt_ep_why = ort_why or (None if devices.TRT_EP in devices.available_providers()
+                             else f"the installed onnxruntime has no {devices.TRT_EP}")
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-forms-") as tmp_root:
+        tmp = Path(tmp_root)
+        program = save_program(module, (x,), tmp / "mlp.pt")
+        cuda_module = module.cuda().requires_grad_(False)
+        xc = x.cuda()
+        calls.append(_synchronized(lambda t: cuda_module(t), xc))
+        labels.append("PyTorch CUDA eager (the model)")
+        for label, target, form in FORMS:
+            path = export_gelu_file(program, tmp / f"{form}.{target}.onnx", target, gelu=form)
+            for runtime, why_not, make in (
+                    ("ORT CUDA", ort_why or ("ONNX Runtime cannot run the plugin"
+                                             if form == "plugin" else None),
+                     lambda p=path: _ort_cuda_call(p, feed, CUDA_EP)),
+                    ("ORT TensorRT", trt_ep_why or ("ONNX Runtime cannot run the plugin"
+                                                    if form == "plugin" else None),
+                     lambda p=path: _ort_cuda_call(p, feed, [
+                         (devices.TRT_EP, devices.trt_ep_options("fp32", tmp)), *CUDA_EP])),
+                    ("TensorRT", trt_missing(),
+                     lambda p=path: _trt_call(p, feed, "fp32", runners))):
+                if why_not:
+                    missing.append(f"{runtime} × {label}: {why_not}")
+                    continue
+                try:
+                    calls.append(make())
+                    labels.append(f"{runtime}: {label}")
+                except Exception as exc:  # noqa: BLE001 - a cell that fails is reported
+                    missing.append(f"{runtime} × {label}: {type(exc).__name__}: {exc}"[:300])
+        rounds, warmup = rounds_for(args, 200)
+        try:
+            comp = compare_calls(calls, labels, rounds, warmup, atol=1e-3)
+        finally:
+            for runner in runners:
+                runner.deactivate()
+    text = format_table(f"{case.name}: GELU forms × runtimes, fp32", comp)
+    if missing:
+        text += "\nNot measured:\n" + "\n".join(f"- {m}" for m in missing) + "\n"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -225,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     parts = [("ONNX Runtime CUDA provider", ort_cuda_part),
              ("TensorRT engines", tensorrt_part),
-             ("PyTorch CUDA eager, fused vs expanded GELU", torch_eager_part)]
+             ("PyTorch CUDA eager, fused vs expanded GELU", torch_eager_part),
+             ("GELU forms × runtimes (PyTorch CUDA, ORT CUDA, ORT TensorRT, TensorRT)",
+              forms_by_runtime_part)]
     body = [f"Load average (1/5/15 min) at start {load_before}. Inputs and outputs stay on "
             "the GPU while timing; graphs in a table are timed interleaved in the same run(s) "
             "(ONNX Runtime tables pool --runs fresh runs of --replicas sessions per graph), "

@@ -108,12 +108,15 @@ def save_program(module: torch.nn.Module, args: tuple[Any, ...], path: Path) -> 
     return path
 
 
-def export_gelu_file(model: Path, dst: Path, target: str, opset: int | None = None) -> Path:
-    """export-gelu's output for `target` from a model file (ONNX or ExportedProgram)."""
+def export_gelu_file(model: Path, dst: Path, target: str, opset: int | None = None,
+                     gelu: str = "keep") -> Path:
+    """export-gelu's output for `target` (and `--gelu`) from a model file (ONNX or
+    ExportedProgram)."""
     import export_gelu
 
     with quiet():
-        export_gelu.export(model, target=target, output=dst, opset=opset, verify=False)
+        export_gelu.export(model, target=target, output=dst, opset=opset, gelu=gelu,
+                           verify=False)
     return dst
 
 

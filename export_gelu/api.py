@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections import OrderedDict
@@ -163,10 +164,11 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
 def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto,
                      feed: OrderedDict[str, np.ndarray], precision: str, atol: float | None,
                      rtol: float | None, added_error: float, threads: int, iterations: int,
-                     warmup: int, report: Report, progress: Progress) -> None:
+                     warmup: int, report: Report, progress: Progress,
+                     device: str = "cpu") -> None:
     from export_gelu.compat import PLUGIN_OP
+    from export_gelu.runtime.devices import compare_on_providers, ready_runners
     from export_gelu.runtime.latency import measure_latency
-    from export_gelu.runtime.ort_runner import ort_runner
 
     if any(n.op_type == PLUGIN_OP for n in model.graph.node):
         report.parity = skipped(f"the graph holds {PLUGIN_OP}, which ONNX Runtime cannot run")
@@ -178,13 +180,18 @@ def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto
     atol = d_atol if atol is None else atol
     rtol = d_rtol if rtol is None else rtol
     deployed_feed = _deployed_feed(feed, model, precision)
-    dep = ort_runner(deployed_path, threads=threads, name="onnxruntime")
-    progress.step("checking parity in ONNX Runtime")
-    report.parity = compare_runners(reference, dep, deployed_feed, atol, rtol)
+    runs = ready_runners(deployed_path, device, precision, threads)
+    ready = [r for r in runs if r.status == "ready"]
+    progress.step(f"checking parity in ONNX Runtime ({', '.join(r.name for r in ready)})")
+    report.parity, report.providers = compare_on_providers(reference, runs, deployed_feed, atol,
+                                                           rtol)
     if iterations > 0:
         progress.step("timing")
-        with reference, dep:
-            report.latency = measure_latency([reference, dep], deployed_feed, iterations, warmup,
+        runners = [reference, *(r.runner for r in ready)]
+        with contextlib.ExitStack() as stack:
+            for runner in runners:
+                stack.enter_context(runner)
+            report.latency = measure_latency(runners, deployed_feed, iterations, warmup,
                                              progress)
 
 
@@ -198,7 +205,7 @@ def ort_missing() -> str | None:
 
 
 def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedDict,
-                      model: onnx.ModelProto, threads: int) -> Any:
+                      model: onnx.ModelProto, threads: int, device: str = "cpu") -> Any:
     from export_gelu.runtime.ort_runner import ort_runner
     from export_gelu.runtime.torch_runner import TorchRunner
 
@@ -208,7 +215,7 @@ def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedD
 
     torch.set_num_threads(threads)
     outputs = [o.name for o in model.graph.output]
-    return TorchRunner(reference_module, feed, outputs, name="pytorch")
+    return TorchRunner(reference_module, feed, outputs, device=device, name="pytorch")
 
 
 def _onnx_input_at_opset(model: onnx.ModelProto, path: Path, profile: TargetProfile,
@@ -231,8 +238,14 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
            atol: float | None = None, rtol: float | None = None, verify: bool = True,
            allow_pickle: bool = False, model_factory: str | None = None, threads: int = 1,
            iterations: int = 50, warmup: int = 5, require_trt: bool = False,
-           dynamic: Sequence[str] = (), progress: Progress | None = None) -> Report:
+           dynamic: Sequence[str] = (), device: str | None = None,
+           progress: Progress | None = None, bundle: str | Path | None = None) -> Report:
     """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report.
+
+    `device` ('cpu' | 'cuda', None: cuda where torch sees a GPU and ONNX Runtime has its CUDA
+    provider) is where the PyTorch reference and the ONNX Runtime checks run.
+    `bundle`: also write a device bundle there (runtime/device_bundle.py) for the target's
+    TensorRT version, to build and check the engine on a box export-gelu cannot drive.
 
     Raises ExportGeluError subclasses for bad input (exit 2) or unmet targets (exit 3);
     a parity failure is returned in the report (`report.exit_code == 1`).
@@ -257,6 +270,13 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     check_run_flags(threads=threads, iterations=iterations, warmup=warmup, atol=atol, rtol=rtol,
                     opset=opset)
     flags = [parse_dynamic_flag(d) for d in dynamic]  # refused here, not only on a GPU
+    from export_gelu.runtime.devices import resolve_device
+
+    device_choice = resolve_device(device) if verify or device else None
+    if bundle:
+        from export_gelu.runtime.device_bundle import check_bundle_request
+
+        check_bundle_request(bundle, profile)
     from export_gelu.runtime.trt_runner import trt_unavailable_reason
 
     why_no_trt = trt_unavailable_reason()
@@ -274,7 +294,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     feed = resolve_feed(loaded, specs, inputs_npz)
     rep = Report(model=str(model_path), target=profile.name, target_note=target_note,
                  model_format=loaded.format.value, precision=precision, gelu_form=gelu,
-                 threads=threads, notes=list(loaded.notes) + plan.notes)
+                 threads=threads, notes=list(loaded.notes) + plan.notes,
+                 device=device_choice.to_json() if device_choice else {})
     reference_module = None if loaded.is_onnx else loaded.reference_module()
     rep.stage_seconds = clock.stages
 
@@ -333,7 +354,10 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     if not wants_trt:
         rep.trt = {"status": "skipped", "reason": f"target {profile.name} is not TensorRT"}
     elif why_no_trt:
-        rep.trt = {"status": "skipped", "reason": why_no_trt}
+        from export_gelu.trt_parser.capability import local_engine_blocker
+
+        rep.trt = {"status": "skipped",
+                   "reason": local_engine_blocker(profile.trt_version) or why_no_trt}
     else:
         built = _build_trt(out, profile, precision, feed, onnx_model, engine, plan.axes(), rep,
                            progress)
@@ -341,14 +365,16 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
     if verify:
         no_ort = ort_missing()  # degrade: without onnxruntime, say what was not checked
+        run_on = device_choice.device if device_choice else "cpu"
         reference = None if no_ort and loaded.is_onnx else \
-            _reference_runner(loaded, reference_module, feed, onnx_model, threads)
+            _reference_runner(loaded, reference_module, feed, onnx_model, threads, run_on)
         added = max((s.added_max_error for s in rep.gelu_sites), default=0.0)
         if no_ort:
-            rep.parity = skipped(f"parity and latency skipped: {no_ort}; pip install onnxruntime")
+            rep.parity = skipped(f"parity and latency skipped: {no_ort}; pip install "
+                                 "'export-gelu[cpu]' (or 'export-gelu[gpu]' on a CUDA machine)")
         else:
             _verify_and_time(reference, out, onnx_model, feed, precision, atol, rtol, added,
-                             threads, iterations, warmup, rep, progress)
+                             threads, iterations, warmup, rep, progress, run_on)
         if built is not None and reference is not None:
             _check_trt(built, precision, feed, onnx_model, reference, rep, progress, atol, rtol,
                        added, iterations, warmup)
@@ -361,6 +387,16 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         clock.lap("verify")
     else:
         rep.parity = skipped("--no-verify")
+    if bundle:
+        from export_gelu.runtime.device_bundle import bundle_after_export
+
+        progress.step(f"writing the device bundle {bundle}")
+        bundle_after_export(rep, Path(bundle), model_path, out, profile, precision,
+                            _deployed_feed(feed, onnx_model, precision),
+                            lambda: _reference_runner(loaded, reference_module, feed, onnx_model,
+                                                      threads),
+                            atol, rtol, plan.axes())
+        clock.lap("bundle")
     if inputs_npz and not loaded.is_onnx:  # real data: where each GELU site's inputs lie
         from export_gelu.runtime.calibration import gelu_input_ranges
 

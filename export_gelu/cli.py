@@ -26,6 +26,7 @@ examples:
   export-gelu bert.pkl --allow-pickle --target trt8.2 --input input_ids:batchxseq:int64:0,30522 \
       --dynamic batch=1:8:32 --dynamic seq=1:128:512     # one export for every batch and length
   export-gelu model.onnx --dynamic batch=input_ids:0,attention_mask:0=1:8:32   # axes by index
+  export-gelu model.pt --target trt8.2 --bundle jetson/   # build and check it on a Jetson
   export-gelu inspect model.onnx                         # which TensorRT versions take it
   export-gelu verify model.pt deployed.onnx --inputs real_batch.npz
   export-gelu model.pt --compare-forms                   # GELU forms: error vs PyTorch, latency
@@ -56,6 +57,10 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
     p.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads for ORT and torch (1)")
+    p.add_argument("--device", choices=("cpu", "cuda"),
+                   help="where the PyTorch reference and ONNX Runtime run: cpu, or cuda (ORT's "
+                        "CUDA and TensorRT providers; needs onnxruntime-gpu). Default: cuda "
+                        "when torch sees a GPU and ORT has its CUDA provider, else cpu")
     p.add_argument("--iterations", type=int, default=50, help="timed runs per runner (50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed runs first (5)")
     p.add_argument("--report", metavar="REPORT.json", help="write the JSON report here")
@@ -99,6 +104,10 @@ def export_parser() -> argparse.ArgumentParser:
                         "INPUT:AXIS=MIN:OPT:MAX")
     p.add_argument("--require-trt", action="store_true",
                    help="exit 3 if the TensorRT engine cannot be built here")
+    p.add_argument("--bundle", metavar="DIR",
+                   help="also write a device bundle for the TensorRT target: the graph, inputs, "
+                        "PyTorch's outputs and run_on_device.sh (trtexec/polygraphy) for a box "
+                        "export-gelu cannot drive (Jetson, TensorRT 7.x/8.x, trtexec only)")
     p.add_argument("--no-verify", action="store_true", help="skip parity and latency")
     _add_input_flags(p)
     return p
@@ -137,10 +146,15 @@ def verify_parser() -> argparse.ArgumentParser:
                "  export-gelu verify model.pt model.onnx --save-inputs in.json "
                "--save-outputs out.json\n"
                "  polygraphy run model.onnx --onnxrt --load-inputs in.json "
-               "--load-outputs out.json",
+               "--load-outputs out.json\n"
+               "  export-gelu verify model.pt model.onnx --target trt8.2 --bundle jetson/\n"
+               "  export-gelu verify model.pt --bundle jetson/ --device-outputs "
+               "jetson/outputs.json --device-times jetson/times.json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="the PyTorch model (any format export takes)")
-    p.add_argument("deployed", metavar="DEPLOYED", help="model.onnx, or a TensorRT engine")
+    p.add_argument("deployed", metavar="DEPLOYED", nargs="?",
+                   help="model.onnx, or a TensorRT engine (optional with --bundle "
+                        "--device-outputs: the bundle's graph)")
     _add_input_flags(p)
     inputs_flag = next(a for a in p._actions if a.dest == "inputs")
     inputs_flag.metavar = "FILE.npz|FILE.json"
@@ -154,6 +168,16 @@ def verify_parser() -> argparse.ArgumentParser:
                    help="save both runners' outputs in polygraphy's format (--load-outputs)")
     p.add_argument("--no-calibration", action="store_true",
                    help="do not record the GELU sites' input ranges")
+    p.add_argument("--bundle", metavar="DIR",
+                   help="with DEPLOYED.onnx: also write a device bundle for --target; with "
+                        "--device-outputs: the bundle the device ran")
+    p.add_argument("--target", default="trt", choices=TARGET_NAMES, metavar="TARGET",
+                   help="the TensorRT version a bundle is written for (default trt)")
+    p.add_argument("--device-outputs", metavar="OUTPUTS.json",
+                   help="outputs a device produced (trtexec --exportOutput or polygraphy "
+                        "--save-outputs): judged against MODEL instead of running DEPLOYED")
+    p.add_argument("--device-times", metavar="TIMES.json",
+                   help="trtexec --exportTimes from the same run: the report's TensorRT latency")
     return p
 
 
@@ -161,14 +185,40 @@ def _run_verify(argv: Sequence[str]) -> int:
     from export_gelu.progress import Progress
     from export_gelu.runtime.verify import verify
 
-    args = verify_parser().parse_args(argv)
+    parser = verify_parser()
+    args = parser.parse_args(argv)
+    if args.device_outputs or args.device_times:
+        return _run_device_verify(parser, args)
+    if not args.deployed:
+        parser.error("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
     rep = verify(args.model, args.deployed, inputs=args.input, inputs_file=args.inputs,
                  precision=args.precision, atol=args.atol, rtol=args.rtol,
                  allow_pickle=args.allow_pickle, model_factory=args.model_factory,
                  threads=args.threads, iterations=args.iterations, warmup=args.warmup,
                  save_inputs=args.save_inputs, save_outputs=args.save_outputs,
-                 report=args.report, report_md=args.report_md,
-                 calibrate=not args.no_calibration, progress=Progress())
+                 report=args.report, report_md=args.report_md, device=args.device,
+                 calibrate=not args.no_calibration, progress=Progress(), bundle=args.bundle,
+                 bundle_target=args.target)
+    print(rep.summary())
+    return rep.exit_code
+
+
+def _run_device_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`verify MODEL --bundle DIR --device-outputs F`: judge what a device produced."""
+    from export_gelu.progress import Progress
+    from export_gelu.runtime.device_verify import verify_device
+
+    if not args.device_outputs:
+        parser.error("--device-times needs --device-outputs from the same run")
+    if args.input or args.save_inputs or args.save_outputs:
+        parser.error("--device-outputs judges recorded outputs: drop --input, --save-inputs "
+                     "and --save-outputs")
+    rep = verify_device(args.model, device_outputs=args.device_outputs, bundle=args.bundle,
+                        deployed=args.deployed, device_times=args.device_times,
+                        inputs_file=args.inputs, precision=args.precision, atol=args.atol,
+                        rtol=args.rtol, allow_pickle=args.allow_pickle,
+                        model_factory=args.model_factory, threads=args.threads,
+                        report=args.report, report_md=args.report_md, progress=Progress())
     print(rep.summary())
     return rep.exit_code
 
@@ -180,7 +230,8 @@ def _run_forms(args: argparse.Namespace) -> int:
 
     common = dict(inputs=args.input, inputs_npz=args.inputs, precision=args.precision,
                   allow_pickle=args.allow_pickle, model_factory=args.model_factory,
-                  threads=args.threads, iterations=args.iterations, warmup=args.warmup)
+                  threads=args.threads, iterations=args.iterations, warmup=args.warmup,
+                  device=args.device)
     if args.compare_forms:
         targets = (args.target,) if args.target else cf.DEFAULT_TARGETS
         rep = cf.forms_report(args.model, targets=targets, report=args.report,
@@ -220,6 +271,8 @@ def _run_export(argv: Sequence[str]) -> int:
     if args.compare_forms and (args.output or args.gelu not in ("keep", "auto")):
         parser.error("--compare-forms exports every form itself and writes no model: "
                      "drop -o and --gelu")
+    if args.bundle and (args.compare_forms or args.gelu == "auto"):
+        parser.error("--bundle needs one graph: drop --compare-forms / --gelu auto")
     if args.compare_forms or args.gelu == "auto":
         return _run_forms(args)
     rep = api.export(
@@ -229,7 +282,7 @@ def _run_export(argv: Sequence[str]) -> int:
         report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
-        dynamic=args.dynamic, progress=Progress())
+        dynamic=args.dynamic, device=args.device, progress=Progress(), bundle=args.bundle)
     return _finish_export(rep, args)
 
 
@@ -280,7 +333,8 @@ def _interrupts_unwind() -> Iterator[None]:
 
 
 #: Optional dependencies: a command that cannot run without one says so (exit 3, no traceback).
-OPTIONAL_MODULES = {"onnxruntime": "pip install onnxruntime",
+OPTIONAL_MODULES = {"onnxruntime": "pip install 'export-gelu[cpu]' (or 'export-gelu[gpu]' on a "
+                                   "CUDA machine; never both)",
                     "tensorrt": "pip install 'export-gelu[trt]' on a machine with a CUDA GPU",
                     "matplotlib": "pip install 'export-gelu[plot]'"}
 

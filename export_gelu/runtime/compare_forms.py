@@ -162,7 +162,7 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
                   inputs_npz: str | Path | None = None, precision: str = "fp32",
                   allow_pickle: bool = False, model_factory: str | None = None,
                   threads: int = 1, iterations: int = 50, warmup: int = 5,
-                  workdir: str | Path | None = None,
+                  workdir: str | Path | None = None, device: str | None = None,
                   progress: Progress | None = None) -> FormsComparison:
     """Export `model` with each GELU form for each target and measure every graph.
 
@@ -179,8 +179,8 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
     from export_gelu.exporter.feeds import resolve_feed
     from export_gelu.exporter.load import load_model
     from export_gelu.runtime.deployed import feed_for, open_deployed
+    from export_gelu.runtime.devices import ready_runners, resolve_device
     from export_gelu.runtime.latency import measure_latency
-    from export_gelu.runtime.ort_runner import ort_runner
     from export_gelu.runtime.parity import errors_of
     from export_gelu.runtime.torch_runner import TorchRunner
 
@@ -200,7 +200,9 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
                             "(forms are applied while exporting it)")
     feed = resolve_feed(loaded, list(inputs), inputs_npz)
     torch.set_num_threads(threads)
-    result = FormsComparison(str(model_path), "onnxruntime (CPU EP)", threads, iterations)
+    run_on = resolve_device(device).device
+    where = "onnxruntime (CPU EP)" if run_on == "cpu" else "onnxruntime (CUDA EP)"
+    result = FormsComparison(str(model_path), where, threads, iterations)
 
     with contextlib.ExitStack() as stack:
         if workdir is None:
@@ -239,12 +241,15 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
         if not measured:
             raise BadInputError("no GELU form could be exported: "
                                 + "; ".join(f"{r.form}@{r.target}: {r.error}" for r in result.rows))
-        reference = TorchRunner(loaded.reference_module(), feed, [], name="pytorch")
+        reference = TorchRunner(loaded.reference_module(), feed, [], device=run_on,
+                                name="pytorch")
         runners = [reference]
         feeds = {}
         for r in measured:
             dep = open_deployed(r.path)  # type: ignore[arg-type]
-            runner = ort_runner(r.path, threads=threads, name=r.key)  # type: ignore[arg-type]
+            runner = next(run.runner for run in ready_runners(r.path, run_on, precision, threads)
+                          if run.status == "ready")  # the CUDA EP on cuda, else the CPU
+            runner.name = r.key
             feeds[r.key] = feed_for(dep, feed)
             runners.append(runner)
         for runner in runners:
@@ -365,7 +370,7 @@ def export_with_best_form(model: str | Path, *, target: str = "trt", atol: float
         check_output_path(Path(report), [Path(model)])
     limit = default_tolerances(precision)[0] if atol is None else atol
     keys = ("inputs", "inputs_npz", "allow_pickle", "model_factory", "threads", "iterations",
-            "warmup")
+            "warmup", "device")
     shared = {k: export_kwargs[k] for k in keys if k in export_kwargs}
     comparison = compare_forms(model, targets=(target,), precision=precision, progress=progress,
                                **shared)

@@ -10,15 +10,19 @@ from export_gelu.errors import BadInputError
 
 
 def make_session(path: str | Path, threads: int = 1, optimize: bool = True,
-                 providers: list[str] | None = None):  # -> onnxruntime.InferenceSession
-    """An ORT session with `threads` intra-op threads and no spinning (stable timings)."""
+                 providers: list | None = None, log_severity: int = 3
+                 ):  # -> onnxruntime.InferenceSession
+    """An ORT session with `threads` intra-op threads and no spinning (stable timings).
+
+    `providers`: provider names or (name, options) pairs, CPU only by default.
+    """
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.log_severity_level = 3
+    opts.log_severity_level = log_severity
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:

@@ -41,6 +41,8 @@ class Report:
     forms: Any = None  # runtime.compare_forms.FormsComparison
     stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
     dynamic: dict[str, Any] | None = None  # dims with ranges; parity per shape (shape_parity)
+    device: dict[str, Any] = field(default_factory=dict)  # runtime.devices.DeviceChoice
+    providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
 
     @property
     def exit_code(self) -> int:
@@ -77,6 +79,8 @@ class Report:
             "forms": self.forms.to_json() if self.forms else None,
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
             "dynamic": self.dynamic,
+            "device": self.device,
+            "providers": self.providers,
         }
 
     def dumps(self) -> str:

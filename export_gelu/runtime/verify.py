@@ -117,8 +117,12 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
            warmup: int = 5, device: str | None = None, save_inputs: str | Path | None = None,
            save_outputs: str | Path | None = None, report: str | Path | None = None,
            report_md: str | Path | None = None, calibrate: bool = True,
-           progress: Progress | None = None) -> Report:
+           progress: Progress | None = None, bundle: str | Path | None = None,
+           bundle_target: str = "trt") -> Report:
     """Check DEPLOYED (an ONNX file or a TensorRT engine) against MODEL; return the report.
+
+    `bundle`: also write a device bundle of DEPLOYED (an ONNX file) for `bundle_target`
+    (runtime/device_bundle.py).
 
     Tolerances default by precision, which is read from the deployed graph's input dtypes
     unless given. A parity failure is returned in the report (`report.exit_code == 1`); bad
@@ -127,6 +131,7 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     from export_gelu.exporter.load import load_model
     from export_gelu.exporter.save import write_text_atomic
     from export_gelu.runtime.deployed import deployed_runner, feed_for, open_deployed
+    from export_gelu.runtime.devices import compare_on_providers, ready_runners
     from export_gelu.runtime.latency import measure_latency
     from export_gelu.runtime.parity import compare_runners, default_tolerances
 
@@ -144,8 +149,18 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     _check_outputs({"--report": report, "--report-md": report_md, "--save-inputs": save_inputs,
                     "--save-outputs": save_outputs}, [model_path, deployed_path])
 
+    profile = None
+    if bundle:
+        from export_gelu.runtime.device_bundle import check_bundle_request
+        from export_gelu.targets import resolve_target
+
+        profile = resolve_target(bundle_target)[0]
+        check_bundle_request(bundle, profile)
     progress.step(f"opening {deployed_path}")
     dep = open_deployed(deployed_path)
+    if bundle and dep.kind != "onnx":
+        raise BadInputError("--bundle: DEPLOYED must be the ONNX graph (a bundle carries the "
+                            "graph; the device builds its own engine)")
     progress.step(f"loading {model_path}")
     loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
     feeds, inputs_label, real = _feeds(loaded, dep, inputs, inputs_file)
@@ -155,15 +170,23 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     d_atol, d_rtol = default_tolerances(chosen)
     atol = d_atol if atol is None else atol
     rtol = d_rtol if rtol is None else rtol
-    if device is None:
+    from export_gelu.runtime.devices import DEVICES, resolve_device
+
+    if dep.kind == "engine":  # TensorRT runs on the GPU; the reference goes there if it can
         import torch
 
-        device = "cuda" if dep.kind == "engine" and torch.cuda.is_available() else "cpu"
+        if device is not None and device not in DEVICES:
+            raise BadInputError(f"--device {device!r}: choose one of {', '.join(DEVICES)}")
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device_json = {"device": device, "requested": device, "reason": "TensorRT engine"}
+    else:
+        choice = resolve_device(device)
+        device, device_json = choice.device, choice.to_json()
 
     rep = Report(model=str(model_path), target=dep.runtime, model_format=loaded.format.value,
                  output=str(dep.path), precision=chosen, gelu_form="", threads=threads,
                  notes=list(loaded.notes), command="verify", inputs=inputs_label,
-                 precision_note=why)
+                 precision_note=why, device=device_json)
     if dep.kind == "onnx":
         import onnx
 
@@ -178,10 +201,17 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
         rep.trt = {"status": "loaded", "reason": "", "engine": str(dep.path)}
 
     reference = _reference(loaded, dep_feeds[0], dep.outputs, threads, device)
-    runner = deployed_runner(dep, threads=threads)
+    runs = ([] if dep.kind == "engine"
+            else ready_runners(dep.path, device, chosen, threads))
+    runner = (deployed_runner(dep, threads=threads) if dep.kind == "engine"
+              else next(r.runner for r in runs if r.status == "ready"))
     progress.step(f"running {len(dep_feeds)} feed(s) through {reference.name} and {runner.name}")
     try:
-        rep.parity = compare_runners(reference, runner, dep_feeds, atol, rtol)
+        if runs:
+            rep.parity, rep.providers = compare_on_providers(reference, runs, dep_feeds, atol,
+                                                             rtol)
+        else:
+            rep.parity = compare_runners(reference, runner, dep_feeds, atol, rtol)
     except (RuntimeError, ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"running MODEL and DEPLOYED on these inputs failed: {first}") from exc
@@ -197,6 +227,12 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
         rep.notes.append(f"outputs of {' and '.join(rep.parity.runners)} saved to "
                          f"{save_outputs} (polygraphy run --load-outputs)")
 
+    if bundle:
+        from export_gelu.runtime.device_bundle import bundle_after_verify
+
+        progress.step(f"writing the device bundle {bundle}")
+        bundle_after_verify(rep, Path(bundle), model_path, dep.path, profile, chosen,
+                            dep_feeds[0], lambda: reference, atol, rtol)
     if iterations > 0:
         progress.step("timing")
         with reference, runner:

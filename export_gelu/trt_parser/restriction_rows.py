@@ -1,26 +1,142 @@
 """The restriction records (see `restrictions.py`), each with its detector.
 
 Each record cites where it was read. Keep one record per (op, condition, version range).
+This module holds the Gather-family rows; the others live beside it by topic and are
+registered by the imports at the end.
 """
 
 from __future__ import annotations
 
 import onnx
+from onnx import TensorProto
 
 from export_gelu.trt_parser.restrictions import GraphContext, restriction
 
-# Example record (replace/extend; keep the shape):
+_SIGNED_INT = (TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64)
+#: Ops whose (first) output is never negative, whatever their inputs.
+_NON_NEGATIVE_OPS = frozenset({"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Abs", "Relu"})
+#: Ops that keep a non-negative input non-negative (their data input is input 0).
+_SIGN_KEEPING_OPS = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten",
+                               "Expand", "Transpose", "Slice", "Gather", "GatherElements",
+                               "GatherND", "Concat", "Tile"})
+
+
+def non_negative(name: str, ctx: GraphContext, depth: int = 0) -> bool:
+    """Whether tensor `name` is provably never negative (constants, shapes, unsigned types,
+    TopK/ArgMax indices, the guarded form `negative_gather_guard` emits, and what keeps their
+    sign). False means "not known", not "negative"."""
+    value = ctx.constant(name)
+    if value is not None:
+        return value.dtype.kind in "ub" or (value.size == 0 or bool((value >= 0).all()))
+    vt = ctx.type_of(name)
+    if vt is not None and vt.elem_type and vt.elem_type not in _SIGNED_INT + (
+            TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16):
+        return True  # unsigned or bool
+    node = ctx.producer.get(name)
+    if node is None or depth > 8:
+        return False
+    op = node.op_type
+    if op in _NON_NEGATIVE_OPS:
+        return True
+    if op == "TopK":
+        return name == node.output[1]
+    if op == "Range":
+        start, delta = ctx.constant(node.input[0]), ctx.constant(node.input[2])
+        return start is not None and delta is not None and start >= 0 and delta > 0
+    if op == "Where" and is_gather_guard(node, ctx):
+        return True
+    if op == "Concat":
+        return all(non_negative(i, ctx, depth + 1) for i in node.input)
+    if op in _SIGN_KEEPING_OPS:
+        return non_negative(node.input[0], ctx, depth + 1)
+    if op in ("Add", "Mul", "Max"):
+        return all(non_negative(i, ctx, depth + 1) for i in node.input)
+    return False
+
+
+def is_gather_guard(where: onnx.NodeProto, ctx: GraphContext) -> bool:
+    """Whether `where` is Where(Less(i, 0), Add(i, dim), i), the guarded index form."""
+    less = ctx.producer.get(where.input[0])
+    add = ctx.producer.get(where.input[1])
+    if less is None or add is None or less.op_type != "Less" or add.op_type != "Add":
+        return False
+    zero = ctx.constant(less.input[1])
+    return (zero is not None and zero.size == 1 and zero.item() == 0
+            and less.input[0] == where.input[2] == add.input[0])
+
+
+def _negative_indices(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+    indices = node.input[1]
+    idx = ctx.constant(indices)
+    if idx is not None:
+        return f"constant indices, min {idx.min()}" if idx.size and idx.min() < 0 else None
+    vt = ctx.type_of(indices)
+    if vt is None or vt.elem_type not in _SIGNED_INT or non_negative(indices, ctx):
+        return None
+    return f"computed {TensorProto.DataType.Name(vt.elem_type)} indices {indices!r} of unknown sign"
+
+
+_NEGATIVE_WORDS = ("negative indices are not handled unless the parser is built with "
+                   "SUPPORT_NEGATIVE_GATHER; 8.2 EA: \"natively support negative indices\"")
 
 
 @restriction(key="gather-negative-indices", op="Gather", condition="negative indices",
-             since=None, fixed_in="8.2",
-             parser_words="negative indices are not handled unless the parser is built with "
-                          "SUPPORT_NEGATIVE_GATHER; 8.2 EA: \"natively support negative indices\"",
-             source="onnx/onnx-tensorrt release/8.0 builtin_op_importers.cpp (Gather); "
-                    "docs/Changelog.md 8.2 EA",
+             since=None, fixed_in="8.2", parser_words=_NEGATIVE_WORDS,
+             source="onnx/onnx-tensorrt 84b5be1 (7.0) and release/7.1, release/7.2.1 "
+                    "builtin_op_importers.cpp Gather (no handling); release/8.0 "
+                    "builtin_op_importers.cpp Gather (#if SUPPORT_NEGATIVE_GATHER); "
+                    "release/8.2-GA docs/Changelog.md 8.2 EA",
              silent=True)
 def _gather_negative_indices(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    idx = ctx.constant(node.input[1])
-    if idx is not None:
-        return f"constant indices {idx.min()}" if idx.size and idx.min() < 0 else None
-    return None
+    return _negative_indices(node, ctx)
+
+
+@restriction(key="gatherelements-negative-indices", op="GatherElements",
+             condition="negative indices", since="8.0", fixed_in="8.2",
+             parser_words=_NEGATIVE_WORDS,
+             source="onnx/onnx-tensorrt release/8.0 builtin_op_importers.cpp GatherElements "
+                    "(#if SUPPORT_NEGATIVE_GATHER); release/8.2-GA docs/Changelog.md 8.2 EA",
+             silent=True)
+def _gatherelements_negative_indices(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+    return _negative_indices(node, ctx)
+
+
+def _bool_data(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+    vt = ctx.type_of(node.input[0])
+    return "BOOL data" if vt is not None and vt.elem_type == TensorProto.BOOL else None
+
+
+_BOOL_SOURCE = ("onnx/onnx-tensorrt release/7.1, release/7.2.1, release/8.0, release/8.2-GA, "
+                "release/8.4-GA builtin_op_importers.cpp {op} (ASSERT data type != kBOOL); "
+                "gone in release/8.5-GA")
+
+
+@restriction(key="gather-bool-data", op="Gather", condition="BOOL data",
+             since="7.1", fixed_in="8.5",
+             parser_words="\"This version of TensorRT does not support BOOL input type for the "
+                          "Gather operator.\"",
+             source=_BOOL_SOURCE.format(op="Gather"))
+def _gather_bool(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+    return _bool_data(node, ctx)
+
+
+@restriction(key="gatherelements-bool-data", op="GatherElements", condition="BOOL data",
+             since="8.0", fixed_in="8.5",
+             parser_words="\"This version of TensorRT does not support BOOL input type for the "
+                          "GatherElements operator.\"",
+             source=_BOOL_SOURCE.format(op="GatherElements"))
+def _gatherelements_bool(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+    return _bool_data(node, ctx)
+
+
+@restriction(key="gathernd-bool-data", op="GatherND", condition="BOOL data",
+             since="8.2", fixed_in="8.5",
+             parser_words="\"This version of TensorRT does not support BOOL input type for the "
+                          "GatherND operator.\"",
+             source=_BOOL_SOURCE.format(op="GatherND"))
+def _gathernd_bool(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+    return _bool_data(node, ctx)
+
+
+# The other rows, by topic (importing them registers them).
+from export_gelu.trt_parser import dtype_rows, output_rows  # noqa: E402, F401

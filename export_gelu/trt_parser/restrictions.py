@@ -7,7 +7,11 @@ condition holds (and what it saw). The static check (`export_gelu.compat`) repor
 for a profile; `fit_to_profile` rewrites the hits it has a rewrite for and refuses the rest
 (exit 3), naming the op, the condition and the versions that take it.
 
-Records are added to `RESTRICTIONS` with `@restriction(...)` on their detector.
+Records are added to `RESTRICTIONS` with `@restriction(...)` on their detector. A few
+conditions concern tensors rather than one op (DOUBLE anywhere on 7.x, INT64 constants out of
+INT32 range before 9.0): those are registered with `@graph_restriction(...)`, whose detector
+looks at the whole graph once and names each offending tensor, and whose `present` test is a
+cheap scan that decides whether the detector (and shape inference) needs to run at all.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from export_gelu.trt_parser.versions import in_range, range_text
 
 #: A detector: (node, graph context) → a short description of what it saw, or None.
 Detector = Callable[[onnx.NodeProto, "GraphContext"], "str | None"]
+#: A graph detector: graph context → [(tensor or node name, what it saw)] (empty: no hit).
+GraphDetector = Callable[["GraphContext"], "list[tuple[str, str]]"]
+#: A cheap whole-model test: could the graph detector find anything at all?
+Presence = Callable[[onnx.ModelProto], bool]
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,10 @@ class Restriction:
     source: str  # where it was read: repository, tag or commit, file
     silent: bool = False  # the parser accepts the graph but the engine computes wrong values
     detect: Detector = field(default=lambda node, ctx: None, compare=False, repr=False)
+    #: Set for graph-wide records (`@graph_restriction`): then `op` names what they concern
+    #: ('tensor') and `detect` is unused.
+    detect_graph: GraphDetector | None = field(default=None, compare=False, repr=False)
+    present: Presence | None = field(default=None, compare=False, repr=False)
 
     def applies_to(self, trt_version: str) -> bool:
         return in_range(trt_version, self.since, self.fixed_in)
@@ -86,6 +98,20 @@ def restriction(**fields: object) -> Callable[[Detector], Detector]:
     return register
 
 
+def graph_restriction(present: Presence, **fields: object
+                      ) -> Callable[[GraphDetector], GraphDetector]:
+    """Register a graph-wide `Restriction`: the decorated function gets the graph context and
+    returns (name, detail) for every tensor that meets the condition; `present(model)` is a
+    cheap scan run first (no shape inference) that says whether it could find any."""
+
+    def register(fn: GraphDetector) -> GraphDetector:
+        RESTRICTIONS.append(Restriction(detect_graph=fn, present=present,
+                                        **fields))  # type: ignore[arg-type]
+        return fn
+
+    return register
+
+
 class GraphContext:
     """What detectors may ask about a graph: constants, types and shapes, producers, users.
 
@@ -97,7 +123,8 @@ class GraphContext:
         from export_gelu.passes.compat.graph import GraphEditor, infer_types
 
         self.model = model
-        self.editor = GraphEditor(model.graph, types if types is not None else infer_types(model))
+        self.editor = GraphEditor(model.graph, types)
+        self._infer = None if types is not None else infer_types  # shape inference, on demand
         self.producer = {o: n for n in model.graph.node for o in n.output if o}
         self.users: dict[str, list[onnx.NodeProto]] = {}
         for n in model.graph.node:
@@ -110,10 +137,19 @@ class GraphContext:
         return self.editor.constant(name)
 
     def type_of(self, name: str):  # -> ValueType | None
+        if self._infer is not None:  # the first question about types pays for inference
+            self.editor.types.update(self._infer(self.model))
+            self._infer = None
         return self.editor.type_of(name)
 
     def is_used(self, name: str) -> bool:
         return bool(name) and (name in self.users or name in self.graph_outputs)
+
+    @property
+    def opset(self) -> int:
+        """The model's default-domain opset (what the parser's `getOpsetVersion` returns)."""
+        return next((int(i.version) for i in self.model.opset_import
+                     if i.domain in ("", "ai.onnx")), 0)
 
 
 def find_hits(model: onnx.ModelProto, trt_version: str,
@@ -126,11 +162,17 @@ def find_hits(model: onnx.ModelProto, trt_version: str,
         return []
     by_op: dict[str, list[Restriction]] = {}
     for r in active:
-        by_op.setdefault(r.op, []).append(r)
-    if not any(n.op_type in by_op for n in model.graph.node if n.domain in ("", "ai.onnx")):
+        if r.detect_graph is None:
+            by_op.setdefault(r.op, []).append(r)
+    graph_wide = [r for r in active if r.detect_graph is not None
+                  and (r.present is None or r.present(model))]
+    if not graph_wide and not any(n.op_type in by_op for n in model.graph.node
+                                  if n.domain in ("", "ai.onnx")):
         return []
     ctx = ctx or GraphContext(model)
     hits: list[Hit] = []
+    for r in graph_wide:
+        hits.extend(Hit(r, name, detail) for name, detail in r.detect_graph(ctx))
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):
             continue

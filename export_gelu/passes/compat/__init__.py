@@ -89,6 +89,10 @@ def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
                      "IsNaN)")
     if "Pow" in ops and profile.runtime == "trt" and (n := pow2_to_mul(model, ed)):
         notes.append(f"{n} Pow(x, 2) node(s) rewritten as Mul(x, x)")
+    if profile.runtime == "trt":  # rewrites that replace an op the parser lacks (CastLike)
+        from export_gelu.passes.compat.restriction_fixes import fit_restrictions
+
+        notes.extend(fit_restrictions(model, profile.trt_version, profile.name, early=True))
     if opset > target_opset:
         notes.extend(downconvert(model, target_opset))
     if profile.runtime == "trt":

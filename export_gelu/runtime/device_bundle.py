@@ -1,0 +1,354 @@
+"""`--bundle DIR`: everything a TensorRT box that export-gelu cannot drive needs to build the
+engine, run it on our inputs and hand back what it produced (see docs/device-verification.md).
+
+DIR holds model.onnx (+ its external data), inputs/<name>.bin (raw, little-endian, in the
+dtype the device's engine binds), inputs.json (polygraphy), inputs.npz (the feed as the graph
+takes it), reference_outputs.json (the reference's outputs, polygraphy RunResults),
+manifest.json, run_on_device.sh and README.txt. The directory is staged beside DIR and renamed
+into place; an existing bundle there is replaced, anything else is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from export_gelu.errors import BadInputError
+from export_gelu.runtime import device_script as ds
+from export_gelu.trt_parser.versions import in_range
+
+MANIFEST = "manifest.json"
+BUNDLE_FORMAT = "export-gelu device bundle"
+BUNDLE_VERSION = 1
+GRAPH = "model.onnx"
+
+#: TensorRT binds ONNX int64 inputs as int32 before 9 (DataType::kINT64 first appears in
+#: NVIDIA/TensorRT v9.1.0 include/NvInferRuntimeBase.h); from 9 they bind as int64.
+INT64_BINDING_SINCE = "9"
+
+Shape = tuple[int, ...]
+Profile = dict[str, tuple[Shape, Shape, Shape]]
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_bundle_dir(path: str | Path) -> Path:
+    """DIR may not exist yet, or be an earlier bundle (replaced); anything else is refused."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise BadInputError(f"--bundle {path}: directory {path.parent} does not exist")
+    if path.exists():
+        if not path.is_dir():
+            raise BadInputError(f"--bundle {path}: exists and is not a directory")
+        if any(path.iterdir()) and not (path / MANIFEST).is_file():
+            raise BadInputError(f"--bundle {path}: exists, is not empty and is not an "
+                                "export-gelu bundle (no manifest.json); give a new directory")
+    if not os.access(path.parent, os.W_OK):
+        raise BadInputError(f"--bundle {path}: {path.parent} is not writable")
+    return path
+
+
+def binding_dtype(onnx_dtype: str, trt_version: str) -> str:
+    """The dtype name TensorRT `trt_version` binds an ONNX input of `onnx_dtype` as."""
+    if onnx_dtype == "int64" and not in_range(trt_version, since=INT64_BINDING_SINCE):
+        return "int32"
+    return onnx_dtype
+
+
+def raw_bytes(arr: np.ndarray, dtype: str) -> bytes:
+    """`arr` as trtexec --loadInputs reads it: C order, little-endian, `dtype` elements."""
+    if dtype == "bfloat16":
+        bits = np.ascontiguousarray(arr, dtype="<f4").view("<u4").astype(np.uint64)
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
+        return rounded.astype("<u2").tobytes()
+    want = np.dtype(dtype).newbyteorder("<")
+    if arr.dtype.kind in "iu" and want.kind in "iu":
+        info = np.iinfo(want)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise BadInputError(f"input values outside {dtype}'s range cannot be bound as "
+                                f"{dtype} (TensorRT before {INT64_BINDING_SINCE} binds int64 "
+                                "as int32)")
+    return np.ascontiguousarray(arr).astype(want).tobytes()
+
+
+def read_raw(path: Path, dtype: str, shape: Sequence[int]) -> np.ndarray:
+    """A raw input file back as an array (bfloat16 widened to float32)."""
+    if dtype == "bfloat16":
+        bits = np.fromfile(path, dtype="<u2").astype(np.uint32) << 16
+        return bits.view("<f4").reshape(shape)
+    return np.fromfile(path, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
+
+
+def profile_shapes(shapes: Mapping[str, Shape], dynamic: Sequence[Any],
+                   symbolic: Mapping[str, bool]) -> Profile | None:
+    """MIN/OPT/MAX per input: `dynamic` (DynamicAxis records: name, axis, min, opt, max)
+    ranges an axis; every other axis stays at the run shape. None when every input is static
+    and nothing is ranged (then no shape flags are needed)."""
+    if not dynamic and not any(symbolic.values()):
+        return None
+    out: Profile = {}
+    for name, shape in shapes.items():
+        axes = {d.axis % len(shape): d for d in dynamic if d.name == name} if shape else {}
+        lo = tuple(axes[i].min if i in axes else s for i, s in enumerate(shape))
+        opt = tuple(axes[i].opt if i in axes else s for i, s in enumerate(shape))
+        hi = tuple(axes[i].max if i in axes else s for i, s in enumerate(shape))
+        out[name] = (lo, opt, hi)
+    return out
+
+
+def _external_files(graph_path: Path) -> list[str]:
+    import onnx
+
+    model = onnx.load(str(graph_path), load_external_data=False)
+    found: list[str] = []
+    for tensor in model.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        loc = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        if loc and loc not in found:
+            found.append(loc)
+    for loc in found:
+        rel = Path(loc)
+        if rel.is_absolute() or ".." in rel.parts or not (graph_path.parent / rel).is_file():
+            raise BadInputError(f"{graph_path}: external data {loc!r} is not a file beside it")
+    return found
+
+
+def _graph_info(graph_path: Path) -> tuple[OrderedDict[str, tuple[str, list[Any]]],
+                                          OrderedDict[str, tuple[str, list[Any]]], bool, int]:
+    """(inputs, outputs as name → (dtype, dims)), whether it holds the GELU plugin, opset."""
+    import onnx
+
+    from export_gelu.compat import model_opset
+    from export_gelu.runtime.deployed import _onnx_dtype_name
+    from export_gelu.trt_parser.plugin import PLUGIN_OP
+
+    model = onnx.load(str(graph_path), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+
+    def describe(values: Any) -> OrderedDict[str, tuple[str, list[Any]]]:
+        out: OrderedDict[str, tuple[str, list[Any]]] = OrderedDict()
+        for vi in values:
+            if vi.name in inits:
+                continue
+            tt = vi.type.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                    for d in tt.shape.dim]
+            out[vi.name] = (_onnx_dtype_name(tt.elem_type), dims)
+        return out
+
+    plugin = any(n.op_type == PLUGIN_OP for n in model.graph.node)
+    return describe(model.graph.input), describe(model.graph.output), plugin, model_opset(model)
+
+
+@dataclass
+class BundleRequest:
+    """What a bundle is made of (all known after export or a local verify)."""
+
+    model_path: Path
+    graph_path: Path
+    target: str
+    trt_version: str
+    precision: str
+    feed: Mapping[str, np.ndarray]  # the graph's inputs, as it takes them
+    reference: Mapping[str, np.ndarray]  # the reference's outputs on `feed`
+    reference_name: str
+    atol: float
+    rtol: float
+    dynamic: Sequence[Any] = ()
+
+
+def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -> None:
+    from polygraphy.comparator import RunResults
+    from polygraphy.comparator.struct import IterationResult
+
+    from export_gelu.runtime.quiet import quiet_polygraphy
+
+    results = RunResults()
+    results.append((name, [IterationResult(OrderedDict(outputs), runner_name=name)]))
+    with quiet_polygraphy():
+        results.save(str(path))
+
+
+def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
+    """Write the bundle for `req` into `out_dir` (staged, then renamed); return it."""
+    from export_gelu import __version__
+    from export_gelu.exporter.save import staging_dir
+    from export_gelu.runtime.saved_data import save_polygraphy_inputs
+
+    out = check_bundle_dir(out_dir)
+    inputs, outputs, has_plugin, opset = _graph_info(req.graph_path)
+    missing = [n for n in inputs if n not in req.feed]
+    if missing:
+        raise BadInputError(f"--bundle: the graph takes {', '.join(missing)}, which the feed "
+                            "lacks")
+    feed = OrderedDict((n, np.asarray(req.feed[n])) for n in inputs)
+    shapes = {n: tuple(int(d) for d in a.shape) for n, a in feed.items()}
+    symbolic = {n: any(not isinstance(d, int) or d <= 0 for d in dims)
+                for n, (_t, dims) in inputs.items()}
+    profile = profile_shapes(shapes, list(req.dynamic), symbolic)
+    files = OrderedDict((n, f"inputs/{n}.bin") for n in feed)
+    trtexec = ds.trtexec_args(req.trt_version, req.precision, files, shapes, profile)
+    polygraphy = ds.polygraphy_args(req.precision, req.trt_version, profile)
+    externals = _external_files(req.graph_path)
+
+    with staging_dir(out) as tmp:
+        stage = tmp / "bundle"
+        (stage / "inputs").mkdir(parents=True)
+        shutil.copyfile(req.graph_path, stage / GRAPH)
+        for loc in externals:
+            (stage / loc).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(req.graph_path.parent / loc, stage / loc)
+        input_rows = []
+        for name, arr in feed.items():
+            onnx_dtype = inputs[name][0]
+            bound = binding_dtype(onnx_dtype, req.trt_version)
+            data = raw_bytes(arr, bound)
+            (stage / files[name]).write_bytes(data)
+            input_rows.append({"name": name, "onnx_dtype": onnx_dtype, "binding_dtype": bound,
+                               "shape": list(shapes[name]), "graph_dims": inputs[name][1],
+                               "file": files[name], "bytes": len(data),
+                               "sha256": hashlib.sha256(data).hexdigest()})
+        np.savez(stage / "inputs.npz", **feed)
+        bound_feed = OrderedDict((n, read_raw(stage / files[n], r["binding_dtype"], shapes[n]))
+                                 for n, r in zip(feed, input_rows))
+        save_polygraphy_inputs([bound_feed], stage / "inputs.json")
+        _write_reference(stage / "reference_outputs.json", req.reference_name, req.reference)
+        output_rows = [{"name": n, "onnx_dtype": t, "graph_dims": dims,
+                        "shape": list(np.shape(req.reference[n])) if n in req.reference else None}
+                       for n, (t, dims) in outputs.items()]
+        int64 = [r["name"] for r in input_rows if r["onnx_dtype"] != r["binding_dtype"]]
+        manifest = {
+            "format": BUNDLE_FORMAT, "bundle_version": BUNDLE_VERSION,
+            "tool": f"export-gelu {__version__}",
+            "model": {"file": req.model_path.name, "sha256": sha256_file(req.model_path)},
+            "graph": {"file": GRAPH, "sha256": sha256_file(stage / GRAPH),
+                      "external_data": externals, "opset": opset,
+                      "gelu_plugin": has_plugin},
+            "target": req.target, "tensorrt": req.trt_version, "precision": req.precision,
+            "inputs": input_rows, "outputs": output_rows,
+            "profile": ({n: {"min": list(p[0]), "opt": list(p[1]), "max": list(p[2])}
+                         for n, p in profile.items()} if profile else None),
+            "tolerances": {"atol": req.atol, "rtol": req.rtol},
+            "reference": {"runner": req.reference_name, "file": "reference_outputs.json"},
+            "trtexec": {"args": trtexec, "warmup_ms": ds.WARMUP_MS,
+                        "iterations": ds.ITERATIONS, "flags_from": ds.source_of(req.trt_version)},
+            "polygraphy": {"args": polygraphy},
+        }
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        script = ds.run_script(req.trt_version, req.target, req.precision, trtexec, polygraphy,
+                               has_plugin, __version__)
+        (stage / "run_on_device.sh").write_text(script)
+        os.chmod(stage / "run_on_device.sh", 0o755)
+        note = (f"Inputs {', '.join(int64)} are int64 in the graph; TensorRT "
+                f"{req.trt_version} binds them as int32, so their .bin files hold int32.\n"
+                if int64 else "")
+        (stage / "README.txt").write_text(
+            ds.readme(req.target, req.trt_version, req.model_path.name, note, has_plugin))
+        _replace_dir(stage, out, tmp)
+    return out
+
+
+def _replace_dir(stage: Path, out: Path, tmp: Path) -> None:
+    """Move `stage` to `out`; an earlier bundle there is moved aside first, then removed."""
+    if out.exists():
+        old = tmp / "previous"
+        os.replace(out, old)
+    os.replace(stage, out)
+
+
+def read_manifest(bundle: str | Path) -> dict[str, Any]:
+    """The bundle's manifest, checked for form (exit 2 when it is not a bundle)."""
+    path = Path(bundle) / MANIFEST
+    if not path.is_file():
+        raise BadInputError(f"--bundle {bundle}: no {MANIFEST} (not an export-gelu bundle)")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"--bundle {bundle}: {MANIFEST} is not valid JSON ({exc})") from exc
+    if not isinstance(data, dict) or data.get("format") != BUNDLE_FORMAT:
+        raise BadInputError(f"--bundle {bundle}: {MANIFEST} is not an export-gelu bundle "
+                            "manifest")
+    return data
+
+
+def check_bundle_request(bundle: str | Path, profile: Any) -> Path:
+    """Refuse `--bundle` early (exit 2): a non-TensorRT target or an unusable directory."""
+    if getattr(profile, "runtime", "") != "trt":
+        raise BadInputError(f"--bundle is for TensorRT targets (trt7.0 … trt11); {profile.name} "
+                            "runs in ONNX Runtime here")
+    return check_bundle_dir(bundle)
+
+
+def reference_outputs(report: Any, make_runner: Any, feed: Mapping[str, np.ndarray]
+                      ) -> tuple[str, OrderedDict[str, np.ndarray]]:
+    """(runner name, outputs) of the reference on `feed`: from the parity run when it ran on
+    exactly this feed, else by running the reference once."""
+    results = getattr(report.parity, "run_results", None)
+    if results is not None and report.parity.iterations == 1:
+        name, iterations = results[0]
+        return name, OrderedDict((k, np.asarray(v)) for k, v in iterations[0].items())
+    runner = make_runner()
+    with runner:
+        out = runner.infer(dict(feed), check_inputs=False)
+    return runner.name, OrderedDict((k, np.asarray(v)) for k, v in out.items())
+
+
+def bundle_after_export(report: Any, bundle: Path, model_path: Path, graph: Path, profile: Any,
+                        precision: str, feed: Mapping[str, np.ndarray], make_reference: Any,
+                        atol: float | None, rtol: float | None, dynamic: Sequence[Any]) -> Path:
+    """Write the bundle for an export's output and say so in the report."""
+    from export_gelu.runtime.parity import default_tolerances
+
+    added = max((s.added_max_error for s in report.gelu_sites), default=0.0)
+    d_atol, d_rtol = default_tolerances(precision, added)
+    name, outputs = reference_outputs(report, make_reference, feed)
+    req = BundleRequest(model_path=model_path, graph_path=graph, target=profile.name,
+                        trt_version=profile.trt_version, precision=precision, feed=feed,
+                        reference=outputs, reference_name=name,
+                        atol=d_atol if atol is None else atol,
+                        rtol=d_rtol if rtol is None else rtol, dynamic=dynamic)
+    out = write_bundle(req, bundle)
+    note_bundle(report, out, model_path, profile.name, profile.trt_version)
+    return out
+
+
+def note_bundle(report: Any, out: Path, model_path: Path, target: str, trt_version: str) -> None:
+    """Say where the bundle is and what to run; the skipped-engine reason points at it."""
+    report.trt["bundle"] = str(out)
+    reason = report.trt.get("reason") or ""
+    if "--bundle DIR" in reason:
+        report.trt["reason"] = reason.replace("--bundle DIR", f"the bundle in {out}/")
+    report.notes.append(
+        f"device bundle for {target} written to {out}/: on the TensorRT {trt_version} box run "
+        f"`sh run_on_device.sh` in it, copy outputs.json and times.json back into it, then "
+        f"`export-gelu verify {model_path} --bundle {out} --device-outputs {out}/outputs.json "
+        f"--device-times {out}/times.json`")
+
+
+def bundle_after_verify(report: Any, bundle: Path, model_path: Path, graph: Path, profile: Any,
+                        precision: str, feed: Mapping[str, np.ndarray], make_reference: Any,
+                        atol: float, rtol: float) -> Path:
+    """Write the bundle of a graph verified locally (`verify MODEL DEPLOYED.onnx --bundle`)."""
+    name, outputs = reference_outputs(report, make_reference, feed)
+    req = BundleRequest(model_path=model_path, graph_path=graph, target=profile.name,
+                        trt_version=profile.trt_version, precision=precision, feed=feed,
+                        reference=outputs, reference_name=name, atol=atol, rtol=rtol)
+    out = write_bundle(req, bundle)
+    note_bundle(report, out, model_path, profile.name, profile.trt_version)
+    return out

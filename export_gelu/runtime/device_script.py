@@ -1,0 +1,264 @@
+"""The commands a device runs on a bundle: trtexec's flags for one TensorRT version, the POSIX
+`run_on_device.sh` around them, and the polygraphy equivalent.
+
+Which flag a version needs is data (`FLAG_RULES`), each row checked against the flags that
+version's trtexec parses (`trtexec_flags.accepted_flags`, read from NVIDIA/TensorRT's source).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from export_gelu.errors import BadInputError
+from export_gelu.runtime.trtexec_flags import accepted_flags, line_of, source_of
+from export_gelu.trt_parser.versions import in_range
+
+#: trtexec's own default warm-up (ms), passed explicitly: before 8.6 the --exportTimes file
+#: also holds the warm-up runs, which verify drops by their start time.
+WARMUP_MS = 200
+#: Timed inferences (trtexec runs at least this many, and at least --duration seconds).
+ITERATIONS = 100
+#: Workspace for versions whose default is small (7.x–8.2: 16 MiB), in MiB; WORKSPACE_MIB
+#: overrides it on the device.
+WORKSPACE_MIB = 1024
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    """One trtexec flag a run needs on versions `since` <= v < `fixed_in`, when `when` holds."""
+
+    key: str
+    text: str  # the flag, with {placeholders} filled from the run
+    when: str  # always | fp16 | bf16 | dynamic | plugin
+    why: str
+    since: str | None = None
+    fixed_in: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return self.text.split("=", 1)[0]
+
+    def applies(self, version: str, conditions: set[str]) -> bool:
+        return in_range(version, self.since, self.fixed_in) and (
+            self.when == "always" or self.when in conditions)
+
+
+#: Version facts, each read in that version's samples/common/sampleOptions.cpp (see
+#: docs/device-verification.md for the tags).
+FLAG_RULES: tuple[FlagRule, ...] = (
+    FlagRule("explicit_batch", "--explicitBatch", "always",
+             "the ONNX parser needs an explicit-batch network; from 8.2 trtexec sets it for ONNX "
+             "and the flag is deprecated (\"has no effect\")", fixed_in="8.2"),
+    FlagRule("workspace", "--workspace=$WORKSPACE_MIB", "always",
+             "the default workspace (16 MiB) is too small for transformer tactics; --workspace "
+             "is deprecated by --memPoolSize from 8.4 and gone in 10", fixed_in="8.4"),
+    FlagRule("fp16", "--fp16", "fp16", "weakly typed networks take precision as a builder flag; "
+             "TensorRT 11's trtexec has no --fp16 (strongly typed: the graph's types decide)",
+             fixed_in="11"),
+    FlagRule("bf16", "--bf16", "bf16", "bf16 builder flag, from 9.x up to 10.x", since="9",
+             fixed_in="11"),
+    FlagRule("no_tf32", "--noTF32", "always",
+             "TF32 is on by default from 7.1 and changes fp32 matmul results by ~1e-3; "
+             "export-gelu's own engine builds (polygraphy) leave it off", since="7.1"),
+    FlagRule("min_shapes", "--minShapes={min}", "dynamic", "optimization profile"),
+    FlagRule("opt_shapes", "--optShapes={opt}", "dynamic", "optimization profile"),
+    FlagRule("max_shapes", "--maxShapes={max}", "dynamic", "optimization profile"),
+    FlagRule("shapes", "--shapes={shapes}", "dynamic", "the shapes the inputs are run at"),
+)
+
+#: Flags every run passes (also checked against the version's table).
+BASE_FLAGS = ("--onnx=model.onnx", "--loadInputs={load_inputs}", "--saveEngine=model.plan",
+              "--exportOutput=outputs.json", "--exportTimes=times.json",
+              f"--warmUp={WARMUP_MS}", f"--iterations={ITERATIONS}")
+
+#: Where JetPack installs trtexec (not on PATH there).
+JETSON_TRTEXEC = "/usr/src/tensorrt/bin/trtexec"
+
+
+def dims_text(shape: Sequence[int]) -> str:
+    return "x".join(str(int(d)) for d in shape)
+
+
+def check_tensor_name(name: str) -> None:
+    """trtexec splits `name:value` lists on ',' and ':': refuse names it would misread."""
+    bad = [c for c in ",:'\" \t\n" if c in name]
+    if bad or not name:
+        raise BadInputError(f"input {name!r}: trtexec's --loadInputs/--shapes lists cannot carry "
+                            "a name with ',', ':', quotes or spaces; rename the graph input")
+
+
+def _shape_list(shapes: Mapping[str, Shape]) -> str:
+    return ",".join(f"{n}:{dims_text(s)}" for n, s in shapes.items())
+
+
+def trtexec_args(trt_version: str, precision: str, input_files: Mapping[str, str],
+                 shapes: Mapping[str, Shape],
+                 profile: Mapping[str, tuple[Shape, Shape, Shape]] | None) -> list[str]:
+    """trtexec's arguments for this bundle (workspace as `$WORKSPACE_MIB`, expanded by sh).
+
+    `profile` (name → MIN, OPT, MAX) is given when an input has a dynamic axis; then the
+    optimization profile and the run shapes are passed. Every flag is checked against the
+    version's table: a flag it does not parse is a bug here (ValueError).
+    """
+    for name in input_files:
+        check_tensor_name(name)
+    conditions = {precision}
+    if profile:
+        conditions.add("dynamic")
+    values = {"load_inputs": ",".join(f"{n}:{f}" for n, f in input_files.items()),
+              "shapes": _shape_list(shapes)}
+    if profile:
+        for i, key in enumerate(("min", "opt", "max")):
+            values[key] = _shape_list({n: p[i] for n, p in profile.items()})
+    args = [a.format(**values) for a in BASE_FLAGS]
+    args += [r.text.format(**values) for r in FLAG_RULES if r.applies(trt_version, conditions)]
+    if precision == "bf16" and not in_range(trt_version, since="9"):
+        raise BadInputError(f"bf16 needs TensorRT 9 or newer (bundle for {trt_version})")
+    check_flags(args, trt_version)
+    return args
+
+
+def check_flags(args: Sequence[str], trt_version: str) -> None:
+    """Raise ValueError naming any flag the trtexec of `trt_version` would reject."""
+    known = accepted_flags(trt_version)
+    unknown = [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] not in known]
+    if unknown:
+        raise ValueError(f"trtexec {line_of(trt_version)} does not parse {', '.join(unknown)} "
+                         f"({source_of(trt_version)})")
+
+
+def plugin_flag(trt_version: str) -> str:
+    """How a plugin library is passed: --plugins on every line (7.0–11), per the table."""
+    return "--plugins" if "--plugins" in accepted_flags(trt_version) else "--staticPlugins"
+
+
+def polygraphy_args(precision: str, trt_version: str,
+                    profile: Mapping[str, tuple[Shape, Shape, Shape]] | None) -> list[str]:
+    """`polygraphy run` arguments doing what the trtexec run does, for boxes that have it."""
+    args = ["run", "model.onnx", "--trt", "--load-inputs", "inputs.json",
+            "--save-outputs", "outputs.json", "--save-engine", "model.plan"]
+    if precision == "fp16" and in_range(trt_version, fixed_in="11"):
+        args.append("--fp16")
+    if precision == "bf16" and in_range(trt_version, fixed_in="11"):
+        args.append("--bf16")
+    if in_range(trt_version, since="11"):
+        args.append("--strongly-typed")
+    for i, flag in enumerate(("--trt-min-shapes", "--trt-opt-shapes", "--trt-max-shapes")):
+        if profile:
+            args.append(flag)
+            args += [f"{n}:[{','.join(str(d) for d in p[i])}]" for n, p in profile.items()]
+    return args
+
+
+def _quote(args: Sequence[str]) -> str:
+    """Arguments for sh, one per line; `$WORKSPACE_MIB` stays expandable."""
+    out = []
+    for a in args:
+        q = shlex.quote(a)
+        if "$WORKSPACE_MIB" in a:
+            q = '"' + a.replace('"', '\\"') + '"'
+        out.append(q)
+    return " \\\n    ".join(out)
+
+
+def run_script(trt_version: str, target: str, precision: str, trtexec: Sequence[str],
+               polygraphy: Sequence[str], has_plugin: bool, tool_version: str) -> str:
+    """`run_on_device.sh`: POSIX sh, needs only TensorRT (polygraphy for its own mode)."""
+    plugin = plugin_flag(trt_version)
+    plugin_note = ("# The graph holds CustomGeluPluginDynamic: it is in libnvinfer_plugin, which "
+                   "trtexec loads\n# by default; PLUGIN_LIB=/path/lib.so adds another library.\n"
+                   if has_plugin else "")
+    return f"""#!/bin/sh
+# Generated by export-gelu {tool_version} for {target} (TensorRT {trt_version}), {precision}.
+# Every trtexec flag below is one that TensorRT {line_of(trt_version)}'s trtexec parses
+# ({source_of(trt_version)}).
+#
+#   sh run_on_device.sh              # trtexec (PATH, or {JETSON_TRTEXEC} on Jetson)
+#   sh run_on_device.sh polygraphy   # polygraphy run, where polygraphy is installed
+#
+# Environment: TRTEXEC=/path/to/trtexec, WORKSPACE_MIB (default {WORKSPACE_MIB}),
+# PLUGIN_LIB=/path/to/extra_plugins.so. Copy back outputs.json and times.json (README.txt).
+{plugin_note}set -u
+cd "$(dirname "$0")" || exit 2
+WORKSPACE_MIB=${{WORKSPACE_MIB:-{WORKSPACE_MIB}}}
+MODE=${{1:-trtexec}}
+
+if [ "$MODE" = polygraphy ]; then
+    if ! command -v polygraphy >/dev/null 2>&1; then
+        echo "run_on_device.sh: polygraphy is not installed here;" \\
+            "run without arguments to use trtexec" >&2
+        exit 127
+    fi
+    set -- {_quote(polygraphy)}
+    echo "+ polygraphy $*"
+    polygraphy "$@"
+    exit $?
+fi
+if [ "$MODE" != trtexec ]; then
+    echo "run_on_device.sh: unknown mode '$MODE' (trtexec or polygraphy)" >&2
+    exit 2
+fi
+
+TRTEXEC=${{TRTEXEC:-}}
+if [ -z "$TRTEXEC" ]; then
+    if command -v trtexec >/dev/null 2>&1; then
+        TRTEXEC=trtexec
+    elif [ -x {JETSON_TRTEXEC} ]; then
+        TRTEXEC={JETSON_TRTEXEC}
+    else
+        echo "run_on_device.sh: trtexec is neither on PATH nor at" \\
+            "{JETSON_TRTEXEC}; set TRTEXEC=/path/to/trtexec" >&2
+        exit 127
+    fi
+fi
+
+set -- {_quote(trtexec)}
+if [ -n "${{PLUGIN_LIB:-}}" ]; then
+    set -- "$@" "{plugin}=$PLUGIN_LIB"
+fi
+rm -f outputs.json times.json trtexec.rc
+echo "+ $TRTEXEC $*"
+{{ "$TRTEXEC" "$@" 2>&1; echo $? > trtexec.rc; }} | tee trtexec.log
+rc=$(cat trtexec.rc 2>/dev/null || echo 1)
+rm -f trtexec.rc
+if [ "$rc" -ne 0 ]; then
+    echo "run_on_device.sh: trtexec failed (exit $rc); see trtexec.log" >&2
+    exit "$rc"
+fi
+echo "run_on_device.sh: done; copy back outputs.json, times.json and trtexec.log"
+"""
+
+
+def readme(target: str, trt_version: str, model_name: str, int64_note: str,
+           has_plugin: bool) -> str:
+    """README.txt of a bundle: what to run on the device and what to copy back."""
+    plugin = ("\nThe graph uses the GELU plugin (CustomGeluPluginDynamic), which ships in\n"
+              "libnvinfer_plugin; trtexec loads that library by default.\n" if has_plugin else "")
+    return f"""export-gelu device bundle for {target} (TensorRT {trt_version})
+
+On the device (needs only TensorRT's trtexec; Jetson: /usr/src/tensorrt/bin/trtexec):
+
+    sh run_on_device.sh               # or: sh run_on_device.sh polygraphy
+
+It builds model.plan from model.onnx, runs it on the inputs in inputs/ (warm-up, then at
+least 100 inferences and 3 s) and writes outputs.json (the outputs) and times.json (the time
+of every inference).
+{int64_note}{plugin}
+Copy back outputs.json, times.json and trtexec.log (verify reads the TensorRT version
+from it) into this directory, then:
+
+    export-gelu verify {model_name} --bundle THIS_DIR --device-outputs THIS_DIR/outputs.json \\
+        --device-times THIS_DIR/times.json
+
+Exit 0: every output within tolerance of PyTorch; 1: an output is over tolerance (named);
+2: the files do not belong to this bundle (another model, a truncated file, other names or
+shapes).
+
+Files: model.onnx (+ external data), inputs/*.bin (raw little-endian, the dtype TensorRT
+binds), inputs.json (polygraphy --load-inputs), inputs.npz (the feed as the graph takes it),
+reference_outputs.json (PyTorch's outputs, polygraphy format), manifest.json.
+"""
