@@ -299,3 +299,62 @@ def test_the_baked_size_check_finds_a_static_reshape():
         [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], [shape, loose])
     model = helper.make_model(graph)
     assert baked_sizes(model, {BATCH, SEQ}) == ["Reshape baked: [3, 13, 64]"]
+
+
+# -- the down-converter on what a dynamic export holds -----------------------------------------
+
+def test_reshape_allowzero_with_a_shape_built_from_sizes_comes_down():
+    """Dynamo's dynamic Reshape: shape = Concat(Shape(x)[0:2], [4, -1]), allowzero=1."""
+    from onnx import helper
+
+    from tests.test_downconvert import assert_same_after, one_node_model
+
+    x = np.random.default_rng(0).standard_normal((3, 5, 8)).astype(np.float32)
+    extra = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "two"], ["bs"]),
+             helper.make_node("Concat", ["bs", "tail"], ["shape"], axis=0)]
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], allowzero=1)
+    inits = {"zero": np.array([0], np.int64), "two": np.array([2], np.int64),
+             "tail": np.array([4, -1], np.int64)}
+    assert_same_after(one_node_model(node, {"x": x}, 14, inits=inits, extra=extra), {"x": x}, 13)
+
+
+def test_reshape_allowzero_with_a_shape_that_may_hold_zero_is_refused():
+    from onnx import helper
+
+    from export_gelu.errors import TargetUnmetError
+    from export_gelu.passes.compat.downconvert import downconvert
+    from tests.test_downconvert import one_node_model
+
+    x = np.zeros((3, 5), np.float32)
+    extra = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Sub", ["s", "s"], ["shape"])]  # [0, 0]: a size minus itself
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], allowzero=1)
+    with pytest.raises(TargetUnmetError, match="allowzero=1 with a shape that may hold 0"):
+        downconvert(one_node_model(node, {"x": x}, 14, extra=extra), 13)
+
+
+@pytest.mark.parametrize("op", ["GreaterOrEqual", "LessOrEqual"])
+def test_integer_or_equal_comparisons_come_down_to_opset_11(op):
+    from onnx import helper
+
+    from tests.test_downconvert import assert_same_after, one_node_model, ops
+
+    a = np.array([[0, 1, 2, 3]], np.int64)
+    b = np.array([[1], [2]], np.int64)
+    model = one_node_model(helper.make_node(op, ["a", "b"], ["y"]), {"a": a, "b": b}, 16)
+    conv = assert_same_after(model, {"a": a, "b": b}, 11)
+    assert ops(conv)[op] == 0 and ops(conv)["Not"] == 1
+
+
+def test_float_or_equal_comparisons_are_refused_below_12():
+    from onnx import helper
+
+    from export_gelu.errors import TargetUnmetError
+    from export_gelu.passes.compat.downconvert import downconvert
+    from tests.test_downconvert import one_node_model
+
+    a = np.array([0.0, np.nan], np.float32)
+    model = one_node_model(helper.make_node("GreaterOrEqual", ["a", "a"], ["y"]), {"a": a}, 16)
+    with pytest.raises(TargetUnmetError, match="differs on NaN"):
+        downconvert(model, 11)

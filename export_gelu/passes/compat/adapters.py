@@ -283,6 +283,27 @@ def group_norm(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
     return [node]
 
 
+@adapts("GreaterOrEqual", "LessOrEqual")
+def or_equal_as_not(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+    """GreaterOrEqual / LessOrEqual (opset 12) → Not(Less) / Not(Greater): the same on
+    integers (a dynamic export's size and position comparisons); on floats NaN compares
+    false both ways, so there they are refused."""
+    if not step.crosses(12):
+        return [node]
+    for name in node.input:
+        vt = step.ed.type_of(name)
+        if vt is None or not vt.elem_type or vt.elem_type in _FLOAT_TYPES:
+            raise CannotConvert("it compares floats (or tensors of unknown type), where "
+                                "Not(Less) differs on NaN")
+    strict = "Less" if node.op_type == "GreaterOrEqual" else "Greater"
+    test = step.ed.node(strict, list(node.input), node.name)
+    return [test, step.ed.node("Not", [test.output[0]], node.name, outputs=list(node.output))]
+
+
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+                onnx.TensorProto.BFLOAT16}
+
+
 @adapts("LayerNormalization")
 def layernorm_primitives(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
     if not step.crosses(17):
