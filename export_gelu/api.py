@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from export_gelu.compat import (
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.call_plan import CallPlan, ordered_feed, plan_for
 from export_gelu.exporter.capture import capture, cast_args, module_for_precision
+from export_gelu.exporter.dynamic import DynamicPlan, parse_dynamic_flag, plan_dynamic
 from export_gelu.exporter.fallback import export_with_fallback
 from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.inputs import check_run_flags
@@ -50,7 +52,6 @@ from export_gelu.passes.sites import GeluSite
 from export_gelu.progress import Progress
 from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances, skipped
 from export_gelu.runtime.report import Report
-from export_gelu.runtime.trt_runner import parse_dynamic
 from export_gelu.targets import TRT_PROFILES, TargetProfile, resolve_target
 
 GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
@@ -112,14 +113,18 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
                   opset: int, form: str, precision: str, report: Report,
                   progress: Progress, clock: StageClock | None = None,
                   plan: CallPlan | None = None, output_names: list[str] | None = None,
-                  ) -> tuple[onnx.ModelProto, list[GeluSite]]:
+                  dplan: DynamicPlan | None = None) -> tuple[onnx.ModelProto, list[GeluSite]]:
+    from export_gelu.exporter import dynamic as dyn
+
     clock = clock or StageClock()
     plan = plan or plan_for(loaded, list(feed))
+    dplan = dplan or DynamicPlan()
     module = module_for_precision(loaded, precision)
     report.notes.extend(fit_module_precision(module, precision))
     args = _torch_feed(feed, feed_precision(module, precision))
     progress.step("capturing the model with torch.export")
-    program, why_not = capture(loaded, module, args, precision, plan)
+    dynamic_shapes = dplan.torch_dynamic_shapes(list(feed)) if dplan.ranged else None
+    program, why_not = capture(loaded, module, args, precision, plan, dynamic_shapes)
     report.notes.extend(fit_program_precision(program, precision))
     clock.lap("capture")
     sites: list[GeluSite] = []
@@ -129,6 +134,9 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
         if loaded.format.value == "TorchScript":
             report.notes.append("TorchScript converted to an ExportedProgram (TS2EPConverter); "
                                 "the fx GELU passes ran on it")
+        if dplan.ranged and opset < DYNAMO_MIN_OPSET:
+            report.notes.append(dyn.DOWNCONVERT_NOTE.format(opset=DYNAMO_MIN_OPSET, target=opset))
+            opset = DYNAMO_MIN_OPSET  # fit_to_profile converts the graph down to the target's
         report.notes.extend(prepare_program_for_opset(program, opset))
         clock.lap("fx_passes")
     else:
@@ -139,9 +147,22 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
             report.notes.append(f"exported with the TorchScript exporter at opset {opset}")
     progress.step(f"exporting to ONNX (opset {opset})")
     export_module = module if program is None else None
+    dynamic_axes = dyn.torchscript_dynamic_axes(dplan) if program is None else None
+    if dynamic_axes and loaded.format.value == "TorchScript" and module is loaded.module:
+        import torch  # exporting a ScriptModule leaves it (and its deep copies) failing under
+
+        export_module = torch.jit.load(str(loaded.path), map_location="cpu").eval()
+        # inference_mode; the reference keeps an untouched one
     model, report.exporter, notes = export_with_fallback(export_module, args, list(feed), opset,
-                                                         program, plan)
+                                                         program, plan, dynamic_axes)
     report.notes.extend(notes)
+    dyn.name_graph_dims(model, dplan.dims)
+    report.notes.extend(n for n in [dyn.name_output_dims(model, dplan.ranged)] if n)
+    baked = dyn.static_ranged_axes(model, dplan.dims)
+    if baked:
+        raise TargetUnmetError(f"the {report.exporter} exporter made ranged axes static "
+                               f"({', '.join(baked)}): the model computes with that size as a "
+                               "Python constant; export an nn.Module or ExportedProgram instead")
     own = model_output_names(loaded, module, program, plan, args)
     report.notes.extend(apply_output_names(model, output_names or own,
                                            forced=output_names is not None, own=own))
@@ -289,8 +310,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         check_output_path(path, [model_path])
     check_run_flags(threads=threads, iterations=iterations, warmup=warmup, atol=atol, rtol=rtol,
                     opset=opset)
-    for spec in dynamic:
-        parse_dynamic(spec)  # a bad --dynamic is refused here, not only on a GPU machine
+    flags = [parse_dynamic_flag(d) for d in dynamic]  # refused here, not only on a GPU
     from export_gelu.runtime.devices import resolve_device
 
     device_choice = resolve_device(device) if verify or device else None
@@ -312,7 +332,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                         imports=imports)
     for _flag, path in outputs:
         check_output_path(path, [model_path, *loaded.data_files])
-    feed = resolve_feed(loaded, list(inputs), inputs_npz)
+    dplan, specs = plan_dynamic(loaded, flags, list(inputs), inputs_npz)
+    feed = resolve_feed(loaded, specs, inputs_npz)
     plan = plan_for(loaded, list(feed))
     feed = ordered_feed(plan, feed)
     reference_module = None if loaded.is_onnx else loaded.reference_module()
@@ -322,12 +343,16 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         rep_notes_inputs.append("a float64 model: inputs, graph and parity in float64")
     rep = Report(model=str(model_path), target=profile.name, target_note=target_note,
                  model_format=loaded.format.value, precision=precision, gelu_form=gelu,
-                 threads=threads, notes=[*loaded.notes, *rep_notes_inputs],
+                 threads=threads, notes=[*loaded.notes, *dplan.notes, *rep_notes_inputs],
                  device=device_choice.to_json() if device_choice else {})
     rep.stage_seconds = clock.stages
 
     if loaded.is_onnx:
         onnx_model = load_onnx_model(loaded.path)
+        from export_gelu.exporter.dynamic import name_graph_dims, name_output_dims
+
+        name_graph_dims(onnx_model, dplan.dims)
+        rep.notes.extend(n for n in [name_output_dims(onnx_model, dplan.ranged)] if n)
         fx_sites: list[GeluSite] = []
         rep.exporter = "none (ONNX input)"
         from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
@@ -342,7 +367,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         clock.lap("load")
         onnx_model, fx_sites = _export_torch(loaded, feed, profile, opset or profile.opset,
                                              gelu, precision, rep, progress, clock, plan,
-                                             given_names)
+                                             given_names, dplan)
     progress.step("rewriting GELU sites for the target (ONNX)")
     with gc_paused():
         onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
@@ -362,12 +387,14 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                   if not r]
         rep.notes.append(f"TensorRT versions that parse the output as is: "
                          f"{format_targets(takers)}")
-    if dynamic:
+    if dplan.dims:
         from export_gelu.runtime.trt_runner import check_dynamic
 
         shapes = {n: tuple(a.shape) for n, a in _deployed_feed(feed, onnx_model,
                                                                  precision).items()}
-        check_dynamic([parse_dynamic(d) for d in dynamic], onnx_model, shapes)
+        check_dynamic(dplan.axes(), onnx_model, shapes)
+        rep.dynamic = {"dims": dplan.to_json(), "shapes": [],
+                       "profile": [dataclasses.asdict(a) for a in dplan.axes()]}
 
     clock.lap("checks")
     progress.step(f"writing {out}")
@@ -385,7 +412,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         rep.trt = {"status": "skipped", "reason": target_blocker or why_no_trt,
                    "engine_here": False}
     else:
-        built = _build_trt(out, profile, precision, feed, onnx_model, engine, dynamic, rep,
+        built = _build_trt(out, profile, precision, feed, onnx_model, engine, dplan.axes(), rep,
                            progress)
         rep.trt["engine_here"] = target_blocker is None
         if target_blocker:
@@ -419,6 +446,12 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         if built is not None and reference is not None:
             _check_trt(built, precision, feed, onnx_model, reference, rep, progress, atol, rtol,
                        added, iterations, warmup)
+        if dplan.ranged and dplan.templates and not no_ort and rep.parity.status != "skipped":
+            from export_gelu.runtime.shape_parity import parity_at_sizes
+
+            progress.step("checking parity at every size of the --dynamic ranges")
+            parity_at_sizes(dplan, loaded, reference_module, out, onnx_model, built, precision,
+                            atol, rtol, added, threads, rep)
         clock.lap("verify")
     else:
         rep.parity = skipped("--no-verify")
@@ -430,7 +463,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                             _deployed_feed(feed, onnx_model, precision),
                             lambda: _reference_runner(loaded, reference_module, feed, onnx_model,
                                                       threads),
-                            atol, rtol, [parse_dynamic(d) for d in dynamic])
+                            atol, rtol, dplan.axes())
         clock.lap("bundle")
     if inputs_npz and not loaded.is_onnx:  # real data: where each GELU site's inputs lie
         from export_gelu.runtime.calibration import gelu_input_ranges
@@ -456,20 +489,20 @@ def _target_engine_blocker(profile: TargetProfile) -> str | None:
 
 
 def _build_trt(onnx_path: Path, profile: TargetProfile, precision: str, feed: OrderedDict,
-               model: onnx.ModelProto, engine: Any, dynamic: Sequence[str], rep: Report,
+               model: onnx.ModelProto, engine: Any, dynamic: Sequence[Any], rep: Report,
                progress: Progress) -> Any:
-    """Build (and save, with --engine) a TensorRT engine with the installed TensorRT."""
+    """Build (and save, with --engine) a TensorRT engine with the installed TensorRT;
+    `dynamic`: the DynamicAxis ranges of its optimization profile."""
     from export_gelu.runtime.trt_runner import (
         build_engine,
         build_engine_loader,
         installed_profile,
-        parse_dynamic,
     )
 
     builder = installed_profile()
     shapes = {n: tuple(a.shape) for n, a in _deployed_feed(feed, model, precision).items()}
     progress.step("building the TensorRT engine")
-    loader = build_engine_loader(onnx_path, precision, shapes, [parse_dynamic(d) for d in dynamic],
+    loader = build_engine_loader(onnx_path, precision, shapes, list(dynamic),
                                  Path(engine) if engine else None, builder)
     built = build_engine(loader, onnx_path)
     version = builder.trt_version if builder else "?"

@@ -23,6 +23,9 @@ examples:
   export-gelu model.pt --input input_ids:1x128:int64:0,30522 --target ort
   export-gelu weights.pt --model-factory mypkg.models:build --input x:1x3x224x224
   export-gelu model.onnx --target trt8.6                 # rewrite an existing ONNX file
+  export-gelu bert.pkl --allow-pickle --target trt8.2 --input input_ids:batchxseq:int64:0,30522 \
+      --dynamic batch=1:8:32 --dynamic seq=1:128:512     # one export for every batch and length
+  export-gelu model.onnx --dynamic batch=input_ids:0,attention_mask:0=1:8:32   # axes by index
   export-gelu model.pt --target trt8.2 --bundle jetson/   # build and check it on a Jetson
   export-gelu inspect model.onnx                         # which TensorRT versions take it
   export-gelu verify model.pt deployed.onnx --inputs real_batch.npz
@@ -63,7 +66,8 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
                    help="a model input, repeatable, in forward() order or named after forward()'s "
                         "parameters (passed by keyword); e.g. x:1x3x224x224 or "
                         "input_ids:1x128:int64:0,30522 (dtypes float32 float16 float64 int64 "
-                        "int32 bool; float64 by default for a float64 model)")
+                        "int32 bool; float64 by default for a float64 model); a dim may be a "
+                        "name ranged by --dynamic: input_ids:batchxseq:int64")
     p.add_argument("--inputs", metavar="FILE.npz", help="real input arrays, named as the inputs")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow loading a pickled nn.Module (runs code from the file: trust it)")
@@ -114,8 +118,13 @@ def export_parser() -> argparse.ArgumentParser:
                         "to this opset, down or up (default: up only where the target gains)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"))
     p.add_argument("--engine", metavar="OUT.plan", help="save the TensorRT engine (needs a GPU)")
-    p.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS=MIN:OPT:MAX",
-                   help="a TensorRT optimization-profile range for one input axis")
+    p.add_argument("--dynamic", action="append", default=[], metavar="DIM=MIN:OPT:MAX",
+                   help="a dynamic dim and its range, repeatable: every input axis named DIM "
+                        "(in --input, e.g. input_ids:batchxseq:int64, an ONNX input's symbolic "
+                        "dim, or a dynamic ExportedProgram's batch/seq) stays symbolic in the "
+                        "output, the TensorRT profile takes MIN/OPT/MAX, parity runs at MIN, OPT, "
+                        "an odd size and MAX; also DIM=INPUT:AXIS[,INPUT:AXIS]=MIN:OPT:MAX and "
+                        "INPUT:AXIS=MIN:OPT:MAX")
     p.add_argument("--require-trt", action="store_true",
                    help="exit 3 if the TensorRT engine cannot be built here")
     p.add_argument("--bundle", metavar="DIR",

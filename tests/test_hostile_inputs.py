@@ -30,7 +30,7 @@ simply work (exit 0).
 | ONNX .data missing | external data file deleted | which is missing |
 | ONNX .data outside | location `../outside.bin` | outside the model's folder |
 | ONNX .data truncated | .data cut short | truncated |
-| ONNX symbolic dims | `batch` dimension, no --input | symbolic |
+| ONNX zero dims | a `0` dimension, no --input | symbolic or zero |
 | ONNX oversized dims | input declared 100000×100000×100 | more than the |
 | state_dict misfit | factory builds another model | does not fit |
 | --input bad shape | `x:4xQ` | is not like 1x128 |
@@ -71,7 +71,7 @@ simply work (exit 0).
 | --threads 0 | | at least 1 |
 | --iterations negative | | cannot be negative |
 | --opset too low | `--opset 3` | start at 7 |
-| --dynamic malformed | `--dynamic garbage` | NAME:AXIS=MIN:OPT:MAX |
+| --dynamic malformed | `--dynamic garbage` | DIM=MIN:OPT:MAX |
 | --target unknown | `--target trt99` | invalid choice |
 | unknown flag | `--frobnicate` | unrecognized arguments |
 | -o a directory | `-o DIR` | is a directory |
@@ -270,8 +270,8 @@ CASES: dict[str, tuple[Builder, str]] = {
     "ONNX .data outside": (_model_case(lambda d, s: _data_outside(d)),
                            "outside the model's folder"),
     "ONNX .data truncated": (_model_case(lambda d, s: _data_truncated(d)), "truncated"),
-    "ONNX symbolic dims": (_model_case(lambda d, s: _onnx_file(d / "sym.onnx", tiny_onnx(
-        dims=("batch", 4)))), "symbolic"),
+    "ONNX zero dims": (_model_case(lambda d, s: _onnx_file(d / "zero.onnx", tiny_onnx(
+        dims=(0, 4)))), "symbolic or zero"),
     "ONNX oversized dims": (_model_case(lambda d, s: _onnx_file(d / "big.onnx", tiny_onnx(
         dims=(100000, 100000, 100)))), "more than the"),
     "state_dict misfit": (_model_case(SD, "--model-factory", "examples.models:vit", "--input",
@@ -337,7 +337,7 @@ CASES: dict[str, tuple[Builder, str]] = {
     "--threads 0": (_model_case(EP, "--threads", "0"), "at least 1"),
     "--iterations negative": (_model_case(EP, "--iterations", "-1"), "cannot be negative"),
     "--opset too low": (_model_case(EP, "--opset", "3"), "start at 7"),
-    "--dynamic malformed": (_model_case(EP, "--dynamic", "garbage"), "NAME:AXIS=MIN:OPT:MAX"),
+    "--dynamic malformed": (_model_case(EP, "--dynamic", "garbage"), "DIM=MIN:OPT:MAX"),
     "--target unknown": (_model_case(EP, "--target", "trt99"), "invalid choice"),
     "unknown flag": (_model_case(EP, "--frobnicate"), "unrecognized arguments"),
 }

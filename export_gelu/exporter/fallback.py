@@ -54,8 +54,11 @@ def _detail(exc: TargetUnmetError) -> str:
 
 def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequence[str],
                          opset: int, program: Any = None, plan: Any = None,
+                         dynamic_axes: dict[str, dict[int, str]] | None = None,
                          ) -> tuple[onnx.ModelProto, str, list[str]]:
     """(model, exporter used, notes): `export_to_onnx`, retried as the module docstring says.
+
+    `dynamic_axes` (the TorchScript exporter's) keep ranged axes symbolic on that path.
 
     The model may come back at a higher opset than asked (dynamo's 18 for a TorchScript
     failure below 18); `fit_to_profile` converts it down to the target's ceiling.
@@ -64,7 +67,8 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
 
     first_exporter = "dynamo" if opset >= DYNAMO_MIN_OPSET else "torchscript"
     try:
-        model, used = export_to_onnx(module, args, input_names, opset, program, plan)
+        model, used = export_to_onnx(module, args, input_names, opset, program, plan,
+                                     dynamic_axes=dynamic_axes)
         return model, used, []
     except TargetUnmetError as exc:
         failures = [f"{first_exporter} at opset {opset}: {_detail(exc)}"]
@@ -97,7 +101,8 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
 
                 lower_attention(program)
             model, used = export_to_onnx(module if program is None else None, args, input_names,
-                                         other_opset, source, plan, exporter=other)
+                                         other_opset, source, plan, exporter=other,
+                                         dynamic_axes=dynamic_axes)
             why = "; ".join(failures)
             tail = "" if other_opset == opset else \
                 f" (converted to opset {opset} by the target fit)"

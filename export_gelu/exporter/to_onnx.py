@@ -63,7 +63,8 @@ def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[st
 
 
 def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequence[str],
-                        opset: int) -> onnx.ModelProto:
+                        opset: int, dynamic_axes: dict[str, dict[int, str]] | None = None
+                        ) -> onnx.ModelProto:
     import torch
 
     with tempfile.TemporaryDirectory(prefix="export-gelu-") as tmp:
@@ -72,19 +73,22 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
                               input_names=list(input_names) or None,
                               training=torch.onnx.TrainingMode.PRESERVE,
-                              do_constant_folding=True)
+                              do_constant_folding=True, dynamic_axes=dynamic_axes or None)
         return onnx.load(str(path), load_external_data=True)
 
 
 def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str], opset: int,
-                   program: Any = None, plan: Any = None, exporter: str | None = None
+                   program: Any = None, plan: Any = None, exporter: str | None = None,
+                   dynamic_axes: dict[str, dict[int, str]] | None = None
                    ) -> tuple[onnx.ModelProto, str]:
     """Export to ONNX at exactly `opset`; returns the model and the exporter used.
 
-    `program` (an ExportedProgram) is used by the dynamo exporter; the TorchScript exporter
-    needs a module (`program.module()` when only a program is at hand). `args` are in feed
-    order; `plan` (a CallPlan) says which of them the model takes by keyword. `exporter`
-    forces one ("dynamo" from opset 18, "torchscript" up to 20); default by opset.
+    `program` (an ExportedProgram) is used by the dynamo exporter, which keeps its symbolic
+    dims; the TorchScript exporter needs a module (`program.module()` when only a program is
+    at hand) and keeps the axes `dynamic_axes` names symbolic ({input: {axis: dim name}}).
+    `args` are in feed order; `plan` (a CallPlan) says which of them the model takes by
+    keyword. `exporter` forces one ("dynamo" from opset 18, "torchscript" up to 20); default
+    by opset.
     """
     from export_gelu.exporter.call_plan import CallPlan, positional_module
 
@@ -99,7 +103,7 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
             target = module if module is not None else program.module()
             if plan.uses_keywords:
                 target = positional_module(target, plan)
-            model = _export_torchscript(target, args, input_names, opset)
+            model = _export_torchscript(target, args, input_names, opset, dynamic_axes)
     except BadInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - exporter failures are reported, not re-thrown

@@ -40,6 +40,7 @@ class Report:
     calibration: Any = None  # runtime.calibration.Calibration
     forms: Any = None  # runtime.compare_forms.FormsComparison
     stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
+    dynamic: dict[str, Any] | None = None  # dims with ranges; parity per shape (shape_parity)
     device: dict[str, Any] = field(default_factory=dict)  # runtime.devices.DeviceChoice
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
 
@@ -77,6 +78,7 @@ class Report:
             "calibration": self.calibration.to_json() if self.calibration else None,
             "forms": self.forms.to_json() if self.forms else None,
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
+            "dynamic": self.dynamic,
             "device": self.device,
             "providers": self.providers,
         }
@@ -112,6 +114,7 @@ class Report:
             lines.append(f"Check: {target}: {verdict}")
         lines.append(self._parity_line())
         lines += self._output_lines()
+        lines += self._dynamic_lines()
         lines += self._form_error_lines()
         if self.trt.get("status") == "built":
             engine = self.trt.get("engine") or "in memory"
@@ -135,6 +138,19 @@ class Report:
                          f"mean abs {out.mean_abs:.3g}, p99.9 abs {out.p999_abs:.3g} "
                          f"(|ref| ≤ {out.ref_scale:.3g})"
                          + (f", {out.nonfinite} non-finite" if out.nonfinite else ""))
+        return lines
+
+    def _dynamic_lines(self) -> list[str]:
+        if not self.dynamic:
+            return []
+        dims = ", ".join(f"{d['name']} {d['min']}..{d['max']} (opt {d['opt']})"
+                         for d in self.dynamic["dims"])
+        lines = [f"Dynamic dims: {dims}"]
+        for shape in self.dynamic.get("shapes", []):
+            sizes = ", ".join(f"{k}={v}" for k, v in shape["sizes"].items())
+            verdicts = "; ".join(f"{r} {shape[r]['status']} (max abs {shape[r]['max_abs']:.3g})"
+                                 for r in ("onnxruntime", "tensorrt") if r in shape)
+            lines.append(f"  at {shape['label']:<4} {sizes}: {verdicts}")
         return lines
 
     def _form_error_lines(self) -> list[str]:

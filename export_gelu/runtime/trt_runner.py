@@ -18,13 +18,14 @@ from export_gelu.targets import TargetProfile, installed_tensorrt_version
 
 @dataclass(frozen=True)
 class DynamicAxis:
-    """One `--dynamic NAME:AXIS=MIN:OPT:MAX` flag."""
+    """One input axis's range: input `name`, `axis`, MIN/OPT/MAX, and the dim it carries."""
 
     name: str
     axis: int
     min: int
     opt: int
     max: int
+    dim: str = ""  # the named dim (batch, seq) this axis carries, when it has one
 
 
 def parse_dynamic(text: str) -> DynamicAxis:

@@ -283,6 +283,27 @@ def group_norm(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
     return [node]
 
 
+@adapts("GreaterOrEqual", "LessOrEqual")
+def or_equal_as_not(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+    """GreaterOrEqual / LessOrEqual (opset 12) → Not(Less) / Not(Greater): the same on
+    integers (a dynamic export's size and position comparisons); on floats NaN compares
+    false both ways, so there they are refused."""
+    if not step.crosses(12):
+        return [node]
+    for name in node.input:
+        vt = step.ed.type_of(name)
+        if vt is None or not vt.elem_type or vt.elem_type in _FLOAT_TYPES:
+            raise CannotConvert("it compares floats (or tensors of unknown type), where "
+                                "Not(Less) differs on NaN")
+    strict = "Less" if node.op_type == "GreaterOrEqual" else "Greater"
+    test = step.ed.node(strict, list(node.input), node.name)
+    return [test, step.ed.node("Not", [test.output[0]], node.name, outputs=list(node.output))]
+
+
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+                onnx.TensorProto.BFLOAT16}
+
+
 @adapts("LayerNormalization")
 def layernorm_primitives(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
     if not step.crosses(17):
@@ -290,13 +311,39 @@ def layernorm_primitives(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProt
     return expand_layernorm(step.ed, node, step.tgt)
 
 
+#: Ops that pass sizes through, or combine them into sizes that stay >= 1 (data input first).
+_SIZE_KEEPING = {"Concat": None, "Mul": None, "Add": None, "Unsqueeze": 1, "Squeeze": 1,
+                 "Cast": 1, "Identity": 1, "Gather": 1, "Slice": 1}
+
+
+def _nonzero_sizes(name: str, step: Step, producers: dict[str, onnx.NodeProto],
+                   depth: int = 0) -> bool:
+    """True when tensor `name` is built only from tensor sizes (`Shape`) and constants without
+    a 0: a dynamic shape such as Concat(Shape(x)[0], Shape(x)[1], 4, 16). Sizes of the
+    non-empty tensors a `--dynamic` range (MIN >= 1) allows are never 0."""
+    value = step.ed.constant(name)
+    if value is not None:
+        return not (value == 0).any()
+    node = producers.get(name)
+    if node is None or depth > 12:
+        return False
+    if node.op_type == "Shape":
+        return True
+    if node.op_type not in _SIZE_KEEPING:
+        return False
+    reads = node.input if _SIZE_KEEPING[node.op_type] is None else node.input[:1]
+    return all(_nonzero_sizes(i, step, producers, depth + 1) for i in reads if i)
+
+
 @adapts("Reshape")
 def reshape_allowzero(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
-    """Reshape-14 `allowzero=1` only differs from older Reshape when the shape holds a 0."""
+    """Reshape-14 `allowzero=1` only differs from older Reshape when the shape holds a 0:
+    never for a constant shape without 0, nor for one built from tensor sizes (the dynamo
+    exporter's dynamic Reshape)."""
     if not step.crosses(14) or not attr_value(node, "allowzero", 0):
         return [node]
-    shape = step.ed.constant(node.input[1])
-    if shape is None or (shape == 0).any():
+    producers = {o: n for n in step.ed.graph.node for o in n.output}
+    if not _nonzero_sizes(node.input[1], step, producers):
         raise CannotConvert("allowzero=1 with a shape that may hold 0")
     new = clone(node)
     drop_attr(new, "allowzero")

@@ -1,0 +1,64 @@
+"""Parity at every size of the `--dynamic` ranges: MIN, OPT, an odd size between, and MAX.
+
+One export serves every shape, so each is checked the same way as the main run: PyTorch (or
+the input ONNX file) against the deployed graph in ONNX Runtime, and against the TensorRT
+engine when one was built. The report gets one entry per shape (`dynamic.shapes`); a failure
+at any shape fails the run, naming the shape.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from export_gelu.exporter.dynamic import DynamicPlan
+from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances
+
+
+def _summary(result: ParityResult) -> dict[str, Any]:
+    worst = max((o.max_abs for o in result.outputs.values()), default=float("nan"))
+    scale = max((o.ref_scale for o in result.outputs.values()), default=float("nan"))
+    return {**result.to_json(), "max_abs": worst, "ref_scale": scale}
+
+
+def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deployed: Path,
+                    model: onnx.ModelProto, built: Any, precision: str, atol: float | None,
+                    rtol: float | None, added: float, threads: int, rep: Any) -> None:
+    """Check parity at each of `plan.points()`; record them in `rep.dynamic["shapes"]`."""
+    from export_gelu.api import _deployed_feed, _reference_runner
+    from export_gelu.exporter.feeds import resolve_feed
+    from export_gelu.runtime.ort_runner import ort_runner
+
+    d_atol, d_rtol = default_tolerances(precision, added)
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    shapes = []
+    failed: list[tuple[str, ParityResult]] = []
+    for label, sizes in plan.points():
+        feed = resolve_feed(loaded, plan.specs(sizes), None)
+        dep_feed = _deployed_feed(feed, model, precision)
+        entry: dict[str, Any] = {"label": label, "sizes": sizes,
+                                 "inputs": {n: list(a.shape) for n, a in dep_feed.items()}}
+        runners = [("onnxruntime", ort_runner(deployed, threads=threads, name="onnxruntime"))]
+        if built is not None:
+            from export_gelu.runtime.trt_runner import trt_runner
+
+            runners.append(("tensorrt", trt_runner(built)))
+        for key, runner in runners:
+            reference = _reference_runner(loaded, reference_module, feed, model, threads)
+            result = compare_runners(reference, runner, dep_feed, atol, rtol)
+            entry[key] = _summary(result)
+            if result.status == "failed":
+                failed.append((f"{key} at {label} ({_sizes_text(sizes)})", result))
+        shapes.append(entry)
+    rep.dynamic = {**(rep.dynamic or {}), "dims": plan.to_json(), "shapes": shapes}
+    if failed and rep.parity.status != "failed":
+        where, result = failed[0]
+        result.reason = f"{where}: {result.reason}"
+        rep.parity = result
+
+
+def _sizes_text(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
