@@ -46,12 +46,18 @@ class LSTMRegressor(nn.Module):
 
 
 def bert() -> nn.Module:
+    return HiddenStates(bert_model(), "input_ids").eval()
+
+
+def bert_model() -> nn.Module:
+    """BERT as transformers ships it: input_ids, attention_mask and token_type_ids, passed by
+    keyword (`--input input_ids:… --input attention_mask:… --input token_type_ids:…`)."""
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(SEED)
     cfg = BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                      intermediate_size=256, max_position_embeddings=64, hidden_act="gelu")
-    return HiddenStates(BertModel(cfg, add_pooling_layer=False), "input_ids").eval()
+    return BertModel(cfg, add_pooling_layer=False).eval()
 
 
 def gpt2() -> nn.Module:
