@@ -220,6 +220,12 @@ def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
         )
     if loaded.is_onnx:
         return _check_against_onnx(loaded.path, feed)
+    if npz and _model_float(loaded) is None:
+        wide = [n for n, a in feed.items() if a.dtype == np.float64]
+        if wide:
+            raise BadInputError(
+                f"{npz}: {', '.join(wide)} float64, but the model computes in float32 (np.savez "
+                "keeps float64 by default); save them as float32: x.astype(np.float32)")
     if loaded.exported is not None:
         _check_against_program(loaded, feed)
     elif loaded.module is not None:

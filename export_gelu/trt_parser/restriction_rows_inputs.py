@@ -594,6 +594,8 @@ def _loop_scan(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
         return None
     if not given(node, 0):
         return "no trip count `M`"
+    if len(body.input) < 2 or not body.output:  # malformed body: the checker's business
+        return None
     cond_in, cond_out = body.input[1].name, body.output[0].name
     producer = {o: n for n in body.node for o in n.output}
     p = producer.get(cond_out)
