@@ -334,7 +334,7 @@ def forms_report(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS,
     """`export-gelu MODEL --compare-forms`: the comparison as a Report (table, ranges, notes)."""
     from export_gelu.exporter.feeds import resolve_feed
     from export_gelu.exporter.load import load_model
-    from export_gelu.exporter.save import check_output_path, write_text_atomic
+    from export_gelu.exporter.save import check_output_path
     from export_gelu.runtime.calibration import gelu_input_ranges
     from export_gelu.runtime.report import Report
 
@@ -352,12 +352,9 @@ def forms_report(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS,
              else "not real data (example or --input), ranges are indicative")
     rep.inputs = label
     rep.calibration = gelu_input_ranges(loaded, [feed], label)
-    if report:
-        write_text_atomic(rep.dumps(), Path(report))
-    if report_md:
-        from export_gelu.runtime.markdown import write_markdown
+    from export_gelu.runtime.report import write_reports
 
-        write_markdown(rep, Path(report_md))
+    write_reports(rep, report, report_md)
     return rep
 
 

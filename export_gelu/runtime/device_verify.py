@@ -138,7 +138,6 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
     """Compare the outputs a device wrote (trtexec or polygraphy JSON) with MODEL's on the
     inputs it ran (the bundle's, or --inputs); return the report (exit 1 on a failure)."""
     from export_gelu.exporter.load import load_model
-    from export_gelu.exporter.save import write_text_atomic
     from export_gelu.runtime.deployed import feed_for, open_deployed
     from export_gelu.runtime.device_outputs import read_device_outputs, read_device_times
     from export_gelu.runtime.device_script import WARMUP_MS
@@ -224,12 +223,9 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
                          f"{manifest.get('tensorrt')}); outputs read from {fmt} JSON")
     rep.notes += _device_version_notes(rep, out_path, trt_version)
     progress.done()
-    if report:
-        write_text_atomic(rep.dumps(), Path(report))
-    if report_md:
-        from export_gelu.runtime.markdown import write_markdown
+    from export_gelu.runtime.report import write_reports
 
-        write_markdown(rep, Path(report_md))
+    write_reports(rep, report, report_md)
     return rep
 
 

@@ -225,3 +225,16 @@ class Report:
         head = "PASSED" if p.status == "passed" else "FAILED"
         tail = f" — {p.reason}" if p.reason else ""
         return f"Parity: {head} ({runners}, atol {p.atol:g}, rtol {p.rtol:g}){tail}"
+
+
+def write_reports(rep: Report, report: str | Path | None = None,
+                  report_md: str | Path | None = None) -> None:
+    """Write `rep` as JSON (`--report`) and as Markdown with plots (`--report-md`), atomically."""
+    if report:
+        from export_gelu.exporter.save import write_text_atomic
+
+        write_text_atomic(rep.dumps(), Path(report))
+    if report_md:
+        from export_gelu.runtime.markdown import write_markdown
+
+        write_markdown(rep, Path(report_md))

@@ -141,7 +141,6 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     input raises BadInputError (exit 2); an engine without TensorRT raises TargetUnmetError.
     """
     from export_gelu.exporter.load import load_model
-    from export_gelu.exporter.save import write_text_atomic
     from export_gelu.runtime.deployed import deployed_runner, feed_for, open_deployed
     from export_gelu.runtime.devices import compare_on_providers, ready_runners
     from export_gelu.runtime.latency import measure_latency
@@ -267,10 +266,7 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
         rep.notes += _form_notes(Counter(s.kind for s in rep.calibration.sites),
                                  Counter(s.kind for s in rep.gelu_sites))
     progress.done()
-    if report:
-        write_text_atomic(rep.dumps(), Path(report))
-    if report_md:
-        from export_gelu.runtime.markdown import write_markdown
+    from export_gelu.runtime.report import write_reports
 
-        write_markdown(rep, Path(report_md))
+    write_reports(rep, report, report_md)
     return rep
