@@ -73,7 +73,7 @@ def gpt_neox() -> nn.Module:
     from transformers import GPTNeoXConfig, GPTNeoXModel
 
     torch.manual_seed(SEED)
-    cfg = GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+    cfg = GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=4, intermediate_size=64, hidden_act="gelu",
                         max_position_embeddings=64, rotary_pct=0.5, use_cache=False,
                         bos_token_id=0, eos_token_id=0)
