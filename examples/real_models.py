@@ -49,6 +49,37 @@ def deberta() -> nn.Module:
     return DebertaV2Model(cfg).eval()
 
 
+def whisper_encoder() -> nn.Module:
+    """Whisper's audio encoder (two convolutions, exact `gelu` after each and in each MLP),
+    called with input_features=, returning a BaseModelOutput. Its input length must be
+    2 x max_source_positions."""
+    from transformers import WhisperConfig
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+    torch.manual_seed(SEED)
+    cfg = WhisperConfig(vocab_size=VOCAB, num_mel_bins=8, d_model=32, encoder_layers=1,
+                        encoder_attention_heads=4, encoder_ffn_dim=64, decoder_layers=1,
+                        decoder_attention_heads=4, decoder_ffn_dim=64,
+                        max_source_positions=16, max_target_positions=16,
+                        activation_function="gelu", pad_token_id=0, bos_token_id=0,
+                        eos_token_id=0, decoder_start_token_id=0)
+    return WhisperEncoder(cfg).eval()
+
+
+def gpt_neox() -> nn.Module:
+    """GPT-NeoX decoder (Pythia's architecture): rotary attention, a parallel residual and an
+    exact `gelu` MLP, called with input_ids= and attention_mask=, returning its output
+    object (no cache)."""
+    from transformers import GPTNeoXConfig, GPTNeoXModel
+
+    torch.manual_seed(SEED)
+    cfg = GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=4, intermediate_size=64, hidden_act="gelu",
+                        max_position_embeddings=64, rotary_pct=0.5, use_cache=False,
+                        bos_token_id=0, eos_token_id=0)
+    return GPTNeoXModel(cfg).eval()
+
+
 class Float64Mlp(nn.Module):
     """A float64 MLP with a tanh GELU and GPT-2's hand-written gelu_new (as in ONNX Runtime's
     own fusion tests, which build float64 models)."""
@@ -76,6 +107,8 @@ KEYWORD_INPUTS: dict[str, list[str]] = {
     "convnext": ["pixel_values:1x3x32x32"],
     "deberta": [f"input_ids:1x8:int64:0,{VOCAB}", "attention_mask:1x8:int64:1,2"],
     "float64_mlp": ["x:2x16"],
+    "whisper_encoder": ["input_features:1x8x32"],
+    "gpt_neox": [f"input_ids:1x8:int64:0,{VOCAB}", "attention_mask:1x8:int64:1,2"],
 }
 
 
@@ -89,7 +122,8 @@ def example_kwargs(name: str) -> dict[str, torch.Tensor]:
             else torch.from_numpy(v) for k, v in arrays.items()}
 
 
-BUILDERS = {"t5": t5, "convnext": convnext, "deberta": deberta, "float64_mlp": float64_mlp}
+BUILDERS = {"t5": t5, "convnext": convnext, "deberta": deberta, "float64_mlp": float64_mlp,
+            "whisper_encoder": whisper_encoder, "gpt_neox": gpt_neox}
 
 
 def save_exported(name: str, path: str) -> str:
