@@ -80,6 +80,17 @@ def gpt_neox() -> nn.Module:
     return GPTNeoXModel(cfg).eval()
 
 
+def swin() -> nn.Module:
+    """Swin: shifted-window attention and an exact `gelu` MLP in each of its two blocks,
+    called with pixel_values=, returning SwinModelOutput (last_hidden_state, pooler_output)."""
+    from transformers import SwinConfig, SwinModel
+
+    torch.manual_seed(SEED)
+    cfg = SwinConfig(image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[1, 1],
+                     num_heads=[2, 2], window_size=4, mlp_ratio=2.0, hidden_act="gelu")
+    return SwinModel(cfg).eval()
+
+
 class Float64Mlp(nn.Module):
     """A float64 MLP with a tanh GELU and GPT-2's hand-written gelu_new (as in ONNX Runtime's
     own fusion tests, which build float64 models)."""
@@ -109,6 +120,7 @@ KEYWORD_INPUTS: dict[str, list[str]] = {
     "float64_mlp": ["x:2x16"],
     "whisper_encoder": ["input_features:1x8x32"],
     "gpt_neox": [f"input_ids:1x8:int64:0,{VOCAB}", "attention_mask:1x8:int64:1,2"],
+    "swin": ["pixel_values:1x3x32x32"],
 }
 
 
@@ -123,7 +135,7 @@ def example_kwargs(name: str) -> dict[str, torch.Tensor]:
 
 
 BUILDERS = {"t5": t5, "convnext": convnext, "deberta": deberta, "float64_mlp": float64_mlp,
-            "whisper_encoder": whisper_encoder, "gpt_neox": gpt_neox}
+            "whisper_encoder": whisper_encoder, "gpt_neox": gpt_neox, "swin": swin}
 
 
 def save_exported(name: str, path: str) -> str:
