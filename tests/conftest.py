@@ -55,6 +55,25 @@ def saved_model(model_dir: Path):
     return get
 
 
+@pytest.fixture(scope="session")
+def saved_real(tmp_path_factory: pytest.TempPathFactory):
+    """saved_real(name, fmt) → examples/real_models.py's `name` saved as 'exported' (keyword
+    inputs, the library's output object) or 'torchscript' (cached for the session)."""
+    from examples.real_models import save_exported, save_torchscript
+
+    folder = tmp_path_factory.mktemp("real_models")
+    cache: dict[tuple[str, str], Path] = {}
+
+    def get(name: str, fmt: str) -> Path:
+        if (name, fmt) not in cache:
+            path = folder / f"{name}.{fmt}.pt"
+            (save_exported if fmt == "exported" else save_torchscript)(name, str(path))
+            cache[name, fmt] = path
+        return cache[name, fmt]
+
+    return get
+
+
 @pytest.fixture(autouse=True)
 def _cwd_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository root so `examples.models:…` factories import as users would."""

@@ -23,24 +23,6 @@ pytest.importorskip("onnxruntime")
 NO_TIMING = ("--iterations", "0")
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory: pytest.TempPathFactory):
-    """saved(name, fmt) → that example saved as 'exported' or 'torchscript' (cached)."""
-    from examples.real_models import save_exported, save_torchscript
-
-    folder = tmp_path_factory.mktemp("real")
-    cache: dict[tuple[str, str], Path] = {}
-
-    def get(name: str, fmt: str) -> Path:
-        if (name, fmt) not in cache:
-            path = folder / f"{name}.{fmt}.pt"
-            (save_exported if fmt == "exported" else save_torchscript)(name, str(path))
-            cache[name, fmt] = path
-        return cache[name, fmt]
-
-    return get
-
-
 def _export(model: Path, target: str, tmp_path: Path, *extra: str) -> tuple[dict, Path]:
     out = tmp_path / f"{model.stem}.{target}.onnx"
     rep = tmp_path / f"{model.stem}.{target}.json"
@@ -62,10 +44,10 @@ def _assert_parity(report: dict, names: list[str], scale_tol: float) -> None:
 
 
 @pytest.mark.slow
-def test_t5_exported_with_keywords_on_dynamo_and_torchscript(saved, tmp_path: Path) -> None:
+def test_t5_exported_with_keywords_on_dynamo_and_torchscript(saved_real, tmp_path: Path) -> None:
     """T5 v1.1 as torch.export gives it: keyword inputs, a Seq2SeqModelOutput. At opset 20
     the dynamo exporter hits torch's view bug; decompositions first get past it."""
-    model = saved("t5", "exported")
+    model = saved_real("t5", "exported")
     names = ["last_hidden_state", "encoder_last_hidden_state"]
     for target in ("onnx", "trt8.2"):
         report, out = _export(model, target, tmp_path)
@@ -102,8 +84,8 @@ def test_t5_factory_takes_inputs_named_after_forward_parameters(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_convnext_output_object_names_on_both_exporters(saved, tmp_path: Path) -> None:
-    model = saved("convnext", "exported")
+def test_convnext_output_object_names_on_both_exporters(saved_real, tmp_path: Path) -> None:
+    model = saved_real("convnext", "exported")
     names = ["last_hidden_state", "pooler_output"]
     for target in ("trt10", "trt8.6"):
         report, out = _export(model, target, tmp_path)
@@ -135,13 +117,13 @@ class _Records(logging.Handler):
             lg.removeHandler(self)
 
 
-def test_deberta_fp16_torchscript_clamps_the_float32_mask(saved, tmp_path: Path) -> None:
+def test_deberta_fp16_torchscript_clamps_the_float32_mask(saved_real, tmp_path: Path) -> None:
     """DeBERTa masks with torch.finfo(torch.float32).min: in fp16 that literal is clamped
     (was: 'value cannot be converted to type c10::Half without overflow', exit 3) and the
     run stays quiet (no internal logs on stderr)."""
     from examples.real_models import KEYWORD_INPUTS
 
-    model = saved("deberta", "torchscript")
+    model = saved_real("deberta", "torchscript")
     specs = [a for s in KEYWORD_INPUTS["deberta"] for a in ("--input", s)]
     out = tmp_path / "deberta.onnx"
     rep = tmp_path / "deberta.json"
@@ -158,13 +140,13 @@ def test_deberta_fp16_torchscript_clamps_the_float32_mask(saved, tmp_path: Path)
     graph = onnx.load(str(out))
     assert graph.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64
     assert graph.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
-    report, _ = _export(saved("deberta", "exported"), "trt9", tmp_path)
+    report, _ = _export(saved_real("deberta", "exported"), "trt9", tmp_path)
     assert report["exporter"] == "dynamo"
     _assert_parity(report, ["last_hidden_state"], 1e-4)
 
 
-def test_float64_model_exports_and_verifies_in_float64(saved, tmp_path: Path) -> None:
-    model = saved("float64_mlp", "exported")
+def test_float64_model_exports_and_verifies_in_float64(saved_real, tmp_path: Path) -> None:
+    model = saved_real("float64_mlp", "exported")
     names = ["features", "logits"]
     for target in ("ort", "trt8.2"):
         report, out = _export(model, target, tmp_path)
@@ -185,23 +167,23 @@ def test_float64_model_exports_and_verifies_in_float64(saved, tmp_path: Path) ->
     _assert_parity(report, ["h", "y"], 1e-10)
 
 
-def test_output_names_flag_refuses_a_wrong_count(saved, tmp_path: Path) -> None:
+def test_output_names_flag_refuses_a_wrong_count(saved_real, tmp_path: Path) -> None:
     out = tmp_path / "x.onnx"
-    res = run_cli(saved("float64_mlp", "exported"), "--target", "onnx", "-o", out,
+    res = run_cli(saved_real("float64_mlp", "exported"), "--target", "onnx", "-o", out,
                   "--output-names", "only_one", *NO_TIMING)
     assert res.code == 2
     assert res.err.strip() == ("export-gelu: error: --output-names gives 1 name(s) but the "
                                "model has 2 output(s) (features, logits)")
     assert not out.exists() and list(tmp_path.iterdir()) == []
-    res = run_cli(saved("float64_mlp", "exported"), "--output-names", "a,a", "-o", out)
+    res = run_cli(saved_real("float64_mlp", "exported"), "--output-names", "a,a", "-o", out)
     assert res.code == 2 and "a name is given twice" in res.err
 
 
-def test_missing_transformers_is_named_not_corrupt(saved, tmp_path: Path) -> None:
+def test_missing_transformers_is_named_not_corrupt(saved_real, tmp_path: Path) -> None:
     """Where transformers is not installed, an archive returning its output object says to
     install it (exit 2), instead of 'corrupt ExportedProgram archive'."""
-    model = saved("float64_mlp", "exported")  # plain dict outputs: loads without transformers
-    hf = saved("convnext", "exported")
+    model = saved_real("float64_mlp", "exported")  # plain dict outputs: loads without transformers
+    hf = saved_real("convnext", "exported")
     out = tmp_path / "out.onnx"
     code = ("import sys; sys.modules['transformers'] = None; "
             "from export_gelu.cli import main; sys.exit(main(sys.argv[1:]))")

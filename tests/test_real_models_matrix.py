@@ -78,31 +78,13 @@ def _cases() -> list:
     return params
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory: pytest.TempPathFactory):
-    """saved(name, fmt) → that example saved as 'exported' or 'torchscript' (cached)."""
-    from examples.real_models import save_exported, save_torchscript
-
-    folder = tmp_path_factory.mktemp("matrix")
-    cache: dict[tuple[str, str], Path] = {}
-
-    def get(name: str, fmt: str) -> Path:
-        if (name, fmt) not in cache:
-            path = folder / f"{name}.{fmt}.pt"
-            (save_exported if fmt == "exported" else save_torchscript)(name, str(path))
-            cache[name, fmt] = path
-        return cache[name, fmt]
-
-    return get
-
-
 @pytest.mark.parametrize(("name", "fmt", "target"), _cases())
 def test_every_target_finds_every_gelu_and_matches_pytorch(
-        saved, tmp_path: Path, name: str, fmt: str, target: tuple[str, ...]) -> None:
+        saved_real, tmp_path: Path, name: str, fmt: str, target: tuple[str, ...]) -> None:
     from examples.real_models import KEYWORD_INPUTS
 
     case = MODELS[name]
-    model = saved(name, fmt)
+    model = saved_real(name, fmt)
     # a TorchScript file carries no example inputs: name them after forward()'s parameters
     specs = [a for s in KEYWORD_INPUTS[name] for a in ("--input", s)] \
         if fmt == "torchscript" else []
@@ -130,11 +112,11 @@ def test_every_target_finds_every_gelu_and_matches_pytorch(
 
 @pytest.mark.xfail(strict=True, reason="a traced Swin returns a dict: the TorchScript exporter "
                    "cannot write prim::DictConstruct and TS2EPConverter fails on the trace")
-def test_swin_torchscript_has_no_export_path_yet(saved, tmp_path: Path) -> None:
+def test_swin_torchscript_has_no_export_path_yet(saved_real, tmp_path: Path) -> None:
     from examples.real_models import KEYWORD_INPUTS
 
     specs = [a for s in KEYWORD_INPUTS["swin"] for a in ("--input", s)]
-    res = run_cli(saved("swin", "torchscript"), "--target", "trt8.6", "-o", tmp_path / "s.onnx",
-                  "--iterations", "0", *specs)
+    res = run_cli(saved_real("swin", "torchscript"), "--target", "trt8.6",
+                  "-o", tmp_path / "s.onnx", "--iterations", "0", *specs)
     assert res.code == 0, res.err
 
