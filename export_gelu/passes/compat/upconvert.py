@@ -1,7 +1,7 @@
 """Bring an ONNX input up to a higher opset where the target gains from it.
 
 What a target gains (`opset_goal`):
-- its opset floor, for a file below it (`OPSET_FLOORS`);
+- its opset floor, for a file below it (the parser table's `opset_range`);
 - ONNX `Gelu` (opset 20), for targets that lower GELU to it (`onnx`, `trt10`, `trt11`), when
   the graph holds GELU sites the chosen `--gelu` form writes as `Gelu`;
 - `LayerNormalization` (opset 17), for targets that parse it (`onnx`, TensorRT 8.6+), when the
@@ -18,48 +18,26 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
+from export_gelu.compat import model_opset
 from export_gelu.errors import TargetUnmetError
 from export_gelu.targets import TargetProfile
-from export_gelu.trt_parser.versions import in_range
 
 #: The opsets that bring ONNX `Gelu` and `LayerNormalization`.
 GELU_OPSET = 20
 LAYERNORM_OPSET = 17
 
 
-@dataclass(frozen=True)
-class OpsetFloor:
-    """The lowest opset TensorRT versions from `since` take (until the next record)."""
-
-    since: str
-    floor: int
-    source: str
-
-
-#: Read from onnx/onnx-tensorrt: below opset 7 ModelImporter.cpp warns "Models using older
-#: opsets are not guaranteed to work" (every release); from 10.0 docs/operators.md states
-#: "the inclusive range of opset 9 to opset 20" (release/10.0-GA).
-OPSET_FLOORS: tuple[OpsetFloor, ...] = (
-    OpsetFloor("7.0", 7, "onnx/onnx-tensorrt ModelImporter.cpp (7.0 … 10.x): warning below 7"),
-    OpsetFloor("10.0", 9, "onnx/onnx-tensorrt release/10.0-GA docs/operators.md: opset 9 to 20"),
-)
-
-
 def opset_floor(profile: TargetProfile) -> int:
     """The lowest opset `profile` takes (1 for runtimes other than TensorRT)."""
     if profile.runtime != "trt":
         return 1
-    floors = [f.floor for f in OPSET_FLOORS if in_range(profile.trt_version, since=f.since)]
-    return floors[-1] if floors else 1
+    from export_gelu.trt_parser.ops import opset_range
 
-
-def _model_opset(model: onnx.ModelProto) -> int:
-    return next((int(i.version) for i in model.opset_import if i.domain in ("", "ai.onnx")), 0)
+    return opset_range(profile.trt_version).floor
 
 
 def _gelu_sites(model: onnx.ModelProto) -> int:
@@ -81,7 +59,7 @@ def _fuses_layernorm(model: onnx.ModelProto, profile: TargetProfile) -> int:
 def opset_goal(model: onnx.ModelProto, profile: TargetProfile, form: str
                ) -> tuple[int, list[str]]:
     """The opset `model` should be converted up to for `profile`, and why (empty: stay)."""
-    have = _model_opset(model)
+    have = model_opset(model)
     goal, why = have, []
     if have < LAYERNORM_OPSET and (n := _fuses_layernorm(model, profile)):
         goal = LAYERNORM_OPSET
@@ -158,7 +136,7 @@ def convert_up(model: onnx.ModelProto, opset: int, feed: Mapping[str, np.ndarray
     """
     from onnx import version_converter
 
-    have = _model_opset(model)
+    have = model_opset(model)
     if opset <= have:
         return model, []
 
@@ -197,7 +175,7 @@ def convert_up_for(model: onnx.ModelProto, profile: TargetProfile, form: str,
                    feed: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, list[str]]:
     """`model` converted up where `profile` gains from it (`opset_goal`); notes."""
     goal, why = opset_goal(model, profile, form)
-    if goal <= _model_opset(model):
+    if goal <= model_opset(model):
         return model, []
     return convert_up(model, goal, feed, f"for {profile.name}: {'; '.join(why)}",
                       fuse_layernorm=_fuses_layernorm(model, profile) > 0)
