@@ -34,10 +34,12 @@ from export_gelu.exporter.output_names import parse_output_names
 from export_gelu.exporter.save import (
     check_distinct_outputs,
     check_output_path,
-    save_onnx_atomic,
+    external_data_threshold,
+    save_onnx_streaming,
     write_text_atomic,
 )
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
+from export_gelu.exporter.weight_size import check_disk_space, file_bytes, module_weight_bytes
 from export_gelu.passes.compat import (
     fit_module_precision,
     fit_program_precision,
@@ -113,8 +115,12 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
                   opset: int, form: str, precision: str, report: Report,
                   progress: Progress, clock: StageClock | None = None,
                   plan: CallPlan | None = None, output_names: list[str] | None = None,
-                  dplan: DynamicPlan | None = None) -> tuple[onnx.ModelProto, list[GeluSite]]:
+                  dplan: DynamicPlan | None = None, out: Path | None = None,
+                  ) -> tuple[onnx.ModelProto, list[GeluSite]]:
+    """`out`: where the output goes; a model whose weights exceed the external-data threshold
+    has them written beside it by the exporter and streamed from there (never a 2nd copy)."""
     from export_gelu.exporter import dynamic as dyn
+    from export_gelu.exporter.workdir import exporting_weights_to, weights_workdir
 
     clock = clock or StageClock()
     plan = plan or plan_for(loaded, list(feed))
@@ -153,8 +159,10 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
 
         export_module = torch.jit.load(str(loaded.path), map_location="cpu").eval()
         # inference_mode; the reference keeps an untouched one
-    model, report.exporter, notes = export_with_fallback(export_module, args, list(feed), opset,
-                                                         program, plan, dynamic_axes)
+    big = out is not None and module_weight_bytes(module) > external_data_threshold()
+    with exporting_weights_to(weights_workdir(out) if big and out is not None else None):
+        model, report.exporter, notes = export_with_fallback(export_module, args, list(feed),
+                                                             opset, program, plan, dynamic_axes)
     report.notes.extend(notes)
     dyn.name_graph_dims(model, dplan.dims)
     report.notes.extend(n for n in [dyn.name_output_dims(model, dplan.ranged)] if n)
@@ -332,6 +340,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                         imports=imports)
     for _flag, path in outputs:
         check_output_path(path, [model_path, *loaded.data_files])
+    _check_disk_for(loaded, out)
     dplan, specs = plan_dynamic(loaded, flags, list(inputs), inputs_npz)
     feed = resolve_feed(loaded, specs, inputs_npz)
     plan = plan_for(loaded, list(feed))
@@ -367,7 +376,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         clock.lap("load")
         onnx_model, fx_sites = _export_torch(loaded, feed, profile, opset or profile.opset,
                                              gelu, precision, rep, progress, clock, plan,
-                                             given_names, dplan)
+                                             given_names, dplan, out)
     progress.step("rewriting GELU sites for the target (ONNX)")
     with gc_paused():
         onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
@@ -398,7 +407,9 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
     clock.lap("checks")
     progress.step(f"writing {out}")
-    written = save_onnx_atomic(onnx_model, out, validate=onnx.checker.check_model)
+    written, streamed = _save(onnx_model, out, progress)
+    if streamed is not None:
+        rep.weights = streamed.to_json()
     onnx_model = skeleton(onnx_model)  # the weights are on disk now: free the in-memory copy
     rep.output = str(written[0])
     rep.external_data = str(written[1]) if len(written) > 1 else None
@@ -476,6 +487,34 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     if report:
         write_text_atomic(rep.dumps(), Path(report))
     return rep
+
+
+def _check_disk_for(loaded: LoadedModel, out: Path) -> None:
+    """Exit 2 before any work when the output's disk cannot take the weights (twice for a
+    big torch model: the exporter's copy, then the output's)."""
+    if loaded.is_onnx:
+        needed, what = file_bytes([loaded.path, *loaded.data_files]), "the rewritten model"
+    else:
+        module = loaded.module if loaded.module is not None else None
+        size = module_weight_bytes(module) if module is not None else (
+            file_bytes([loaded.path]))
+        needed = 2 * size if size > external_data_threshold() else size
+        what = "the export (weights written once by the exporter, once into the output)"
+    check_disk_space(out.parent, needed, what)
+
+
+def _save(model: onnx.ModelProto, out: Path, progress: Progress) -> tuple[list[Path], Any]:
+    """Save atomically, streaming weights left in their file, with a byte counter."""
+    from export_gelu.exporter.workdir import release_workdirs
+    from export_gelu.onnx_weights import lazy_bytes
+
+    size = lazy_bytes(model)
+    counter = progress.byte_counter(size, f"writing {out.name}.data") if size else None
+    try:
+        return save_onnx_streaming(model, out, validate=onnx.checker.check_model,
+                                   on_bytes=counter)
+    finally:
+        release_workdirs()  # the exporter's copy of a big model's weights is in `out` now
 
 
 def _target_engine_blocker(profile: TargetProfile) -> str | None:
