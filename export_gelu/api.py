@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -56,6 +57,10 @@ from export_gelu.runtime.parity import ParityResult, compare_runners, default_to
 from export_gelu.runtime.report import Report
 from export_gelu.targets import TRT_PROFILES, TargetProfile, resolve_target
 
+#: Why a big model meant for an opset below 18 is exported at 18 and converted down.
+BIG_DOWNCONVERT_NOTE = ("big model: exported with the dynamo exporter at opset {opset}, which "
+                        "writes the weights a tensor at a time, then converted down to opset "
+                        "{target} (the TorchScript exporter holds a second copy of the weights)")
 GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -127,6 +132,7 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
     dplan = dplan or DynamicPlan()
     module = module_for_precision(loaded, precision)
     report.notes.extend(fit_module_precision(module, precision))
+    big = out is not None and module_weight_bytes(module) > external_data_threshold()
     args = _torch_feed(feed, feed_precision(module, precision))
     progress.step("capturing the model with torch.export")
     dynamic_shapes = dplan.torch_dynamic_shapes(list(feed)) if dplan.ranged else None
@@ -143,6 +149,9 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
         if dplan.ranged and opset < DYNAMO_MIN_OPSET:
             report.notes.append(dyn.DOWNCONVERT_NOTE.format(opset=DYNAMO_MIN_OPSET, target=opset))
             opset = DYNAMO_MIN_OPSET  # fit_to_profile converts the graph down to the target's
+        elif big and opset < DYNAMO_MIN_OPSET:
+            report.notes.append(BIG_DOWNCONVERT_NOTE.format(opset=DYNAMO_MIN_OPSET, target=opset))
+            opset = DYNAMO_MIN_OPSET
         report.notes.extend(prepare_program_for_opset(program, opset))
         clock.lap("fx_passes")
     else:
@@ -159,7 +168,6 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
 
         export_module = torch.jit.load(str(loaded.path), map_location="cpu").eval()
         # inference_mode; the reference keeps an untouched one
-    big = out is not None and module_weight_bytes(module) > external_data_threshold()
     with exporting_weights_to(weights_workdir(out) if big and out is not None else None):
         model, report.exporter, notes = export_with_fallback(export_module, args, list(feed),
                                                              opset, program, plan, dynamic_axes)
@@ -210,12 +218,18 @@ def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto
                                                            rtol)
     if iterations > 0:
         progress.step("timing")
-        runners = [reference, *(r.runner for r in ready)]
+        from export_gelu.runtime.recorded import RecordedRunner
+
+        # a recorded reference (a big model) was timed while it was live: in turn
+        timed_before = reference.latency if isinstance(reference, RecordedRunner) else None
+        runners = [*([reference] if timed_before is None else []), *(r.runner for r in ready)]
         with contextlib.ExitStack() as stack:
             for runner in runners:
                 stack.enter_context(runner)
             report.latency = measure_latency(runners, deployed_feed, iterations, warmup,
                                              progress)
+        if timed_before is not None:
+            report.latency = {reference.name: timed_before, **report.latency}
 
 
 def ort_missing() -> str | None:
@@ -430,6 +444,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
             rep.notes.append(f"no engine of {profile.name} itself here: {target_blocker}")
         clock.lap("trt_build")
 
+    recorded = None
     if verify:
         no_ort = ort_missing()  # degrade: without onnxruntime, say what was not checked
         run_on = device_choice.device if device_choice else "cpu"
@@ -442,6 +457,14 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
             reference, no_ref = None, str(exc).split(": ", 1)[-1]
         else:
             no_ref = None
+        run_precision = feed_precision(reference_module, precision)
+        recorded = _recorded_if_big(reference, rep, feed, onnx_model, run_precision, iterations,
+                                    warmup, keep_model=bool(dplan.ranged or (
+                                        inputs_npz and not loaded.is_onnx)), progress=progress)
+        if recorded is not None:  # one model in memory at a time: the reference's goes now
+            reference, reference_module = recorded, None
+            loaded.module = loaded.exported = None
+            gc.collect()
         added = max((s.added_max_error for s in rep.gelu_sites), default=0.0)
         if no_ort:
             rep.parity = skipped(f"parity and latency skipped: {no_ort}; pip install "
@@ -451,8 +474,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                                  "the written graph, which export-gelu repaired, was not "
                                  "compared with it")
         else:
-            _verify_and_time(reference, out, onnx_model, feed,
-                             feed_precision(reference_module, precision), atol, rtol, added,
+            _verify_and_time(reference, out, onnx_model, feed, run_precision, atol, rtol, added,
                              threads, iterations, warmup, rep, progress, run_on)
         if built is not None and reference is not None:
             _check_trt(built, precision, feed, onnx_model, reference, rep, progress, atol, rtol,
@@ -472,8 +494,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         progress.step(f"writing the device bundle {bundle}")
         bundle_after_export(rep, Path(bundle), model_path, out, profile, precision,
                             _deployed_feed(feed, onnx_model, precision),
-                            lambda: _reference_runner(loaded, reference_module, feed, onnx_model,
-                                                      threads),
+                            lambda: recorded if recorded is not None else _reference_runner(
+                                loaded, reference_module, feed, onnx_model, threads),
                             atol, rtol, dplan.axes())
         clock.lap("bundle")
     if inputs_npz and not loaded.is_onnx:  # real data: where each GELU site's inputs lie
@@ -487,6 +509,27 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     if report:
         write_text_atomic(rep.dumps(), Path(report))
     return rep
+
+
+def _recorded_if_big(reference: Any, rep: Report, feed: OrderedDict, model: onnx.ModelProto,
+                     precision: str, iterations: int, warmup: int, keep_model: bool,
+                     progress: Progress) -> Any:
+    """A big model's reference, run on the feed (and timed) and recorded, when the reference
+    and the deployed graph do not both fit in memory; None otherwise (or when the reference
+    is still needed: parity at several sizes, calibration)."""
+    if reference is None or rep.weights is None or keep_model:
+        return None
+    from export_gelu.runtime.recorded import both_fit, record_reference
+
+    if both_fit(int(rep.weights["bytes"])):
+        return None
+    progress.step(f"running the reference ({reference.name}) before loading the output")
+    recorded = record_reference(reference, [_deployed_feed(feed, model, precision)],
+                                iterations, warmup)
+    rep.notes.append(f"big model: {reference.name} ran first and was freed before the output "
+                     "was loaded (one model in memory at a time); latency timed in turn, not "
+                     "interleaved")
+    return recorded
 
 
 def _check_disk_for(loaded: LoadedModel, out: Path) -> None:
