@@ -68,6 +68,10 @@ def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[st
     path = Path(tempfile.mkdtemp(prefix="dynamo-", dir=folder)) / "model.onnx"
     with quiet_exporter():
         onnx_program.save(str(path), external_data=True)
+    # the weights are on disk: let go of them (onnxscript's rewrite rules keep the last graph
+    # they matched alive, and with it every torch tensor its initializers wrap)
+    for value in onnx_program.model.graph.initializers.values():
+        value.const_value = None
     del onnx_program
     return _graph_of(path)
 
