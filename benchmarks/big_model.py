@@ -106,11 +106,15 @@ def _shas(path: Path) -> dict[str, tuple[str, int]]:
 
 
 def torch_params_found(sums_json: Path, out: Path) -> str:
-    """'k/n' torch parameters byte-identical (or transposed) among `out`'s initializers."""
+    """'k/n' torch weights of 64 KiB or more byte-identical (or transposed) among `out`'s
+    initializers; smaller ones (norm scales) the exporter may fold, e.g. Gemma's 1 + w."""
     sums = json.loads(sums_json.read_text())
     have = {sha for sha, _n in _shas(out).values()}
-    found = sum(1 for s in sums.values() if s["sha"] in have or s.get("sha_t") in have)
-    return f"{found}/{len(sums)} torch weights identical"
+    big = {n: s for n, s in sums.items() if s["bytes"] >= 64 << 10}
+    found = sum(1 for s in big.values() if s["sha"] in have or s.get("sha_t") in have)
+    small = len(sums) - len(big)
+    return f"{found}/{len(big)} torch weights identical" + (
+        f" ({small} smaller ones not compared)" if small else "")
 
 
 def same_initializers(src: Path, out: Path) -> str:
@@ -213,6 +217,22 @@ def _remove(onnx_path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
+def _merged(store: Path, rows: list[Row], fresh: bool) -> list[Row]:
+    """`rows` plus those of earlier invocations (same size and stage: the new one wins),
+    saved back to `store`; sorted by stage kind, then size."""
+    old = [] if fresh or not store.exists() else [Row(**r) for r in json.loads(
+        store.read_text())]
+    new_keys = {(r.size, r.stage) for r in rows}
+    merged = [r for r in old if (r.size, r.stage) not in new_keys] + rows
+    order = {k: i for i, k in enumerate(("i", "ii", "iii", "iv"))}
+    merged.sort(key=lambda r: (order.get(r.stage, 9), r.stage, r.weight_bytes))
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps([r.__dict__ for r in merged], indent=1))
+    for r in merged:
+        STAGES.setdefault(r.stage, r.stage)
+    return merged
+
+
 def slopes(rows: list[Row]) -> dict[str, float]:
     """Least-squares slope of peak RSS over weight bytes, per stage (needs ≥ 2 sizes)."""
     out = {}
@@ -260,12 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--llm-layers", type=int, default=8)
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "big_model")
     p.add_argument("--no-results", action="store_true", help="do not write RESULTS.md")
+    p.add_argument("--fresh", action="store_true",
+                   help="forget rows measured by earlier invocations (kept in WORKDIR/rows.json "
+                        "so sizes can be measured one at a time, on a quiet machine)")
     args = p.parse_args(argv)
     rows: list[Row] = []
     if args.llm:
         rows += run_llm(args.llm, args.llm_layers, args.workdir / args.llm)
     for gb in (float(s) for s in args.sizes.split(",") if s):
         rows += run_size(gb, args.workdir / f"{gb:g}GB")
+    rows = _merged(args.workdir / "rows.json", rows, args.fresh)
     ok = verdict(rows)
     body = table(rows) + f"\n\nVerdict: {'PASS' if ok else 'FAIL'}."
     print(body)
