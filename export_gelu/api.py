@@ -519,16 +519,14 @@ def _recorded_if_big(reference: Any, rep: Report, feed: OrderedDict, model: onnx
     is still needed: parity at several sizes, calibration)."""
     if reference is None or rep.weights is None or keep_model:
         return None
-    from export_gelu.runtime.recorded import both_fit, record_reference
+    from export_gelu.runtime.recorded import IN_TURN_NOTE, both_fit, record_reference
 
     if both_fit(int(rep.weights["bytes"])):
         return None
     progress.step(f"running the reference ({reference.name}) before loading the output")
     recorded = record_reference(reference, [_deployed_feed(feed, model, precision)],
                                 iterations, warmup)
-    rep.notes.append(f"big model: {reference.name} ran first and was freed before the output "
-                     "was loaded (one model in memory at a time); latency timed in turn, not "
-                     "interleaved")
+    rep.notes.append(IN_TURN_NOTE.format(reference=reference.name, output="the output"))
     return recorded
 
 

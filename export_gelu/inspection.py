@@ -64,9 +64,10 @@ def engine_here(profile: TargetProfile) -> dict[str, Any] | None:
 def inspect_onnx(path: str | Path, targets: list[str] | None = None,
                  dry_run: bool = True) -> dict[str, Any]:
     """GELU sites, op census and per-target verdicts for the ONNX file at `path`."""
+    from export_gelu.onnx_weights import load_graph
     from export_gelu.passes.onnx import find_sites
 
-    model = onnx.load(str(path), load_external_data=True)
+    model = load_graph(path)  # big weights stay in their file: inspecting reads the graph
     profiles = [resolve_profile(t) for t in targets] if targets else list(PROFILES.values())
     probe = onnx.ModelProto()
     probe.CopyFrom(model)

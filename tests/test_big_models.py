@@ -237,3 +237,23 @@ def test_progress_counts_bytes_with_rate_and_time_left(capsys: pytest.CaptureFix
     count(1_000_000_000)
     err = capsys.readouterr().err
     assert "writing m.onnx.data 2.0/2.0 GB" in err and "MB/s" in err and "s left" in err
+
+
+def test_verify_command_runs_the_reference_first_for_a_big_deployed_graph(
+        tmp_path: Path, small_threshold, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _stack()
+    pt = tmp_path / "big.pt"
+    torch.export.save(torch.export.export(model, (torch.randn(2, WIDTH),)), str(pt))
+    out = tmp_path / "big.ort.onnx"
+    assert run_cli(pt, "--target", "ort", "-o", out, "--no-verify").code == 0
+    monkeypatch.setenv("EXPORT_GELU_AVAILABLE_MEMORY", "1")
+    report = tmp_path / "v.json"
+    res = run_cli("verify", pt, out, "--report", report, "--iterations", "2", "--warmup", "1")
+    assert res.code == 0, res.err
+    rep = json.loads(report.read_text())
+    assert rep["parity"]["status"] == "passed"
+    assert any(n.startswith("big model: pytorch ran first and was freed before DEPLOYED")
+               for n in rep["notes"])
+    assert set(rep["latency"]) == {"pytorch", "onnxruntime"}
+    assert set(rep["latency"]) == {"pytorch", "onnxruntime"}
+    assert rep["calibration"] is not None  # taken while the model was loaded

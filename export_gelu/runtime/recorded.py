@@ -58,6 +58,21 @@ def both_fit(weight_bytes: int) -> bool:
     return 2 * weight_bytes <= FIT_SHARE * available_memory()
 
 
+IN_TURN_NOTE = ("big model: {reference} ran first and was freed before {output} was loaded "
+                "(one model in memory at a time); latency timed in turn, not interleaved")
+
+
+def fits_beside_reference(onnx_path: Path) -> bool:
+    """Whether the ONNX file `onnx_path` is small (its weights under the external-data
+    threshold) or fits in memory beside a reference of the same size."""
+    from export_gelu.exporter.load import check_external_data
+    from export_gelu.exporter.save import external_data_threshold
+
+    size = sum(p.stat().st_size for p in [Path(onnx_path), *check_external_data(
+        Path(onnx_path))])
+    return size <= external_data_threshold() or both_fit(size)
+
+
 class RecordedRunner(BaseRunner):
     """Replays outputs recorded from another runner for the feeds it was run on."""
 

@@ -3,6 +3,7 @@ PyTorch model's on the same inputs, its latency beside PyTorch's, and the GELU i
 
 from __future__ import annotations
 
+import gc
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -122,6 +123,19 @@ def _calibration_notes(calibration: Any, precision: str) -> list[str]:
     return notes
 
 
+def _calibrate(rep: Report, loaded: Any, feeds: Any, inputs_label: str, real: bool,
+               precision: str, progress: Progress) -> None:
+    """GELU input ranges of the model on `feeds`, and what they say about the forms."""
+    from export_gelu.runtime.calibration import gelu_input_ranges
+
+    progress.step("recording GELU input ranges")
+    label = inputs_label if real else f"{inputs_label}; not real data, ranges are indicative"
+    rep.calibration = gelu_input_ranges(loaded, feeds, label)
+    rep.notes += _calibration_notes(rep.calibration, precision)
+    rep.notes += _form_notes(Counter(s.kind for s in rep.calibration.sites),
+                             Counter(s.kind for s in rep.gelu_sites))
+
+
 def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (),
            inputs_file: str | Path | None = None, precision: str | None = None,
            atol: float | None = None, rtol: float | None = None, allow_pickle: bool = False,
@@ -145,6 +159,12 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     from export_gelu.runtime.devices import compare_on_providers, ready_runners
     from export_gelu.runtime.latency import measure_latency
     from export_gelu.runtime.parity import compare_runners, default_tolerances
+    from export_gelu.runtime.recorded import (
+        IN_TURN_NOTE,
+        RecordedRunner,
+        fits_beside_reference,
+        record_reference,
+    )
 
     progress = progress or Progress(enabled=False)
     model_path, deployed_path = Path(model), Path(deployed)
@@ -219,6 +239,16 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
                                    "MODEL (the reference)")
 
     reference = _reference(loaded, dep_feeds[0], dep.outputs, threads, device)
+    calibrated = False
+    if dep.kind == "onnx" and not fits_beside_reference(dep.path):
+        if calibrate and not loaded.is_onnx:  # it needs the model: before it goes
+            _calibrate(rep, loaded, feeds, inputs_label, real, chosen, progress)
+            calibrated = True
+        progress.step(f"running {reference.name} before loading DEPLOYED (a big model)")
+        reference = record_reference(reference, dep_feeds, iterations, warmup)
+        loaded.module = loaded.exported = None  # one model in memory at a time
+        gc.collect()
+        rep.notes.append(IN_TURN_NOTE.format(reference=reference.name, output="DEPLOYED"))
     runs = ([] if dep.kind == "engine"
             else ready_runners(dep.path, device, chosen, threads))
     runner = (deployed_runner(dep, threads=threads) if dep.kind == "engine"
@@ -253,18 +283,17 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
                             dep_feeds[0], lambda: reference, atol, rtol)
     if iterations > 0:
         progress.step("timing")
-        with reference, runner:
-            rep.latency = measure_latency([reference, runner], dep_feeds[0], iterations, warmup,
-                                          progress)
-    if calibrate and not loaded.is_onnx:
-        from export_gelu.runtime.calibration import gelu_input_ranges
-
-        progress.step("recording GELU input ranges")
-        label = inputs_label if real else f"{inputs_label}; not real data, ranges are indicative"
-        rep.calibration = gelu_input_ranges(loaded, feeds, label)
-        rep.notes += _calibration_notes(rep.calibration, chosen)
-        rep.notes += _form_notes(Counter(s.kind for s in rep.calibration.sites),
-                                 Counter(s.kind for s in rep.gelu_sites))
+        if isinstance(reference, RecordedRunner):  # timed while it was loaded
+            with runner:
+                rep.latency = {reference.name: reference.latency,
+                               **measure_latency([runner], dep_feeds[0], iterations, warmup,
+                                                 progress)}
+        else:
+            with reference, runner:
+                rep.latency = measure_latency([reference, runner], dep_feeds[0], iterations,
+                                              warmup, progress)
+    if calibrate and not loaded.is_onnx and not calibrated:
+        _calibrate(rep, loaded, feeds, inputs_label, real, chosen, progress)
     progress.done()
     from export_gelu.runtime.report import write_reports
 
