@@ -255,5 +255,4 @@ def test_verify_command_runs_the_reference_first_for_a_big_deployed_graph(
     assert any(n.startswith("big model: pytorch ran first and was freed before DEPLOYED")
                for n in rep["notes"])
     assert set(rep["latency"]) == {"pytorch", "onnxruntime"}
-    assert set(rep["latency"]) == {"pytorch", "onnxruntime"}
     assert rep["calibration"] is not None  # taken while the model was loaded

@@ -221,7 +221,10 @@ def _load_pickled(path: Path, detected: Detected, allow_pickle: bool,
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        obj = torch.load(str(path), map_location="cpu", weights_only=False)
+        with open(path, "rb") as fh:
+            is_zip = fh.read(2) == b"PK"
+        # mmap keeps a big model's weights file-backed (legacy non-zip files cannot be mapped)
+        obj = torch.load(str(path), map_location="cpu", weights_only=False, mmap=is_zip)
     except (ModuleNotFoundError, AttributeError) as exc:
         raise BadInputError(
             f"{path}: the pickle needs code that cannot be imported here ({_first_line(exc)}); "
