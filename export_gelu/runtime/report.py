@@ -43,6 +43,7 @@ class Report:
     dynamic: dict[str, Any] | None = None  # dims with ranges; parity per shape (shape_parity)
     device: dict[str, Any] = field(default_factory=dict)  # runtime.devices.DeviceChoice
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
+    options: dict[str, Any] | None = None  # the run's options (export_gelu.options), as JSON
 
     @property
     def exit_code(self) -> int:
@@ -81,6 +82,7 @@ class Report:
             "dynamic": self.dynamic,
             "device": self.device,
             "providers": self.providers,
+            "options": self.options,
         }
 
     def dumps(self) -> str:
