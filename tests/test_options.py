@@ -71,6 +71,13 @@ def test_cli_api_and_validate_refuse_a_verify_option_alike(tmp_path, flags, keyw
     assert _raised(validate, VerifyOptions(**keywords)) == (2, message)
 
 
+def test_device_outputs_verify_gets_the_same_checks(tmp_path):
+    """`verify --device-outputs` judges recorded outputs; its tolerances are checked alike."""
+    res = run_cli("verify", tmp_path / "m.pt", "--bundle", tmp_path, "--device-outputs",
+                  tmp_path / "outputs.json", "--atol", "nan")
+    assert (res.code, res.err) == (2, "export-gelu: error: --atol must be a finite number ≥ 0\n")
+
+
 def test_cli_api_and_validate_refuse_a_compare_forms_option_alike(tmp_path):
     message = "--iterations must be at least 1 to compare forms"
     res = run_cli(tmp_path / "m.pt", "--compare-forms", "--iterations", "0")
