@@ -24,14 +24,12 @@ from export_gelu.compat import (
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.call_plan import CallPlan, ordered_feed, plan_for
 from export_gelu.exporter.capture import capture, cast_args, module_for_precision
-from export_gelu.exporter.dynamic import DynamicPlan, parse_dynamic_flag, plan_dynamic
+from export_gelu.exporter.dynamic import DynamicPlan, plan_dynamic
 from export_gelu.exporter.fallback import export_with_fallback
 from export_gelu.exporter.feeds import resolve_feed
-from export_gelu.exporter.inputs import check_run_flags
 from export_gelu.exporter.load import LoadedModel, load_model, load_onnx_model
 from export_gelu.exporter.model_dtype import feed_precision
 from export_gelu.exporter.model_names import apply_output_names, model_output_names
-from export_gelu.exporter.output_names import parse_output_names
 from export_gelu.exporter.save import (
     check_distinct_outputs,
     check_output_path,
@@ -41,6 +39,13 @@ from export_gelu.exporter.save import (
 )
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
 from export_gelu.exporter.weight_size import check_disk_space, file_bytes, module_weight_bytes
+from export_gelu.options import (
+    GELU_FORMS,
+    PRECISIONS,
+    ExportOptions,
+    check_form,  # noqa: F401 - its old home: callers import it here
+    validate,
+)
 from export_gelu.passes.compat import (
     fit_module_precision,
     fit_program_precision,
@@ -53,16 +58,16 @@ from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.onnx.view import skeleton
 from export_gelu.passes.sites import GeluSite
 from export_gelu.progress import Progress
+from export_gelu.runtime.deployed import deployed_feed as _deployed_feed
 from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances, skipped
+from export_gelu.runtime.reference import reference_runner as _reference_runner
 from export_gelu.runtime.report import Report
-from export_gelu.targets import TRT_PROFILES, TargetProfile, resolve_target
+from export_gelu.targets import TRT_PROFILES, TargetProfile
 
 #: Why a big model meant for an opset below 18 is exported at 18 and converted down.
 BIG_DOWNCONVERT_NOTE = ("big model: exported with the dynamo exporter at opset {opset}, which "
                         "writes the weights a tensor at a time, then converted down to opset "
                         "{target} (the TorchScript exporter holds a second copy of the weights)")
-GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
-PRECISIONS = ("fp32", "fp16", "bf16")
 
 
 class StageClock:
@@ -84,36 +89,11 @@ def default_output(model: Path, target: str) -> Path:
     return model.with_name(f"{model.stem}.{target}.onnx")
 
 
-def check_form(form: str, profile: TargetProfile) -> None:
-    if form not in GELU_FORMS:
-        raise BadInputError(f"--gelu {form!r}: choose one of {', '.join(GELU_FORMS)}")
-    if form == "plugin":
-        from export_gelu.passes.onnx.plugin_form import refuse_plugin_where_unavailable
-
-        refuse_plugin_where_unavailable(profile)
-
-
 def _torch_feed(feed: OrderedDict[str, np.ndarray], precision: str) -> tuple[Any, ...]:
     import torch
 
     return cast_args(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in feed.values()),
                      precision)
-
-
-def _deployed_feed(feed: OrderedDict[str, np.ndarray], model: onnx.ModelProto,
-                   precision: str) -> OrderedDict[str, np.ndarray]:
-    """The feed as the produced graph takes it: its inputs only, floats in its precision."""
-    inits = {i.name for i in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in inits]
-    dtype = np.float16 if precision == "fp16" else None
-    out: OrderedDict[str, np.ndarray] = OrderedDict()
-    for name in names:
-        if name not in feed:
-            raise TargetUnmetError(f"the produced graph takes an input {name!r} that the model "
-                                   f"was not given (inputs: {', '.join(feed)})")
-        arr = feed[name]
-        out[name] = arr.astype(dtype) if dtype is not None and arr.dtype.kind == "f" else arr
-    return out
 
 
 def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profile: TargetProfile,
@@ -241,28 +221,6 @@ def ort_missing() -> str | None:
     return None
 
 
-def _reference_runner(loaded: LoadedModel, reference_module: Any, feed: OrderedDict,
-                      model: onnx.ModelProto, threads: int, device: str = "cpu") -> Any:
-    from export_gelu.exporter.model_dtype import model_float_dtype
-    from export_gelu.runtime.ort_runner import ort_runner, output_names
-    from export_gelu.runtime.torch_runner import TorchRunner
-
-    outputs = [o.name for o in model.graph.output]
-    if loaded.is_onnx:
-        runner = ort_runner(loaded.path, threads=threads, name="input-onnx")  # plugins as math
-        if output_names(loaded.path) != outputs:  # --output-names: pair by position
-            from export_gelu.runtime.deployed import renamed_outputs
-
-            runner = renamed_outputs(runner, outputs)
-        return runner
-    import torch
-
-    torch.set_num_threads(threads)
-    return TorchRunner(reference_module, feed, outputs, device=device, name="pytorch",
-                       float_dtype=model_float_dtype(reference_module),
-                       plan=plan_for(loaded, list(feed)))
-
-
 def _onnx_input_at_opset(model: onnx.ModelProto, profile: TargetProfile, opset: int | None,
                          form: str, feed: OrderedDict[str, np.ndarray], rep: Report
                          ) -> tuple[onnx.ModelProto, TargetProfile]:
@@ -298,7 +256,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
            dynamic: Sequence[str] = (), device: str | None = None,
            progress: Progress | None = None, bundle: str | Path | None = None,
            output_names: str | Sequence[str] | None = None, imports: Sequence[str] = (),
-           ) -> Report:
+           options: ExportOptions | None = None) -> Report:
     """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report.
 
     `device` ('cpu' | 'cuda', None: cuda where torch sees a GPU and ONNX Runtime has its CUDA
@@ -311,28 +269,33 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     `output_names` (`--output-names a,b`) names the graph's outputs; by default they are the
     model's own (its output object's fields). `imports` (`--import`): modules to import
     before loading, for an ExportedProgram whose inputs or outputs use their types.
+    `options` (an ExportOptions, as the CLI builds it) replaces the keyword options above.
     """
     progress = progress or Progress(enabled=False)
-    given_names = parse_output_names(output_names)
+    opts = options or ExportOptions(
+        target=target, output=output, gelu=gelu, opset=opset, inputs=inputs,
+        inputs_npz=inputs_npz, precision=precision, engine=engine, report=report, atol=atol,
+        rtol=rtol, verify=verify, allow_pickle=allow_pickle, model_factory=model_factory,
+        threads=threads, iterations=iterations, warmup=warmup, require_trt=require_trt,
+        dynamic=dynamic, device=device, bundle=bundle, output_names=output_names,
+        imports=imports)
+    checked = validate(opts)  # every option checked here, before any work
+    target, output, gelu, opset, precision = (opts.target, opts.output, opts.gelu, opts.opset,
+                                              opts.precision)
+    inputs, inputs_npz, engine, report = opts.inputs, opts.inputs_npz, opts.engine, opts.report
+    atol, rtol, verify, threads = opts.atol, opts.rtol, opts.verify, opts.threads
+    iterations, warmup, require_trt = opts.iterations, opts.warmup, opts.require_trt
+    allow_pickle, model_factory, imports = opts.allow_pickle, opts.model_factory, opts.imports
+    device, bundle = opts.device, opts.bundle
+    profile, target_note = checked.profile, checked.target_note
+    given_names, flags = checked.output_names, checked.dynamic
     model_path = Path(model)
-    profile, target_note = resolve_target(target)
-    check_form(gelu, profile)
-    if precision not in PRECISIONS:
-        raise BadInputError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
-    if precision not in profile.precisions:
-        raise TargetUnmetError(f"{profile.name} does not take {precision}")
-    if opset is not None and opset > profile.opset_ceiling:
-        raise TargetUnmetError(f"--opset {opset} is above {profile.name}'s ceiling "
-                               f"{profile.opset_ceiling}")
     out = Path(output) if output else default_output(model_path, target)
     outputs = [(f, Path(p)) for f, p in (("--output", out), ("--report", report),
                                          ("--engine", engine)) if p]
     check_distinct_outputs(outputs)
     for _flag, path in outputs:
         check_output_path(path, [model_path])
-    check_run_flags(threads=threads, iterations=iterations, warmup=warmup, atol=atol, rtol=rtol,
-                    opset=opset)
-    flags = [parse_dynamic_flag(d) for d in dynamic]  # refused here, not only on a GPU
     from export_gelu.runtime.devices import resolve_device
 
     device_choice = resolve_device(device) if verify or device else None
@@ -369,6 +332,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                  threads=threads, notes=[*loaded.notes, *dplan.notes, *rep_notes_inputs],
                  device=device_choice.to_json() if device_choice else {})
     rep.stage_seconds = clock.stages
+    rep.options = opts.to_json()
 
     if loaded.is_onnx:
         onnx_model = load_onnx_model(loaded.path)

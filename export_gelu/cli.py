@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from export_gelu.errors import ExportGeluError
+from export_gelu.options import COMPARE_TARGETS, ExportOptions, FormsOptions, VerifyOptions
 from export_gelu.targets import TARGET_NAMES
 
 EXPORT_EXAMPLES = """\
@@ -210,6 +211,17 @@ def verify_parser() -> argparse.ArgumentParser:
     return p
 
 
+def verify_options(args: argparse.Namespace) -> VerifyOptions:
+    """`export-gelu verify` flags → the options verify() takes (checked there)."""
+    return VerifyOptions(
+        inputs=args.input, inputs_file=args.inputs, precision=args.precision, atol=args.atol,
+        rtol=args.rtol, allow_pickle=args.allow_pickle, model_factory=args.model_factory,
+        imports=args.imports, threads=args.threads, iterations=args.iterations,
+        warmup=args.warmup, device=args.device, save_inputs=args.save_inputs,
+        save_outputs=args.save_outputs, report=args.report, report_md=args.report_md,
+        calibrate=not args.no_calibration, bundle=args.bundle, bundle_target=args.target)
+
+
 def _run_verify(argv: Sequence[str]) -> int:
     from export_gelu.progress import Progress
     from export_gelu.runtime.verify import verify
@@ -220,14 +232,7 @@ def _run_verify(argv: Sequence[str]) -> int:
         return _run_device_verify(parser, args)
     if not args.deployed:
         parser.error("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
-    rep = verify(args.model, args.deployed, inputs=args.input, inputs_file=args.inputs,
-                 precision=args.precision, atol=args.atol, rtol=args.rtol,
-                 allow_pickle=args.allow_pickle, model_factory=args.model_factory,
-                 threads=args.threads, iterations=args.iterations, warmup=args.warmup,
-                 save_inputs=args.save_inputs, save_outputs=args.save_outputs,
-                 report=args.report, report_md=args.report_md, device=args.device,
-                 calibrate=not args.no_calibration, progress=Progress(), bundle=args.bundle,
-                 bundle_target=args.target, imports=args.imports)
+    rep = verify(args.model, args.deployed, options=verify_options(args), progress=Progress())
     print(rep.summary())
     return rep.exit_code
 
@@ -253,25 +258,22 @@ def _run_device_verify(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 
 def _run_forms(args: argparse.Namespace) -> int:
-    """`--compare-forms` and `--gelu auto`: measure the GELU forms (runtime/compare_forms)."""
+    """`--compare-forms` and `--gelu auto`: measure the GELU forms (forms_api)."""
+    from export_gelu import forms_api
     from export_gelu.progress import Progress
-    from export_gelu.runtime import compare_forms as cf
 
-    common = dict(inputs=args.input, inputs_npz=args.inputs, precision=args.precision,
-                  allow_pickle=args.allow_pickle, model_factory=args.model_factory,
-                  threads=args.threads, iterations=args.iterations, warmup=args.warmup,
-                  device=args.device)
     if args.compare_forms:
-        targets = (args.target,) if args.target else cf.DEFAULT_TARGETS
-        rep = cf.forms_report(args.model, targets=targets, report=args.report,
-                              report_md=args.report_md, progress=Progress(), **common)
+        targets = (args.target,) if args.target else COMPARE_TARGETS
+        options = FormsOptions(
+            targets=targets, inputs=args.input, inputs_npz=args.inputs,
+            precision=args.precision, allow_pickle=args.allow_pickle,
+            model_factory=args.model_factory, imports=args.imports, threads=args.threads,
+            iterations=args.iterations, warmup=args.warmup, device=args.device)
+        rep = forms_api.forms_report(args.model, options, report=args.report,
+                                     report_md=args.report_md, progress=Progress())
         print(rep.summary())
         return 0
-    rep = cf.export_with_best_form(
-        args.model, target=args.target or "trt", atol=args.atol, output=args.output,
-        opset=args.opset, engine=args.engine, report=args.report, rtol=args.rtol,
-        verify=not args.no_verify, require_trt=args.require_trt, dynamic=args.dynamic,
-        progress=Progress(), **common)
+    rep = forms_api.export_with_best_form(args.model, export_options(args), Progress())
     return _finish_export(rep, args)
 
 
@@ -282,6 +284,18 @@ def _finish_export(rep, args: argparse.Namespace) -> int:  # noqa: ANN001 - a Re
         write_markdown(rep, args.report_md)
     print(rep.summary())
     return rep.exit_code
+
+
+def export_options(args: argparse.Namespace) -> ExportOptions:
+    """Export flags → the options export() takes (checked there, by options.validate)."""
+    return ExportOptions(
+        target=args.target or "trt", output=args.output, gelu=args.gelu, opset=args.opset,
+        inputs=args.input, inputs_npz=args.inputs, precision=args.precision, engine=args.engine,
+        report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
+        allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
+        iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
+        dynamic=args.dynamic, device=args.device, bundle=args.bundle,
+        output_names=args.output_names, imports=args.imports)
 
 
 def _run_export(argv: Sequence[str]) -> int:
@@ -304,15 +318,7 @@ def _run_export(argv: Sequence[str]) -> int:
         parser.error("--bundle needs one graph: drop --compare-forms / --gelu auto")
     if args.compare_forms or args.gelu == "auto":
         return _run_forms(args)
-    rep = api.export(
-        args.model, target=args.target or "trt", output=args.output, gelu=args.gelu,
-        opset=args.opset,
-        inputs=args.input, inputs_npz=args.inputs, precision=args.precision, engine=args.engine,
-        report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
-        allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
-        iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
-        dynamic=args.dynamic, device=args.device, progress=Progress(), bundle=args.bundle,
-        output_names=args.output_names, imports=args.imports)
+    rep = api.export(args.model, options=export_options(args), progress=Progress())
     return _finish_export(rep, args)
 
 

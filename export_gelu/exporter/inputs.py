@@ -197,17 +197,3 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
             raise BadInputError(f"--inputs {path}: array {name!r} holds NaN or inf")
     return arrays
 
-
-def check_run_flags(*, threads: int = 1, iterations: int = 0, warmup: int = 0,
-                    atol: float | None = None, rtol: float | None = None,
-                    opset: int | None = None) -> None:
-    """Refuse numeric flags that would make a run meaningless (a NaN tolerance passes all)."""
-    if threads < 1:
-        raise BadInputError("--threads must be at least 1")
-    if iterations < 0 or warmup < 0:
-        raise BadInputError("--iterations and --warmup cannot be negative")
-    for flag, value in (("--atol", atol), ("--rtol", rtol)):
-        if value is not None and not (np.isfinite(value) and value >= 0):
-            raise BadInputError(f"{flag} {value}: a tolerance must be a finite number >= 0")
-    if opset is not None and opset < 7:
-        raise BadInputError(f"--opset {opset}: ONNX opsets that exporters emit start at 7")

@@ -1,30 +1,25 @@
-"""GELU forms side by side: export one model with each form, measure each graph's end-to-end
-error against PyTorch and its latency (interleaved), and pick a form by measurement.
+"""GELU forms side by side, measured: each exported graph's end-to-end error against PyTorch
+and its latency (one interleaved run), the table, and a form picked by measurement.
 
-Every graph comes from `export()` itself (same passes, same exporters): `--target onnx` gives
-the fused `Gelu` op, a primitives target (trt8.6) the expanded formula.
+The graphs come from `export()` itself, once per form (export_gelu/forms_api.py drives it);
+this module only measures and compares what it is given.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import tempfile
-from collections.abc import Sequence
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from export_gelu.errors import BadInputError, ExportGeluError
+from export_gelu.errors import BadInputError
 from export_gelu.progress import Progress
 from export_gelu.runtime.latency import Latency
 from export_gelu.runtime.parity import OutputError
 
-FORMS = ("keep", "erf", "tanh", "sigmoid")
-#: Fused `Gelu` (opset 20, dynamo exporter) and expanded primitives (opset 17, TorchScript).
-DEFAULT_TARGETS = ("onnx", "trt8.6")
 _GELU_OPS = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu", "Erf", "Tanh", "Pow", "Sigmoid")
 _FUSED_OPS = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu")
 
@@ -136,7 +131,7 @@ class FormsComparison:
         return "\n".join(lines)
 
 
-def _graph_ops(model: Any) -> tuple[str, str]:
+def graph_ops(model: Any) -> tuple[str, str]:
     from export_gelu.compat import op_counts
 
     counts = {k.split(".")[-1]: 0 for k in _GELU_OPS}
@@ -149,7 +144,8 @@ def _graph_ops(model: Any) -> tuple[str, str]:
     return text, "fused" if fused else "expanded"
 
 
-def _fingerprint(model: Any) -> str:
+def fingerprint(model: Any) -> str:
+    """Equal for graphs that are the same (two forms that exported identically share a row)."""
     return hashlib.sha256(model.graph.SerializeToString()).hexdigest()
 
 
@@ -157,102 +153,36 @@ def _positional_outputs(outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     return list(outputs.values())
 
 
-def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS,
-                  forms: Sequence[str] = FORMS, inputs: Sequence[str] = (),
-                  inputs_npz: str | Path | None = None, precision: str = "fp32",
-                  allow_pickle: bool = False, model_factory: str | None = None,
-                  threads: int = 1, iterations: int = 50, warmup: int = 5,
-                  workdir: str | Path | None = None, device: str | None = None,
-                  progress: Progress | None = None) -> FormsComparison:
-    """Export `model` with each GELU form for each target and measure every graph.
-
-    Graphs that come out identical (e.g. `keep` and `tanh` on a tanh model) are measured once
-    and shown as one row (`keep = tanh`). Errors are end-to-end against the original PyTorch
-    model on the same inputs; latencies come from one interleaved run of every graph and the
-    PyTorch model, in ONNX Runtime with `threads` intra-op threads. `workdir` keeps the graphs
-    (default: a temporary directory, removed afterwards).
-    """
-    import onnx
-    import torch
-
-    from export_gelu.api import export
-    from export_gelu.exporter.feeds import resolve_feed
-    from export_gelu.exporter.load import load_model
+def measure_forms(result: FormsComparison, loaded: Any, feed: OrderedDict[str, np.ndarray],
+                  device: str, precision: str, threads: int, iterations: int, warmup: int,
+                  progress: Progress, keep_paths: bool) -> None:
+    """Check every exported row of `result` against PyTorch (`loaded`'s reference module) on
+    `feed` and time them all with PyTorch in one interleaved run, in ONNX Runtime on `device`
+    with `threads` intra-op threads; fill the rows, ratios and notes in place."""
+    from export_gelu.exporter.call_plan import plan_for
+    from export_gelu.exporter.model_dtype import model_float_dtype
     from export_gelu.runtime.deployed import feed_for, open_deployed
-    from export_gelu.runtime.devices import ready_runners, resolve_device
+    from export_gelu.runtime.devices import ready_runners
     from export_gelu.runtime.latency import measure_latency
     from export_gelu.runtime.parity import errors_of
     from export_gelu.runtime.torch_runner import TorchRunner
 
-    progress = progress or Progress(enabled=False)
-    if threads < 1:
-        raise BadInputError("--threads must be at least 1")
-    if iterations < 1:
-        raise BadInputError("--iterations must be at least 1 to compare forms")
-    bad = [f for f in forms if f not in FORMS]
-    if bad:
-        raise BadInputError(f"forms {', '.join(bad)}: compare takes {', '.join(FORMS)}")
-    model_path = Path(model)
-    progress.step(f"loading {model_path}")
-    loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory)
-    if loaded.is_onnx:
-        raise BadInputError(f"{model_path}: comparing GELU forms needs the PyTorch model "
-                            "(forms are applied while exporting it)")
-    feed = resolve_feed(loaded, list(inputs), inputs_npz)
-    torch.set_num_threads(threads)
-    run_on = resolve_device(device).device
-    where = "onnxruntime (CPU EP)" if run_on == "cpu" else "onnxruntime (CUDA EP)"
-    result = FormsComparison(str(model_path), where, threads, iterations)
-
+    measured = [r for r in result.rows if r.path]
+    if not measured:
+        raise BadInputError("no GELU form could be exported: "
+                            + "; ".join(f"{r.form}@{r.target}: {r.error}" for r in result.rows))
+    exporters = {r.target: f"{r.target}: opset {r.opset}, {r.exporter} exporter"
+                 for r in measured}
     with contextlib.ExitStack() as stack:
-        if workdir is None:
-            out_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gelu-forms-")))
-        else:
-            out_dir = Path(workdir)
-            if not out_dir.is_dir():
-                raise BadInputError(f"{out_dir}: not a directory")
-        seen: dict[str, FormRow] = {}
-        exporters: dict[str, str] = {}
-        jobs = [(t, f) for t in targets for f in forms]
-        for i, (target, form) in enumerate(jobs):
-            progress.step(f"exporting form {i + 1}/{len(jobs)}: {form} for {target}")
-            out = out_dir / f"{model_path.stem}.{form}.{target}.onnx"
-            try:
-                rep = export(model_path, target=target, output=out, gelu=form, inputs=inputs,
-                             inputs_npz=inputs_npz, precision=precision, verify=False,
-                             allow_pickle=allow_pickle, model_factory=model_factory,
-                             threads=threads)
-            except ExportGeluError as exc:
-                result.rows.append(FormRow(form, target, error=str(exc)))
-                continue
-            graph = onnx.load(str(out), load_external_data=False)
-            key = f"{target}:{_fingerprint(graph)}"
-            if key in seen:
-                seen[key].same_as.append(form)
-                continue
-            ops, layout = _graph_ops(graph)
-            row = FormRow(form, target, graph=ops, layout=layout, opset=rep.opset,
-                          exporter=rep.exporter, path=str(out))
-            exporters[target] = f"{target}: opset {rep.opset}, {rep.exporter} exporter"
-            seen[key] = row
-            result.rows.append(row)
-
-        measured = [r for r in result.rows if r.path]
-        if not measured:
-            raise BadInputError("no GELU form could be exported: "
-                                + "; ".join(f"{r.form}@{r.target}: {r.error}" for r in result.rows))
-        from export_gelu.exporter.call_plan import plan_for
-        from export_gelu.exporter.model_dtype import model_float_dtype
-
         module = loaded.reference_module()
-        reference = TorchRunner(module, feed, [], device=run_on, name="pytorch",
+        reference = TorchRunner(module, feed, [], device=device, name="pytorch",
                                 plan=plan_for(loaded, list(feed)),
                                 float_dtype=model_float_dtype(module))
         runners = [reference]
         feeds = {}
         for r in measured:
             dep = open_deployed(r.path)  # type: ignore[arg-type]
-            runner = next(run.runner for run in ready_runners(r.path, run_on, precision, threads)
+            runner = next(run.runner for run in ready_runners(r.path, device, precision, threads)
                           if run.status == "ready")  # the CUDA EP on cuda, else the CPU
             runner.name = r.key
             feeds[r.key] = feed_for(dep, feed)
@@ -276,7 +206,7 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
     result.reference = lat.pop("pytorch")
     for r in measured:
         r.latency = lat[r.key]
-        r.path = None if workdir is None else r.path
+        r.path = r.path if keep_paths else None
     fastest = result.fastest()
     for r in result.measured:
         r.ratio = r.latency.median_ms / fastest.latency.median_ms  # type: ignore[union-attr]
@@ -287,7 +217,6 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
                         "(docs/onnxruntime.md); latencies are of the optimized sessions")
     result.notes.append("plugin form not compared: ONNX Runtime cannot run "
                         "CustomGeluPluginDynamic")
-    return result
 
 
 def choose_form(comparison: FormsComparison, atol: float, target: str | None = None
@@ -326,62 +255,3 @@ def choose_form(comparison: FormsComparison, atol: float, target: str | None = N
             f"{r.label} ({r.latency.median_ms:.3f} ms, error {r.max_abs:.3g})"  # type: ignore
             for r in quicker)
     return chosen, why
-
-
-def forms_report(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS,
-                 report: str | Path | None = None, report_md: str | Path | None = None,
-                 **kwargs: Any) -> Any:
-    """`export-gelu MODEL --compare-forms`: the comparison as a Report (table, ranges, notes)."""
-    from export_gelu.exporter.feeds import resolve_feed
-    from export_gelu.exporter.load import load_model
-    from export_gelu.exporter.save import check_output_path
-    from export_gelu.runtime.calibration import gelu_input_ranges
-    from export_gelu.runtime.report import Report
-
-    for path in filter(None, (report, report_md)):
-        check_output_path(Path(path), [Path(model)])
-    comparison = compare_forms(model, targets=targets, **kwargs)
-    rep = Report(model=str(model), target=", ".join(targets), command="compare-forms",
-                 threads=comparison.threads, forms=comparison,
-                 precision=kwargs.get("precision", "fp32"))
-    loaded = load_model(model, allow_pickle=kwargs.get("allow_pickle", False),
-                        model_factory=kwargs.get("model_factory"))
-    rep.model_format = loaded.format.value
-    feed = resolve_feed(loaded, list(kwargs.get("inputs", ())), kwargs.get("inputs_npz"))
-    label = ("real data from " + Path(kwargs["inputs_npz"]).name if kwargs.get("inputs_npz")
-             else "not real data (example or --input), ranges are indicative")
-    rep.inputs = label
-    rep.calibration = gelu_input_ranges(loaded, [feed], label)
-    from export_gelu.runtime.report import write_reports
-
-    write_reports(rep, report, report_md)
-    return rep
-
-
-def export_with_best_form(model: str | Path, *, target: str = "trt", atol: float | None = None,
-                          precision: str = "fp32", progress: Progress | None = None,
-                          **export_kwargs: Any) -> Any:
-    """`--gelu auto`: measure every form on `target`, export with the fastest one whose
-    end-to-end error stays within `atol`, and say why in the report."""
-    from export_gelu.api import export
-    from export_gelu.exporter.save import check_output_path, write_text_atomic
-    from export_gelu.runtime.parity import default_tolerances
-
-    report = export_kwargs.pop("report", None)
-    if report:
-        check_output_path(Path(report), [Path(model)])
-    limit = default_tolerances(precision)[0] if atol is None else atol
-    keys = ("inputs", "inputs_npz", "allow_pickle", "model_factory", "threads", "iterations",
-            "warmup", "device")
-    shared = {k: export_kwargs[k] for k in keys if k in export_kwargs}
-    comparison = compare_forms(model, targets=(target,), precision=precision, progress=progress,
-                               **shared)
-    chosen, why = choose_form(comparison, limit)
-    comparison.choice = why
-    rep = export(model, target=target, gelu=chosen.form, atol=limit, precision=precision,
-                 progress=progress, **export_kwargs)
-    rep.gelu_form = f"auto → {chosen.form}"
-    rep.forms = comparison
-    if report:
-        write_text_atomic(rep.dumps(), Path(report))
-    return rep

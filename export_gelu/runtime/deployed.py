@@ -213,3 +213,20 @@ def deployed_runner(deployed: Deployed, threads: int = 1, name: str | None = Non
     from export_gelu.runtime.ort_runner import ort_runner
 
     return ort_runner(deployed.path, threads=threads, name=name or "onnxruntime")
+
+
+def deployed_feed(feed: Mapping[str, np.ndarray], model: Any,
+                  precision: str) -> OrderedDict[str, np.ndarray]:
+    """The feed as the produced graph (`model`, an onnx.ModelProto) takes it: its inputs only,
+    floats in its precision."""
+    inits = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    dtype = np.float16 if precision == "fp16" else None
+    out: OrderedDict[str, np.ndarray] = OrderedDict()
+    for name in names:
+        if name not in feed:
+            raise TargetUnmetError(f"the produced graph takes an input {name!r} that the model "
+                                   f"was not given (inputs: {', '.join(feed)})")
+        arr = feed[name]
+        out[name] = arr.astype(dtype) if dtype is not None and arr.dtype.kind == "f" else arr
+    return out

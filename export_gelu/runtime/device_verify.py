@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from export_gelu.errors import BadInputError
+from export_gelu.options import VerifyOptions, validate
 from export_gelu.progress import Progress
 from export_gelu.runtime.report import Report
 
@@ -147,6 +148,11 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
     from export_gelu.runtime.verify import _reference
 
     progress = progress or Progress(enabled=False)
+    opts = VerifyOptions(inputs_file=inputs_file, precision=precision, atol=atol, rtol=rtol,
+                         allow_pickle=allow_pickle, model_factory=model_factory,
+                         threads=threads, iterations=0, warmup=0, report=report,
+                         report_md=report_md, calibrate=False, bundle=bundle)  # nothing timed
+    validate(opts)  # the checks every verify gets, before any work
     model_path = Path(model)
     out_path = Path(device_outputs)
     if not model_path.is_file():
@@ -203,7 +209,7 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
     rep = Report(model=str(model_path), target=where, model_format=loaded.format.value,
                  output=str(graph), precision=chosen, gelu_form="", threads=threads,
                  notes=list(loaded.notes), command="verify", inputs=inputs_label,
-                 precision_note=why)
+                 precision_note=why, options=opts.to_json())
     rep.parity = parity
     rep.trt = {"status": "device", "reason": "", "tensorrt": trt_version or None,
                "target": manifest.get("target"), "outputs_file": str(out_path),

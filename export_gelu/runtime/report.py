@@ -44,6 +44,7 @@ class Report:
     device: dict[str, Any] = field(default_factory=dict)  # runtime.devices.DeviceChoice
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
     weights: dict[str, Any] | None = None  # weights streamed into the output (onnx_weights)
+    options: dict[str, Any] | None = None  # the run's options (export_gelu.options), as JSON
 
     @property
     def exit_code(self) -> int:
@@ -83,6 +84,7 @@ class Report:
             "device": self.device,
             "providers": self.providers,
             "weights": self.weights,
+            "options": self.options,
         }
 
     def dumps(self) -> str:

@@ -27,9 +27,10 @@ def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deplo
                     model: onnx.ModelProto, built: Any, precision: str, atol: float | None,
                     rtol: float | None, added: float, threads: int, rep: Any) -> None:
     """Check parity at each of `plan.points()`; record them in `rep.dynamic["shapes"]`."""
-    from export_gelu.api import _deployed_feed, _reference_runner
     from export_gelu.exporter.feeds import resolve_feed
+    from export_gelu.runtime.deployed import deployed_feed
     from export_gelu.runtime.ort_runner import ort_runner
+    from export_gelu.runtime.reference import reference_runner
 
     d_atol, d_rtol = default_tolerances(precision, added)
     atol = d_atol if atol is None else atol
@@ -38,7 +39,7 @@ def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deplo
     failed: list[tuple[str, ParityResult]] = []
     for label, sizes in plan.points():
         feed = resolve_feed(loaded, plan.specs(sizes), None)
-        dep_feed = _deployed_feed(feed, model, precision)
+        dep_feed = deployed_feed(feed, model, precision)
         entry: dict[str, Any] = {"label": label, "sizes": sizes,
                                  "inputs": {n: list(a.shape) for n, a in dep_feed.items()}}
         runners = [("onnxruntime", ort_runner(deployed, threads=threads, name="onnxruntime"))]
@@ -47,7 +48,7 @@ def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deplo
 
             runners.append(("tensorrt", trt_runner(built)))
         for key, runner in runners:
-            reference = _reference_runner(loaded, reference_module, feed, model, threads)
+            reference = reference_runner(loaded, reference_module, feed, model, threads)
             result = compare_runners(reference, runner, dep_feed, atol, rtol)
             entry[key] = _summary(result)
             if result.status == "failed":

@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 
 from export_gelu.errors import BadInputError
+from export_gelu.options import VerifyOptions, validate
 from export_gelu.progress import Progress
 from export_gelu.runtime.report import Report
-
-PRECISIONS = ("fp32", "fp16", "bf16")
 
 
 def _check_outputs(paths: dict[str, str | Path | None], inputs: list[Path]) -> None:
@@ -144,7 +143,8 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
            save_outputs: str | Path | None = None, report: str | Path | None = None,
            report_md: str | Path | None = None, calibrate: bool = True,
            progress: Progress | None = None, bundle: str | Path | None = None,
-           bundle_target: str = "trt", imports: Sequence[str] = ()) -> Report:
+           bundle_target: str = "trt", imports: Sequence[str] = (),
+           options: VerifyOptions | None = None) -> Report:
     """Check DEPLOYED (an ONNX file or a TensorRT engine) against MODEL; return the report.
 
     `bundle`: also write a device bundle of DEPLOYED (an ONNX file) for `bundle_target`
@@ -153,6 +153,7 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     Tolerances default by precision, which is read from the deployed graph's input dtypes
     unless given. A parity failure is returned in the report (`report.exit_code == 1`); bad
     input raises BadInputError (exit 2); an engine without TensorRT raises TargetUnmetError.
+    `options` (a VerifyOptions, as the CLI builds it) replaces the keyword options above.
     """
     from export_gelu.exporter.load import load_model
     from export_gelu.runtime.deployed import deployed_runner, feed_for, open_deployed
@@ -167,16 +168,21 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     )
 
     progress = progress or Progress(enabled=False)
+    opts = options or VerifyOptions(
+        inputs=inputs, inputs_file=inputs_file, precision=precision, atol=atol, rtol=rtol,
+        allow_pickle=allow_pickle, model_factory=model_factory, threads=threads,
+        iterations=iterations, warmup=warmup, device=device, save_inputs=save_inputs,
+        save_outputs=save_outputs, report=report, report_md=report_md, calibrate=calibrate,
+        bundle=bundle, bundle_target=bundle_target, imports=imports)
+    validate(opts)  # every option checked here, before any work
+    inputs, inputs_file, precision, atol, rtol = (opts.inputs, opts.inputs_file, opts.precision,
+                                                  opts.atol, opts.rtol)
+    allow_pickle, model_factory, imports = opts.allow_pickle, opts.model_factory, opts.imports
+    threads, iterations, warmup, device = opts.threads, opts.iterations, opts.warmup, opts.device
+    save_inputs, save_outputs, report, report_md = (opts.save_inputs, opts.save_outputs,
+                                                    opts.report, opts.report_md)
+    calibrate, bundle, bundle_target = opts.calibrate, opts.bundle, opts.bundle_target
     model_path, deployed_path = Path(model), Path(deployed)
-    if threads < 1:
-        raise BadInputError("--threads must be at least 1")
-    if iterations < 0 or warmup < 0:
-        raise BadInputError("--iterations and --warmup must not be negative")
-    if precision is not None and precision not in PRECISIONS:
-        raise BadInputError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
-    for name, tol in (("--atol", atol), ("--rtol", rtol)):
-        if tol is not None and not (np.isfinite(tol) and tol >= 0):
-            raise BadInputError(f"{name} must be a finite number ≥ 0")
     _check_outputs({"--report": report, "--report-md": report_md, "--save-inputs": save_inputs,
                     "--save-outputs": save_outputs}, [model_path, deployed_path])
 
@@ -218,7 +224,7 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     rep = Report(model=str(model_path), target=dep.runtime, model_format=loaded.format.value,
                  output=str(dep.path), precision=chosen, gelu_form="", threads=threads,
                  notes=list(loaded.notes), command="verify", inputs=inputs_label,
-                 precision_note=why, device=device_json)
+                 precision_note=why, device=device_json, options=opts.to_json())
     if dep.kind == "onnx":
         import onnx
 

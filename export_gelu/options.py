@@ -1,0 +1,219 @@
+"""A run's options: one record per command (export, verify, compare-forms), built alike by the
+CLI (from its flags) and the Python API (from its keywords), checked by one function,
+`validate`, and recorded in the report (its `options` key).
+
+The three records share their common fields through `RunOptions`; each command's own flags
+are in its subclass. Messages name the CLI flag (`--threads`, `--atol`), also for API callers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from export_gelu.errors import BadInputError, TargetUnmetError
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+#: `--gelu` values export() takes (`auto` is the CLI's: it compares first, then exports one).
+GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
+#: The forms `--compare-forms` measures (the plugin form does not run in ONNX Runtime).
+COMPARED_FORMS = ("keep", "erf", "tanh", "sigmoid")
+#: Fused `Gelu` (opset 20, dynamo exporter) and expanded primitives (opset 17, TorchScript).
+COMPARE_TARGETS = ("onnx", "trt8.6")
+#: ONNX opsets that exporters emit start here.
+MIN_OPSET = 7
+
+#: What each command has always said for the same refusal; verify's words predate export's.
+_WORDING = {
+    "export": {"runs": "--iterations and --warmup cannot be negative",
+               "tolerance": "{flag} {value}: a tolerance must be a finite number >= 0"},
+    "verify": {"runs": "--iterations and --warmup must not be negative",
+               "tolerance": "{flag} must be a finite number ≥ 0"},
+}
+
+
+def _plain(value: Any) -> Any:
+    """Sequences as tuples and paths as strings, so a record equals its JSON round trip."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What every command takes: the model's inputs and loading, tolerances, how to run."""
+
+    inputs: tuple[str, ...] = ()  # --input NAME:SHAPE[:DTYPE[:LOW,HIGH]]
+    precision: str | None = "fp32"
+    atol: float | None = None
+    rtol: float | None = None
+    allow_pickle: bool = False
+    model_factory: str | None = None
+    imports: tuple[str, ...] = ()  # --import MODULE
+    threads: int = 1
+    iterations: int = 50
+    warmup: int = 5
+    device: str | None = None  # cpu | cuda | None (cuda where it can run)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _plain(getattr(self, f.name)))
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, JSON-ready (the report's `options`)."""
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunOptions:
+        """The record a report's `options` block was written from."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class ExportOptions(RunOptions):
+    """`export-gelu MODEL ...` and `export_gelu.export(model, ...)`."""
+
+    target: str = "trt"
+    output: str | None = None
+    gelu: str = "keep"
+    opset: int | None = None
+    inputs_npz: str | None = None  # --inputs FILE.npz
+    engine: str | None = None
+    report: str | None = None
+    verify: bool = True
+    require_trt: bool = False
+    dynamic: tuple[str, ...] = ()  # --dynamic DIM=MIN:OPT:MAX
+    bundle: str | None = None
+    output_names: str | tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class VerifyOptions(RunOptions):
+    """`export-gelu verify MODEL DEPLOYED ...` and `export_gelu.verify(...)`."""
+
+    precision: str | None = None  # None: read from DEPLOYED's inputs
+    inputs_file: str | None = None  # --inputs FILE.npz | FILE.json
+    save_inputs: str | None = None
+    save_outputs: str | None = None
+    report: str | None = None
+    report_md: str | None = None
+    calibrate: bool = True
+    bundle: str | None = None
+    bundle_target: str = "trt"
+
+
+@dataclass(frozen=True)
+class FormsOptions(RunOptions):
+    """`export-gelu MODEL --compare-forms` and `export_gelu.compare_forms(model, ...)`."""
+
+    targets: tuple[str, ...] = COMPARE_TARGETS
+    forms: tuple[str, ...] = COMPARED_FORMS
+    inputs_npz: str | None = None
+    workdir: str | None = None  # keeps the graphs (default: a temporary directory)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What checking the options resolved on the way (export: the target and parsed flags)."""
+
+    profile: Any = None  # targets.TargetProfile
+    target_note: str = ""
+    output_names: list[str] | None = None
+    dynamic: list[Any] = dataclasses.field(default_factory=list)  # exporter.dynamic.DimRange
+
+
+def check_form(form: str, profile: Any) -> None:
+    """`--gelu FORM` for `profile`: a known form, and the plugin only where it can be built."""
+    if form not in GELU_FORMS:
+        raise BadInputError(f"--gelu {form!r}: choose one of {', '.join(GELU_FORMS)}")
+    if form == "plugin":
+        from export_gelu.passes.onnx.plugin_form import refuse_plugin_where_unavailable
+
+        refuse_plugin_where_unavailable(profile)
+
+
+def _check_runs(o: RunOptions, wording: Mapping[str, str]) -> None:
+    if o.iterations < 0 or o.warmup < 0:
+        raise BadInputError(wording["runs"])
+
+
+def _check_tolerances(o: RunOptions, wording: Mapping[str, str]) -> None:
+    """A NaN tolerance would pass everything: refuse it, and negatives."""
+    for flag, value in (("--atol", o.atol), ("--rtol", o.rtol)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise BadInputError(wording["tolerance"].format(flag=flag, value=value))
+
+
+def _check_precision(precision: str | None, optional: bool = False) -> None:
+    if not (optional and precision is None) and precision not in PRECISIONS:
+        raise BadInputError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+
+
+def _check_threads(o: RunOptions) -> None:
+    if o.threads < 1:
+        raise BadInputError("--threads must be at least 1")
+
+
+def _check_export(o: ExportOptions) -> Checked:
+    from export_gelu.exporter.dynamic import parse_dynamic_flag
+    from export_gelu.exporter.output_names import parse_output_names
+    from export_gelu.targets import resolve_target
+
+    names = parse_output_names(o.output_names)
+    profile, note = resolve_target(o.target)
+    check_form(o.gelu, profile)
+    _check_precision(o.precision)
+    if o.precision not in profile.precisions:
+        raise TargetUnmetError(f"{profile.name} does not take {o.precision}")
+    if o.opset is not None and o.opset > profile.opset_ceiling:
+        raise TargetUnmetError(f"--opset {o.opset} is above {profile.name}'s ceiling "
+                               f"{profile.opset_ceiling}")
+    _check_threads(o)
+    _check_runs(o, _WORDING["export"])
+    _check_tolerances(o, _WORDING["export"])
+    if o.opset is not None and o.opset < MIN_OPSET:
+        raise BadInputError(f"--opset {o.opset}: ONNX opsets that exporters emit start at "
+                            f"{MIN_OPSET}")
+    flags = [parse_dynamic_flag(d) for d in o.dynamic]  # refused here, not only on a GPU
+    return Checked(profile, note, names, flags)
+
+
+def _check_verify(o: VerifyOptions) -> Checked:
+    _check_threads(o)
+    _check_runs(o, _WORDING["verify"])
+    _check_precision(o.precision, optional=True)
+    _check_tolerances(o, _WORDING["verify"])
+    return Checked()
+
+
+def _check_forms(o: FormsOptions) -> Checked:
+    _check_threads(o)
+    if o.iterations < 1:
+        raise BadInputError("--iterations must be at least 1 to compare forms")
+    bad = [f for f in o.forms if f not in COMPARED_FORMS]
+    if bad:
+        raise BadInputError(f"forms {', '.join(bad)}: compare takes {', '.join(COMPARED_FORMS)}")
+    return Checked()
+
+
+def validate(options: RunOptions) -> Checked:
+    """Check every option of one command before any work (the only place they are checked).
+
+    Bad values raise BadInputError (exit 2), values the target cannot take TargetUnmetError
+    (exit 3), each naming the flag. Output paths are checked against the model by the command
+    itself (they depend on the model's files).
+    """
+    if isinstance(options, ExportOptions):
+        return _check_export(options)
+    if isinstance(options, VerifyOptions):
+        return _check_verify(options)
+    if isinstance(options, FormsOptions):
+        return _check_forms(options)
+    raise TypeError(f"no checks for {type(options).__name__}")
