@@ -284,12 +284,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="forget rows measured by earlier invocations (kept in WORKDIR/rows.json "
                         "so sizes can be measured one at a time, on a quiet machine)")
     args = p.parse_args(argv)
-    rows: list[Row] = []
-    if args.llm:
-        rows += run_llm(args.llm, args.llm_layers, args.workdir / args.llm)
+    store = args.workdir / "rows.json"
+    rows = _merged(store, [], args.fresh)
+    if args.llm:  # each size's rows are stored as soon as they are measured
+        rows = _merged(store, run_llm(args.llm, args.llm_layers, args.workdir / args.llm),
+                       False)
     for gb in (float(s) for s in args.sizes.split(",") if s):
-        rows += run_size(gb, args.workdir / f"{gb:g}GB")
-    rows = _merged(args.workdir / "rows.json", rows, args.fresh)
+        rows = _merged(store, run_size(gb, args.workdir / f"{gb:g}GB"), False)
     ok = verdict(rows)
     body = table(rows) + f"\n\nVerdict: {'PASS' if ok else 'FAIL'}."
     print(body)
