@@ -28,13 +28,107 @@ Needs free disk of about 4 × the largest size; the files are deleted as it goes
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import shutil
+import subprocess
 import sys
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.big_model_roundtrip import BUILD, ROOT, _external_tensors, run_step
+ROOT = Path(__file__).resolve().parents[1]
+
+BUILD = r'''
+import hashlib, json, sys, torch
+from torch import nn
+width, layers, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+torch.manual_seed(0)
+mods = []
+for _ in range(layers):
+    lin = nn.Linear(width, width)
+    with torch.no_grad():
+        lin.weight.mul_(0.5)  # keep activations O(1) through the stack
+    mods += [lin, nn.GELU()]
+model = nn.Sequential(*mods).eval()
+ep = torch.export.export(model, (torch.randn(2, width),))
+with open(out, "wb") as fh:
+    torch.export.save(ep, fh)
+sums = {}
+for name, p in model.state_dict().items():
+    t = p.detach().contiguous()
+    entry = {"sha": hashlib.sha256(t.numpy().tobytes()).hexdigest(), "bytes": t.nbytes}
+    if t.dim() == 2:
+        entry["sha_t"] = hashlib.sha256(t.t().contiguous().numpy().tobytes()).hexdigest()
+    sums[name] = entry
+json.dump(sums, open(out + ".sha.json", "w"))
+'''
+
+
+@dataclass
+class StepResult:
+    name: str
+    returncode: int
+    wall_s: float
+    peak_rss: int  # bytes, from wait4
+    polled_peak: int  # bytes, from the polling thread
+    samples: list[tuple[float, int]] = field(default_factory=list)
+    stderr: str = ""
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_step(name: str, cmd: list[str], log: Path) -> StepResult:
+    """Run `cmd`, polling its RSS; the peak comes from the kernel (wait4) at the end."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    start = time.monotonic()
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT)
+        samples: list[tuple[float, int]] = []
+        done = threading.Event()
+
+        def poll() -> None:
+            while not done.is_set():
+                samples.append((time.monotonic() - start, _rss(proc.pid)))
+                done.wait(0.02)
+
+        thread = threading.Thread(target=poll, daemon=True)
+        thread.start()
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        done.set()
+        thread.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - start
+    return StepResult(name, proc.returncode, wall, usage.ru_maxrss * 1024,
+                      max((r for _t, r in samples), default=0), samples, log.read_text())
+
+
+def _external_tensors(path: Path):
+    """(name, dims, sha256) of each initializer, reading external data tensor by tensor."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    base = path.parent
+    for init in model.graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            info = {e.key: e.value for e in init.external_data}
+            with (base / info["location"]).open("rb") as fh:
+                fh.seek(int(info.get("offset", 0)))
+                data = fh.read(int(info["length"]))
+        else:
+            data = init.raw_data
+        yield init.name, tuple(init.dims), hashlib.sha256(data).hexdigest(), len(data)
+
 
 WIDTH = 8192
 LAYER_BYTES = (WIDTH * WIDTH + WIDTH) * 4

@@ -17,7 +17,7 @@ B. Synthetic graphs (`benchmarks.synthetic_graphs`: chains of exporter-made bloc
    pass cost. Target: 10k → 100k grows ≤ 12× (linear is 10×).
 
 Peak memory of exporting a model with more than 2 GB of weights is measured by
-`benchmarks.big_model_roundtrip` (its own section of RESULTS.md).
+`benchmarks.big_model` (its own section of RESULTS.md).
 """
 
 from __future__ import annotations
@@ -226,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{time.perf_counter() - start:.0f} s.\n\n**Targets (issue 7)**\n\n"
             + "\n".join(lines) + "\n\n" + stages + "\n" + growth
             + "\nPeak memory of exporting and rewriting a model with more than 2 GB of "
-              "weights: see the [big_model_roundtrip](#big_model_roundtrip) section "
-              "(`python -m benchmarks.big_model_roundtrip`).\n")
+              "weights: see the [big_model](#big_model) section "
+              "(`python -m benchmarks.big_model`).\n")
     if not (args.quick or args.no_write):
         from benchmarks.results import write_section
 
