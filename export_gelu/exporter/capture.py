@@ -40,11 +40,11 @@ def _then_with_grad(fn: Callable[[], T]) -> T:
     """`fn()` in the caller's grad mode (no_grad), then once more with grad enabled.
 
     Under no_grad, capturing some converted traces fails (a traced Swin: "Could not guard on
-    data-dependent expression Eq(1, u2*u3)" at its scaled_dot_product_attention, torch 2.13:
-    its trace turns sizes into data-dependent ints, and SDPA's no_grad kernel choice asks
-    about them); with grad enabled the same capture succeeds, and the program computes the
-    same either way (parity checks it). The second failure is the one reported. `fn` must
-    build what it captures afresh: a failed torch.export leaves its module altered.
+    data-dependent expression Eq(1, u2*u3)" at its scaled_dot_product_attention, torch 2.13;
+    the converter makes the trace's sizes data-dependent ints); with grad enabled the same
+    capture succeeds, and the program computes the same either way (parity checks it). The
+    second failure is the one reported. `fn` must build what it captures afresh: a failed
+    torch.export leaves its module altered.
     """
     if torch.is_grad_enabled():
         return fn()
