@@ -103,6 +103,14 @@ def test_plugin_keeps_a_graph_input_bias_add():
     bias = {a.name: helper.get_attribute_value(a) for a in plugin.attribute}["bias"]
     assert not onnx.numpy_helper.to_array(bias).any()  # the zero bias every site gets
     assert "folded in" not in site.action
+    # ORT cannot run the plugin: run its math, FastGelu(x, its bias), in its place
+    zeros = onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(bias).reshape(-1), "zb")
+    out.graph.initializer.append(zeros)
+    plugin.CopyFrom(helper.make_node("FastGelu", [plugin.input[0], "zb"], list(plugin.output),
+                                     name=plugin.name, domain="com.microsoft"))
+    out.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    inputs = _feed([E])
+    assert max_diff(run_ort(out, inputs), run_ort(model, inputs)) <= 1e-5
 
 
 @pytest.mark.parametrize("target", ["onnx", "trt8.6"])
