@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -35,10 +36,12 @@ from export_gelu.exporter.output_names import parse_output_names
 from export_gelu.exporter.save import (
     check_distinct_outputs,
     check_output_path,
-    save_onnx_atomic,
+    external_data_threshold,
+    save_onnx_streaming,
     write_text_atomic,
 )
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
+from export_gelu.exporter.weight_size import check_disk_space, file_bytes, module_weight_bytes
 from export_gelu.passes.compat import (
     fit_module_precision,
     fit_program_precision,
@@ -55,6 +58,10 @@ from export_gelu.runtime.parity import ParityResult, compare_runners, default_to
 from export_gelu.runtime.report import Report
 from export_gelu.targets import TRT_PROFILES, TargetProfile, resolve_target
 
+#: Why a big model meant for an opset below 18 is exported at 18 and converted down.
+BIG_DOWNCONVERT_NOTE = ("big model: exported with the dynamo exporter at opset {opset}, which "
+                        "writes the weights a tensor at a time, then converted down to opset "
+                        "{target} (the TorchScript exporter holds a second copy of the weights)")
 GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -114,14 +121,19 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
                   opset: int, form: str, precision: str, report: Report,
                   progress: Progress, clock: StageClock | None = None,
                   plan: CallPlan | None = None, output_names: list[str] | None = None,
-                  dplan: DynamicPlan | None = None) -> tuple[onnx.ModelProto, list[GeluSite]]:
+                  dplan: DynamicPlan | None = None, out: Path | None = None,
+                  ) -> tuple[onnx.ModelProto, list[GeluSite]]:
+    """`out`: where the output goes; a model whose weights exceed the external-data threshold
+    has them written beside it by the exporter and streamed from there (never a 2nd copy)."""
     from export_gelu.exporter import dynamic as dyn
+    from export_gelu.exporter.workdir import exporting_weights_to, weights_workdir
 
     clock = clock or StageClock()
     plan = plan or plan_for(loaded, list(feed))
     dplan = dplan or DynamicPlan()
     module = module_for_precision(loaded, precision)
     report.notes.extend(fit_module_precision(module, precision))
+    big = out is not None and module_weight_bytes(module) > external_data_threshold()
     args = _torch_feed(feed, feed_precision(module, precision))
     progress.step("capturing the model with torch.export")
     dynamic_shapes = dplan.torch_dynamic_shapes(list(feed)) if dplan.ranged else None
@@ -138,6 +150,9 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
         if dplan.ranged and opset < DYNAMO_MIN_OPSET:
             report.notes.append(dyn.DOWNCONVERT_NOTE.format(opset=DYNAMO_MIN_OPSET, target=opset))
             opset = DYNAMO_MIN_OPSET  # fit_to_profile converts the graph down to the target's
+        elif big and opset < DYNAMO_MIN_OPSET:
+            report.notes.append(BIG_DOWNCONVERT_NOTE.format(opset=DYNAMO_MIN_OPSET, target=opset))
+            opset = DYNAMO_MIN_OPSET
         report.notes.extend(prepare_program_for_opset(program, opset))
         clock.lap("fx_passes")
     else:
@@ -154,8 +169,9 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
 
         export_module = torch.jit.load(str(loaded.path), map_location="cpu").eval()
         # inference_mode; the reference keeps an untouched one
-    model, report.exporter, notes = export_with_fallback(export_module, args, list(feed), opset,
-                                                         program, plan, dynamic_axes)
+    with exporting_weights_to(weights_workdir(out) if big and out is not None else None):
+        model, report.exporter, notes = export_with_fallback(export_module, args, list(feed),
+                                                             opset, program, plan, dynamic_axes)
     report.notes.extend(notes)
     dyn.name_graph_dims(model, dplan.dims)
     report.notes.extend(n for n in [dyn.name_output_dims(model, dplan.ranged)] if n)
@@ -203,12 +219,18 @@ def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto
                                                            rtol)
     if iterations > 0:
         progress.step("timing")
-        runners = [reference, *(r.runner for r in ready)]
+        from export_gelu.runtime.recorded import RecordedRunner
+
+        # a recorded reference (a big model) was timed while it was live: in turn
+        timed_before = reference.latency if isinstance(reference, RecordedRunner) else None
+        runners = [*([reference] if timed_before is None else []), *(r.runner for r in ready)]
         with contextlib.ExitStack() as stack:
             for runner in runners:
                 stack.enter_context(runner)
             report.latency = measure_latency(runners, deployed_feed, iterations, warmup,
                                              progress)
+        if timed_before is not None:
+            report.latency = {reference.name: timed_before, **report.latency}
 
 
 def ort_missing() -> str | None:
@@ -334,6 +356,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                         imports=imports)
     for _flag, path in outputs:
         check_output_path(path, [model_path, *loaded.data_files])
+    _check_disk_for(loaded, out)
     dplan, specs = plan_dynamic(loaded, flags, list(inputs), inputs_npz)
     feed = resolve_feed(loaded, specs, inputs_npz)
     plan = plan_for(loaded, list(feed))
@@ -375,7 +398,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         clock.lap("load")
         onnx_model, fx_sites = _export_torch(loaded, feed, profile, opset or profile.opset,
                                              gelu, precision, rep, progress, clock, plan,
-                                             given_names, dplan)
+                                             given_names, dplan, out)
     progress.step("rewriting GELU sites for the target (ONNX)")
     with gc_paused():
         onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
@@ -406,7 +429,9 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
     clock.lap("checks")
     progress.step(f"writing {out}")
-    written = save_onnx_atomic(onnx_model, out, validate=onnx.checker.check_model)
+    written, streamed = _save(onnx_model, out, progress)
+    if streamed is not None:
+        rep.weights = streamed.to_json()
     onnx_model = skeleton(onnx_model)  # the weights are on disk now: free the in-memory copy
     rep.output = str(written[0])
     rep.external_data = str(written[1]) if len(written) > 1 else None
@@ -427,6 +452,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
             rep.notes.append(f"no engine of {profile.name} itself here: {target_blocker}")
         clock.lap("trt_build")
 
+    recorded = None
     if verify:
         no_ort = ort_missing()  # degrade: without onnxruntime, say what was not checked
         run_on = device_choice.device if device_choice else "cpu"
@@ -439,6 +465,14 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
             reference, no_ref = None, str(exc).split(": ", 1)[-1]
         else:
             no_ref = None
+        run_precision = feed_precision(reference_module, precision)
+        recorded = _recorded_if_big(reference, rep, feed, onnx_model, run_precision, iterations,
+                                    warmup, keep_model=bool(dplan.ranged or (
+                                        inputs_npz and not loaded.is_onnx)), progress=progress)
+        if recorded is not None:  # one model in memory at a time: the reference's goes now
+            reference, reference_module = recorded, None
+            loaded.module = loaded.exported = None
+            gc.collect()
         added = max((s.added_max_error for s in rep.gelu_sites), default=0.0)
         if no_ort:
             rep.parity = skipped(f"parity and latency skipped: {no_ort}; pip install "
@@ -469,8 +503,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         progress.step(f"writing the device bundle {bundle}")
         bundle_after_export(rep, Path(bundle), model_path, out, profile, precision,
                             _deployed_feed(feed, onnx_model, precision),
-                            lambda: _reference_runner(loaded, reference_module, feed, onnx_model,
-                                                      threads),
+                            lambda: recorded if recorded is not None else _reference_runner(
+                                loaded, reference_module, feed, onnx_model, threads),
                             atol, rtol, dplan.axes())
         clock.lap("bundle")
     if inputs_npz and not loaded.is_onnx:  # real data: where each GELU site's inputs lie
@@ -484,6 +518,55 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     if report:
         write_text_atomic(rep.dumps(), Path(report))
     return rep
+
+
+def _recorded_if_big(reference: Any, rep: Report, feed: OrderedDict, model: onnx.ModelProto,
+                     precision: str, iterations: int, warmup: int, keep_model: bool,
+                     progress: Progress) -> Any:
+    """A big model's reference, run on the feed (and timed) and recorded, when the reference
+    and the deployed graph do not both fit in memory; None otherwise (or when the reference
+    is still needed: parity at several sizes, calibration)."""
+    if reference is None or rep.weights is None or keep_model:
+        return None
+    from export_gelu.runtime.recorded import both_fit, record_reference
+
+    if both_fit(int(rep.weights["bytes"])):
+        return None
+    progress.step(f"running the reference ({reference.name}) before loading the output")
+    recorded = record_reference(reference, [_deployed_feed(feed, model, precision)],
+                                iterations, warmup)
+    rep.notes.append(f"big model: {reference.name} ran first and was freed before the output "
+                     "was loaded (one model in memory at a time); latency timed in turn, not "
+                     "interleaved")
+    return recorded
+
+
+def _check_disk_for(loaded: LoadedModel, out: Path) -> None:
+    """Exit 2 before any work when the output's disk cannot take the weights (twice for a
+    big torch model: the exporter's copy, then the output's)."""
+    if loaded.is_onnx:
+        needed, what = file_bytes([loaded.path, *loaded.data_files]), "the rewritten model"
+    else:
+        module = loaded.module if loaded.module is not None else None
+        size = module_weight_bytes(module) if module is not None else (
+            file_bytes([loaded.path]))
+        needed = 2 * size if size > external_data_threshold() else size
+        what = "the export (weights written once by the exporter, once into the output)"
+    check_disk_space(out.parent, needed, what)
+
+
+def _save(model: onnx.ModelProto, out: Path, progress: Progress) -> tuple[list[Path], Any]:
+    """Save atomically, streaming weights left in their file, with a byte counter."""
+    from export_gelu.exporter.workdir import release_workdirs
+    from export_gelu.onnx_weights import lazy_bytes
+
+    size = lazy_bytes(model)
+    counter = progress.byte_counter(size, f"writing {out.name}.data") if size else None
+    try:
+        return save_onnx_streaming(model, out, validate=onnx.checker.check_model,
+                                   on_bytes=counter)
+    finally:
+        release_workdirs()  # the exporter's copy of a big model's weights is in `out` now
 
 
 def _target_engine_blocker(profile: TargetProfile) -> str | None:

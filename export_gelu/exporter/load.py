@@ -382,13 +382,15 @@ def check_onnx_valid(path: Path) -> None:
 
 
 def load_onnx_model(path: str | Path) -> Any:
-    """An ONNX file with its external data, after checking every data reference is sound."""
-    import onnx
+    """An ONNX file after checking every data reference is sound: small tensors read in, large
+    external ones left in their file and read on demand (onnx_weights.load_graph), so the
+    weights are never held while the graph is rewritten."""
+    from export_gelu.onnx_weights import load_graph
 
     path = Path(path)
     check_external_data(path)
     try:
-        model = onnx.load(str(path), load_external_data=True)
+        model = load_graph(path)
     except Exception as exc:  # noqa: BLE001 - onnx raises ValidationError, OSError, DecodeError
         raise BadInputError(f"{path}: cannot load the ONNX model with its external data "
                             f"({type(exc).__name__}: {_first_line(exc)})") from exc
@@ -400,12 +402,17 @@ def load_onnx_model(path: str | Path) -> Any:
 
 
 def nan_initializers(model: Any, limit: int = 3) -> list[str]:
-    """Names of floating initializers holding NaN."""
+    """Names of floating initializers holding NaN (those left in their file are checked as
+    they are streamed into the output)."""
     import numpy as np
     from onnx import numpy_helper
 
+    from export_gelu.onnx_weights import is_lazy
+
     bad = []
     for init in model.graph.initializer:
+        if is_lazy(init):
+            continue
         arr = numpy_helper.to_array(init)
         if arr.dtype.kind == "f" and bool(np.isnan(arr).any()):
             bad.append(init.name)

@@ -30,7 +30,9 @@ from pathlib import Path
 
 import onnx
 
+from export_gelu import onnx_weights
 from export_gelu.errors import BadInputError
+from export_gelu.onnx_weights import WrittenWeights
 
 #: Models whose tensors exceed this many bytes keep them in a side `.data` file (protobuf
 #: cannot exceed 2 GiB); the environment variable lowers it, e.g. to keep `.onnx` files small.
@@ -175,20 +177,48 @@ def save_onnx_atomic(model: onnx.ModelProto, out: Path, external_data: bool | No
     `validate(path)` runs on the staged file before anything is renamed into place. With
     external data, the tensors' bytes move out of `model` (it is left referencing the file).
     """
+    return save_onnx_streaming(model, out, external_data, validate)[0]
+
+
+def save_onnx_streaming(model: onnx.ModelProto, out: Path, external_data: bool | None = None,
+                        validate: Callable[[str], object] | None = None,
+                        on_bytes: Callable[[int], None] | None = None,
+                        ) -> tuple[list[Path], WrittenWeights | None]:
+    """`save_onnx_atomic`, streaming the weights of a graph loaded without them.
+
+    A model holding lazy tensors (onnx_weights.load_graph) has their bytes copied from their
+    file into `out.data` a chunk at a time (`on_bytes(n)` after each); the written tensors
+    are then read from `out.data`. Small models (all tensors under the external-data
+    threshold) are read in and saved whole, as before. Returns the paths written and, when
+    weights were streamed, what was written (bytes, SHA-256).
+    """
+    lazy = onnx_weights.lazy_folder(model) is not None
+    total = _tensor_bytes(model) + (onnx_weights.lazy_bytes(model) if lazy else 0)
     if external_data is None:
-        external_data = _tensor_bytes(model) > external_data_threshold()
+        external_data = total > external_data_threshold()
+    if lazy and not external_data:
+        onnx_weights.materialize(model)
+        lazy = False
     data_name = out.name + ".data"
     final_data = out.parent / data_name
+    written: WrittenWeights | None = None
     with staging_dir(out) as tmp:
         staged = tmp / out.name
-        if external_data:
+        staged_data = tmp / data_name
+        if lazy:
+            try:
+                written = onnx_weights.stream_weights(model, staged_data, data_name,
+                                                      on_bytes=on_bytes)
+            except onnx_weights.NanWeightError as exc:
+                raise BadInputError(str(exc)) from exc
+            onnx.save_model(model, str(staged))
+        elif external_data:
             onnx.save_model(model, str(staged), save_as_external_data=True,
                             all_tensors_to_one_file=True, location=data_name, size_threshold=1024)
         else:
             onnx.save_model(model, str(staged))
         if validate is not None:
             validate(str(staged))
-        staged_data = tmp / data_name
         if staged_data.exists():
             # onnx creates external data 0600; give it the .onnx's (umask) mode, so whoever
             # can read the graph can read its weights
@@ -200,10 +230,12 @@ def save_onnx_atomic(model: onnx.ModelProto, out: Path, external_data: bool | No
             # old .onnx first: it must never be seen beside the new .data
             _commit([(staged_data, final_data), (staged, out)], remove_first=[out],
                     remove_after=[])
-            return [out, final_data]
+            if lazy:
+                onnx_weights.point_at(model, out.parent)
+            return [out, final_data], written
         # no external data: the new .onnx lands, then any stale .data of an earlier run goes
         _commit([(staged, out)], remove_first=[], remove_after=[final_data])
-    return [out]
+    return [out], written
 
 
 def write_text_atomic(text: str, out: Path) -> None:

@@ -55,11 +55,31 @@ def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[st
                    opset: int, kwargs: dict[str, Any] | None = None) -> onnx.ModelProto:
     import torch
 
+    from export_gelu.exporter.workdir import current_workdir
+
     with quiet_exporter():
         onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True,
                                          opset_version=opset,
                                          input_names=list(input_names) or None, verbose=False)
-    return onnx_program.model_proto
+    folder = current_workdir()
+    if folder is None:
+        return onnx_program.model_proto
+    # a big model: its weights go to a file one tensor at a time, never into a second copy
+    path = Path(tempfile.mkdtemp(prefix="dynamo-", dir=folder)) / "model.onnx"
+    with quiet_exporter():
+        onnx_program.save(str(path), external_data=True)
+    # the weights are on disk: let go of them (onnxscript's rewrite rules keep the last graph
+    # they matched alive, and with it every torch tensor its initializers wrap)
+    for value in onnx_program.model.graph.initializers.values():
+        value.const_value = None
+    del onnx_program
+    return _graph_of(path)
+
+
+def _graph_of(path: Path) -> onnx.ModelProto:
+    from export_gelu.onnx_weights import load_graph
+
+    return load_graph(path)
 
 
 def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequence[str],
@@ -67,13 +87,20 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
                         ) -> onnx.ModelProto:
     import torch
 
-    with tempfile.TemporaryDirectory(prefix="export-gelu-") as tmp:
+    from export_gelu.exporter.workdir import current_workdir
+
+    folder = current_workdir()
+    with contextlib.ExitStack() as stack:
+        tmp = (tempfile.mkdtemp(prefix="torchscript-", dir=folder) if folder is not None
+               else stack.enter_context(tempfile.TemporaryDirectory(prefix="export-gelu-")))
         path = Path(tmp) / "model.onnx"
         with quiet_exporter():
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
                               input_names=list(input_names) or None,
                               training=torch.onnx.TrainingMode.PRESERVE,
                               do_constant_folding=True, dynamic_axes=dynamic_axes or None)
+        if folder is not None:  # a big model: its weights stay in the exporter's files
+            return _graph_of(path)
         return onnx.load(str(path), load_external_data=True)
 
 

@@ -11,12 +11,14 @@ from export_gelu.trt_parser.plugin import PLUGIN_OP
 
 
 def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = True,
-                 providers: list | None = None, log_severity: int = 3
+                 providers: list | None = None, log_severity: int = 3,
+                 weights_folder: str | None = None,
                  ):  # -> onnxruntime.InferenceSession
     """An ORT session with `threads` intra-op threads and no spinning (stable timings), for a
     file or a serialized model.
 
     `providers`: provider names or (name, options) pairs, CPU only by default.
+    `weights_folder`: where a serialized model's external data lies (onnx_weights.ort_source).
     """
     import onnxruntime as ort
 
@@ -25,6 +27,9 @@ def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = Tr
     opts.inter_op_num_threads = 1
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.log_severity_level = log_severity
+    if weights_folder is not None:
+        opts.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                      weights_folder)
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:

@@ -43,6 +43,7 @@ class Report:
     dynamic: dict[str, Any] | None = None  # dims with ranges; parity per shape (shape_parity)
     device: dict[str, Any] = field(default_factory=dict)  # runtime.devices.DeviceChoice
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
+    weights: dict[str, Any] | None = None  # weights streamed into the output (onnx_weights)
 
     @property
     def exit_code(self) -> int:
@@ -81,6 +82,7 @@ class Report:
             "dynamic": self.dynamic,
             "device": self.device,
             "providers": self.providers,
+            "weights": self.weights,
         }
 
     def dumps(self) -> str:

@@ -24,6 +24,7 @@ import onnx
 
 from export_gelu.compat import model_opset
 from export_gelu.errors import TargetUnmetError
+from export_gelu.onnx_weights import checkable
 from export_gelu.targets import TargetProfile
 
 #: The opsets that bring ONNX `Gelu` and `LayerNormalization`.
@@ -82,13 +83,22 @@ def _ir_version_for(opset: int, current: int) -> int:
     return max(current, ir_version_for_opset(opset))
 
 
-def _runnable(model: onnx.ModelProto) -> bytes:
+def _run(model: onnx.ModelProto, feed: Mapping[str, np.ndarray]
+         ) -> tuple[list[np.ndarray], list[str]]:
+    """ORT outputs and output names of `model` on `feed` (its session freed on return, so
+    two big graphs are never held at once; weights left in their file are read from it)."""
+    from export_gelu.onnx_weights import ort_source
     from export_gelu.passes.onnx.plugin_math import plugins_as_math
+    from export_gelu.runtime.ort_runner import make_session
 
     if any(n.op_type == "CustomGeluPluginDynamic" for n in model.graph.node):
         model = copy.deepcopy(model)
         plugins_as_math(model)
-    return model.SerializeToString()
+    source, folder = ort_source(model)
+    session = make_session(source, weights_folder=folder)
+    names = [i.name for i in session.get_inputs()]
+    outputs = session.run(None, {n: feed[n] for n in names if n in feed})
+    return outputs, [o.name for o in session.get_outputs()]
 
 
 def _tolerance(ref: np.ndarray) -> float:
@@ -103,25 +113,21 @@ def outputs_agree(before: onnx.ModelProto, after: onnx.ModelProto,
                   feed: Mapping[str, np.ndarray]) -> tuple[float, str | None]:
     """(max abs difference, None) when ORT outputs of the two graphs agree on `feed` within
     1e-5 of the output's scale (2e-3 for fp16); else (difference, why not)."""
-    from export_gelu.runtime.ort_runner import make_session
-
-    sessions = [make_session(_runnable(m)) for m in (before, after)]
-    names = [i.name for i in sessions[0].get_inputs()]
-    inputs = {n: feed[n] for n in names if n in feed}
-    ref, got = (s.run(None, inputs) for s in sessions)
+    ref, out_names = _run(before, feed)
+    got, _ = _run(after, feed)
     worst = 0.0
-    for r, g, out in zip(ref, got, sessions[0].get_outputs()):
+    for r, g, out in zip(ref, got, out_names):
         r, g = np.asarray(r), np.asarray(g)
         if r.shape != g.shape:
-            return worst, f"output {out.name} changed shape {r.shape} → {g.shape}"
+            return worst, f"output {out} changed shape {r.shape} → {g.shape}"
         if r.dtype.kind == "f" and not np.array_equal(np.isfinite(r), np.isfinite(g)):
-            return worst, f"output {out.name} changed where it is finite"
+            return worst, f"output {out} changed where it is finite"
         mask = np.isfinite(r) if r.dtype.kind == "f" else np.ones(r.shape, bool)
         diff = float(np.abs(r[mask].astype(np.float64) - g[mask].astype(np.float64))
                      .max(initial=0.0))
         worst = max(worst, diff)
         if diff > _tolerance(r):
-            return worst, f"output {out.name} differs by {diff:.3g} (over {_tolerance(r):.3g})"
+            return worst, f"output {out} differs by {diff:.3g} (over {_tolerance(r):.3g})"
     return worst, None
 
 
@@ -135,6 +141,7 @@ def convert_up(model: onnx.ModelProto, opset: int, feed: Mapping[str, np.ndarray
     TargetUnmetError when `strict`.
     """
     from onnx import version_converter
+
 
     have = model_opset(model)
     if opset <= have:
@@ -154,7 +161,7 @@ def convert_up(model: onnx.ModelProto, opset: int, feed: Mapping[str, np.ndarray
             from export_gelu.passes.compat.layernorm_fuse import fuse_layernorms
 
             fused = fuse_layernorms(new)
-        onnx.checker.check_model(new)
+        onnx.checker.check_model(checkable(new))
     except Exception as exc:  # noqa: BLE001 - the converter raises RuntimeError, ValidationError…
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         return stay(f"onnx's version converter failed ({first})")

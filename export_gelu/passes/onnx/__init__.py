@@ -52,7 +52,9 @@ def find_sites(model: onnx.ModelProto) -> list[GeluSite]:
 def _full_constant(view: GraphView, tensor: str) -> np.ndarray:
     init = view.initializers.get(tensor)
     if init is not None:
-        return numpy_helper.to_array(init)
+        from export_gelu.onnx_weights import tensor_array
+
+        return tensor_array(init)
     value = constant_node_value(view.producer[tensor])
     if value is None:
         raise TargetUnmetError(f"cannot read the bias {tensor!r}")

@@ -1,0 +1,108 @@
+"""A reference run once and replayed: verify a big model with one model in memory at a time.
+
+`record_reference` runs the reference (PyTorch, or ONNX Runtime on an ONNX input) on every
+feed, keeps its outputs (and, when asked, its latency, timed then), and drops it; the
+`RecordedRunner` it returns answers polygraphy's Comparator with those outputs, so the
+deployed graph is loaded only after the reference's weights are gone (docs/big-models.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from polygraphy.backend.base import BaseRunner
+from polygraphy.common import TensorMetadata
+
+from export_gelu.errors import BadInputError
+
+#: Two models "fit" when both together take at most this share of the available memory.
+FIT_SHARE = 0.5
+AVAILABLE_ENV = "EXPORT_GELU_AVAILABLE_MEMORY"
+
+
+def available_memory() -> int:
+    """Bytes this process may still use: MemAvailable from /proc/meminfo, capped by a cgroup
+    v2 memory limit (containers see the host's meminfo); `EXPORT_GELU_AVAILABLE_MEMORY`
+    (bytes) overrides both. 0 when unknown."""
+    override = os.environ.get(AVAILABLE_ENV, "")
+    if override:
+        try:
+            return int(override)
+        except ValueError:
+            raise BadInputError(f"{AVAILABLE_ENV}={override!r}: expected a number of "
+                                "bytes") from None
+    available = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    with contextlib.suppress(OSError, ValueError):
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+        if limit != "max":
+            available = min(available, max(int(limit) - used, 0)) if available else \
+                max(int(limit) - used, 0)
+    return available
+
+
+def both_fit(weight_bytes: int) -> bool:
+    """Whether the reference and the deployed graph (about `weight_bytes` each) fit in memory
+    together with room to spare: then they are timed interleaved, as small models are."""
+    return 2 * weight_bytes <= FIT_SHARE * available_memory()
+
+
+class RecordedRunner(BaseRunner):
+    """Replays outputs recorded from another runner for the feeds it was run on."""
+
+    def __init__(self, name: str, feeds: Sequence[Mapping[str, np.ndarray]],
+                 outputs: Sequence[OrderedDict[str, np.ndarray]], metadata: TensorMetadata,
+                 latency: Any = None) -> None:
+        super().__init__(name=name, prefix="recorded-runner")
+        self.feeds = [dict(f) for f in feeds]
+        self.outputs = list(outputs)
+        self.metadata = metadata
+        self.latency = latency  # runtime.latency.Latency timed while it was live, or None
+
+    def get_input_metadata_impl(self) -> TensorMetadata:
+        return self.metadata
+
+    def activate_impl(self) -> None:
+        pass
+
+    def deactivate_impl(self) -> None:
+        pass
+
+    def infer_impl(self, feed_dict: dict[str, Any]) -> OrderedDict[str, np.ndarray]:
+        self.inference_time = 0.0  # nothing runs: the outputs were computed before
+        for feed, out in zip(self.feeds, self.outputs):
+            if feed.keys() == feed_dict.keys() and all(
+                    np.shape(feed_dict[k]) == np.shape(v) and np.array_equal(feed_dict[k], v)
+                    for k, v in feed.items()):
+                return OrderedDict((k, v.copy()) for k, v in out.items())
+        raise RuntimeError(f"{self.name}: outputs were recorded for {len(self.feeds)} feed(s), "
+                           "not for this one (a bug in export-gelu; please report it)")
+
+
+def record_reference(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]],
+                     iterations: int = 0, warmup: int = 0) -> RecordedRunner:
+    """Run `runner` on every feed (and time it `iterations` times on the first) while it is
+    active; return its recorded outputs. The caller drops `runner` (and what holds its
+    model) afterwards so its memory is freed."""
+    from export_gelu.runtime.latency import measure_latency
+    from export_gelu.runtime.torch_runner import dtype_metadata
+
+    latency = None
+    with runner:
+        outputs = [OrderedDict((k, np.array(v, copy=True))
+                               for k, v in runner.infer(f, check_inputs=False).items())
+                   for f in feeds]
+        if iterations > 0:
+            latency = measure_latency([runner], feeds[0], iterations, warmup)[runner.name]
+    return RecordedRunner(runner.name, feeds, outputs, dtype_metadata(dict(feeds[0])), latency)
