@@ -465,7 +465,6 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
             reference, no_ref = None, str(exc).split(": ", 1)[-1]
         else:
             no_ref = None
-        run_precision = feed_precision(reference_module, precision)
         recorded = _recorded_if_big(reference, rep, feed, onnx_model, run_precision, iterations,
                                     warmup, keep_model=bool(dplan.ranged or (
                                         inputs_npz and not loaded.is_onnx)), progress=progress)
