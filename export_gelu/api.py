@@ -24,6 +24,7 @@ from export_gelu.compat import (
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.call_plan import CallPlan, ordered_feed, plan_for
 from export_gelu.exporter.capture import capture, cast_args, module_for_precision
+from export_gelu.exporter.cast_down import cast_down_on_request
 from export_gelu.exporter.dynamic import DynamicPlan, plan_dynamic
 from export_gelu.exporter.fallback import export_with_fallback
 from export_gelu.exporter.feeds import resolve_feed
@@ -256,7 +257,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
            dynamic: Sequence[str] = (), device: str | None = None,
            progress: Progress | None = None, bundle: str | Path | None = None,
            output_names: str | Sequence[str] | None = None, imports: Sequence[str] = (),
-           options: ExportOptions | None = None) -> Report:
+           cast_down: bool = False, options: ExportOptions | None = None) -> Report:
     """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report.
 
     `device` ('cpu' | 'cuda', None: cuda where torch sees a GPU and ONNX Runtime has its CUDA
@@ -269,6 +270,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     `output_names` (`--output-names a,b`) names the graph's outputs; by default they are the
     model's own (its output object's fields). `imports` (`--import`): modules to import
     before loading, for an ExportedProgram whose inputs or outputs use their types.
+    `cast_down` (`--cast-down`): export a float64 model in float32 (exporter/cast_down.py).
     `options` (an ExportOptions, as the CLI builds it) replaces the keyword options above.
     """
     progress = progress or Progress(enabled=False)
@@ -278,7 +280,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         rtol=rtol, verify=verify, allow_pickle=allow_pickle, model_factory=model_factory,
         threads=threads, iterations=iterations, warmup=warmup, require_trt=require_trt,
         dynamic=dynamic, device=device, bundle=bundle, output_names=output_names,
-        imports=imports)
+        imports=imports, cast_down=cast_down)
     checked = validate(opts)  # every option checked here, before any work
     target, output, gelu, opset, precision = (opts.target, opts.output, opts.gelu, opts.opset,
                                               opts.precision)
@@ -286,7 +288,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     atol, rtol, verify, threads = opts.atol, opts.rtol, opts.verify, opts.threads
     iterations, warmup, require_trt = opts.iterations, opts.warmup, opts.require_trt
     allow_pickle, model_factory, imports = opts.allow_pickle, opts.model_factory, opts.imports
-    device, bundle = opts.device, opts.bundle
+    device, bundle, cast_down = opts.device, opts.bundle, opts.cast_down
     profile, target_note = checked.profile, checked.target_note
     given_names, flags = checked.output_names, checked.dynamic
     model_path = Path(model)
@@ -322,10 +324,16 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     feed = resolve_feed(loaded, specs, inputs_npz)
     plan = plan_for(loaded, list(feed))
     feed = ordered_feed(plan, feed)
-    reference_module = None if loaded.is_onnx else loaded.reference_module()
+    cast, cast_notes = cast_down_on_request(loaded, precision, cast_down)
+    if cast:  # the float32 copy is exported; the float64 original stays the reference
+        loaded, feed = cast.loaded, cast.fit_feed(feed)
+    reference_module = cast.reference if cast else \
+        None if loaded.is_onnx else loaded.reference_module()
     rep_notes_inputs = [f"the model is called as model({plan.describe()})"
                         ] if plan.uses_keywords else []
-    if feed_precision(reference_module, precision) == "fp64":
+    rep_notes_inputs += [cast.note()] if cast else cast_notes
+    run_precision = cast.precision if cast else feed_precision(reference_module, precision)
+    if run_precision == "fp64":
         rep_notes_inputs.append("a float64 model: inputs, graph and parity in float64")
     rep = Report(model=str(model_path), target=profile.name, target_note=target_note,
                  model_format=loaded.format.value, precision=precision, gelu_form=gelu,
@@ -421,7 +429,6 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
             reference, no_ref = None, str(exc).split(": ", 1)[-1]
         else:
             no_ref = None
-        run_precision = feed_precision(reference_module, precision)
         recorded = _recorded_if_big(reference, rep, feed, onnx_model, run_precision, iterations,
                                     warmup, keep_model=bool(dplan.ranged or (
                                         inputs_npz and not loaded.is_onnx)), progress=progress)
@@ -440,6 +447,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         else:
             _verify_and_time(reference, out, onnx_model, feed, run_precision, atol, rtol, added,
                              threads, iterations, warmup, rep, progress, run_on)
+            rep.notes.extend(n for n in [cast and cast.measured_note(rep.parity)] if n)
         if built is not None and reference is not None:
             _check_trt(built, precision, feed, onnx_model, reference, rep, progress, atol, rtol,
                        added, iterations, warmup)

@@ -118,6 +118,9 @@ def export_parser() -> argparse.ArgumentParser:
                    help="export opset (default: the target's); on an ONNX input, convert it "
                         "to this opset, down or up (default: up only where the target gains)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"))
+    p.add_argument("--cast-down", action="store_true",
+                   help="a float64 model: export it in float32 (or --precision) instead of "
+                        "float64, and report the error measured against the float64 model")
     p.add_argument("--engine", metavar="OUT.plan", help="save the TensorRT engine (needs a GPU)")
     p.add_argument("--dynamic", action="append", default=[], metavar="DIM=MIN:OPT:MAX",
                    help="a dynamic dim and its range, repeatable: every input axis named DIM "
@@ -295,7 +298,7 @@ def export_options(args: argparse.Namespace) -> ExportOptions:
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
         dynamic=args.dynamic, device=args.device, bundle=args.bundle,
-        output_names=args.output_names, imports=args.imports)
+        output_names=args.output_names, imports=args.imports, cast_down=args.cast_down)
 
 
 def _run_export(argv: Sequence[str]) -> int:
@@ -316,6 +319,8 @@ def _run_export(argv: Sequence[str]) -> int:
                      "drop -o and --gelu")
     if args.bundle and (args.compare_forms or args.gelu == "auto"):
         parser.error("--bundle needs one graph: drop --compare-forms / --gelu auto")
+    if args.cast_down and (args.compare_forms or args.gelu == "auto"):
+        parser.error("--cast-down applies to one export: drop --compare-forms / --gelu auto")
     if args.compare_forms or args.gelu == "auto":
         return _run_forms(args)
     rep = api.export(args.model, options=export_options(args), progress=Progress())

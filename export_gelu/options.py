@@ -92,6 +92,7 @@ class ExportOptions(RunOptions):
     dynamic: tuple[str, ...] = ()  # --dynamic DIM=MIN:OPT:MAX
     bundle: str | None = None
     output_names: str | tuple[str, ...] | None = None
+    cast_down: bool = False  # --cast-down: a float64 model exported in float32
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from typing import Any
+import io
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
 from export_gelu.exporter.load import LoadedModel
 from export_gelu.exporter.to_onnx import quiet_exporter
 
+T = TypeVar("T")
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                     "fp64": torch.float64}
 
@@ -32,23 +36,51 @@ def module_for_precision(loaded: LoadedModel, precision: str) -> Any:
     return copy.deepcopy(module).to(PRECISION_DTYPES[precision])
 
 
+def _then_with_grad(fn: Callable[[], T]) -> T:
+    """`fn()` in the caller's grad mode (no_grad), then once more with grad enabled.
+
+    Under no_grad, capturing some converted traces fails (a traced Swin: "Could not guard on
+    data-dependent expression Eq(1, u2*u3)" at its scaled_dot_product_attention, torch 2.13;
+    the converter makes the trace's sizes data-dependent ints); with grad enabled the same
+    capture succeeds, and the program computes the same either way (parity checks it). The
+    second failure is the one reported. `fn` must build what it captures afresh: a failed
+    torch.export leaves its module altered.
+    """
+    if torch.is_grad_enabled():
+        return fn()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # a failure here prints the graph
+            return fn()
+    except Exception:  # noqa: BLE001 - retried once; the retry's failure is the one raised
+        with torch.enable_grad():
+            return fn()
+
+
+def script_to_program(script: Any, pos: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """A TorchScript module as an ExportedProgram (TS2EPConverter)."""
+    from torch._export.converter import TS2EPConverter
+
+    return _then_with_grad(lambda: TS2EPConverter(script, pos, kw or None).convert())
+
+
 def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
                          precision: str) -> Any:
     """A TorchScript model captured in fp16/bf16: its trace records float32 dtypes, so it is
     converted in float32 and the converted graph is cast and retargeted (`precision.py`)."""
-    from torch._export.converter import TS2EPConverter
-
     from export_gelu.passes.compat.precision import clamped_literals, retarget_precision
 
     dtype = PRECISION_DTYPES[precision]
-    program = TS2EPConverter(script, cast_args(pos, "fp32"),
-                             dict(zip(kw, cast_args(tuple(kw.values()), "fp32"))) or None
-                             ).convert()
-    gm = program.module().to(dtype)
-    retarget_precision(gm, dtype)
-    captured = torch.export.export(gm, pos, kw or None, strict=False)
-    captured.export_gelu_clamped = clamped_literals(gm)  # for the report's note
-    return captured
+    program = script_to_program(script, cast_args(pos, "fp32"),
+                                dict(zip(kw, cast_args(tuple(kw.values()), "fp32"))))
+
+    def cast_and_capture() -> Any:  # a fresh module each try: a failed export alters it
+        gm = program.module().to(dtype)
+        retarget_precision(gm, dtype)
+        captured = torch.export.export(gm, pos, kw or None, strict=False)
+        captured.export_gelu_clamped = clamped_literals(gm)  # for the report's note
+        return captured
+
+    return _then_with_grad(cast_and_capture)
 
 
 def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: str,
@@ -76,11 +108,9 @@ def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: 
     try:
         with quiet_exporter(), torch.no_grad():
             if isinstance(module, torch.jit.ScriptModule):
-                from torch._export.converter import TS2EPConverter
-
                 if precision in ("fp16", "bf16") and loaded.module is not None:
                     return _script_at_precision(loaded.module, pos, kw, precision), None
-                return TS2EPConverter(module, pos, kw or None).convert(), None
+                return script_to_program(module, pos, kw), None
             return torch.export.export(module, pos, kw or None, dynamic_shapes=shapes,
                                        strict=False), None
     except Exception as exc:  # noqa: BLE001 - any capture failure means "no fx passes"

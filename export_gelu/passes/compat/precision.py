@@ -27,7 +27,8 @@ from torch import fx
 _ASSERT_METADATA = getattr(torch.ops.aten, "_assert_tensor_metadata", None)
 
 
-def _retarget_dtype_args(node: fx.Node, dtype: torch.dtype) -> bool:
+def _retarget_dtype_args(node: fx.Node, dtype: torch.dtype,
+                         source: torch.dtype = torch.float32) -> bool:
     schema = getattr(node.target, "_schema", None)
     if schema is None:
         return False
@@ -36,10 +37,10 @@ def _retarget_dtype_args(node: fx.Node, dtype: torch.dtype) -> bool:
     for i, arg in enumerate(schema.arguments):
         if arg.name != "dtype":
             continue
-        if i < len(args) and args[i] is torch.float32:
+        if i < len(args) and args[i] is source:
             args[i] = dtype
             changed = True
-        elif kwargs.get("dtype") is torch.float32:
+        elif kwargs.get("dtype") is source:
             kwargs["dtype"] = dtype
             changed = True
     if changed:
@@ -82,13 +83,14 @@ def clamped_literals(gm: fx.GraphModule) -> list[str]:
     return [n.name for n in gm.graph.nodes if "export_gelu_clamped" in n.meta]
 
 
-def _cast_constant(gm: fx.GraphModule, target: str, dtype: torch.dtype) -> bool:
+def _cast_constant(gm: fx.GraphModule, target: str, dtype: torch.dtype,
+                   source: torch.dtype = torch.float32) -> bool:
     *path, name = target.split(".")
     owner: Any = gm
     for part in path:
         owner = getattr(owner, part)
     value = getattr(owner, name, None)
-    if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+    if not isinstance(value, torch.Tensor) or value.dtype != source:
         return False
     cast = _clamped_tensor(value, dtype)
     if isinstance(value, torch.nn.Parameter):
@@ -97,8 +99,10 @@ def _cast_constant(gm: fx.GraphModule, target: str, dtype: torch.dtype) -> bool:
     return True
 
 
-def retarget_precision(gm: fx.GraphModule, dtype: torch.dtype) -> int:
-    """Retarget float32 literals, constants and dtype checks of `gm` to `dtype`, in place.
+def retarget_precision(gm: fx.GraphModule, dtype: torch.dtype,
+                       source: torch.dtype = torch.float32) -> int:
+    """Retarget `source` (float32) literals, constants and dtype checks of `gm` to `dtype`,
+    in place (`source` float64: a float64 model cast down, `exporter/cast_down.py`).
 
     Parameters and buffers are expected to be cast already (`module.to(dtype)`); returns the
     number of nodes and constants changed.
@@ -107,13 +111,13 @@ def retarget_precision(gm: fx.GraphModule, dtype: torch.dtype) -> int:
     graph = gm.graph
     for node in list(graph.nodes):
         if node.op == "get_attr":
-            changed += _cast_constant(gm, str(node.target), dtype)
+            changed += _cast_constant(gm, str(node.target), dtype, source)
         elif node.op == "call_function":
             if _ASSERT_METADATA is not None and node.target in (
                     _ASSERT_METADATA.default,) and not node.users:
                 graph.erase_node(node)
                 changed += 1
-            elif _retarget_dtype_args(node, dtype) | _clamp_literals(node, dtype):
+            elif _retarget_dtype_args(node, dtype, source) | _clamp_literals(node, dtype):
                 changed += 1
     if changed:
         graph.lint()

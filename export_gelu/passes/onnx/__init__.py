@@ -174,7 +174,8 @@ def run_onnx_passes(model: onnx.ModelProto, profile: TargetProfile, form: str = 
             raise TargetUnmetError(f"--gelu plugin: {m.root} computes in "
                                    f"{onnx.TensorProto.DataType.Name(elem_type)}; the plugin "
                                    "takes fp32 and fp16 only")
-        fold = bias_to_fold(view, m) if lowering.bias else None
+        fold = (bias_to_fold(view, m, graph_input_bias=lowering.bias == "input")
+                if lowering.bias else None)
         if fold is not None and lowering.bias_to_gemm and gemm_fusion_takes(view, *fold):
             notes = [*notes, f"bias Add {fold[0]} left for ONNX Runtime's MatMul+Add→Gemm "
                              "fusion"]
@@ -182,6 +183,8 @@ def run_onnx_passes(model: onnx.ModelProto, profile: TargetProfile, form: str = 
         if fold is not None:
             m.bias_node, m.x, m.bias = fold
             m.nodes.append(m.bias_node)
+            if not view.is_constant(m.bias):
+                notes = [*notes, f"its bias {m.bias} is a graph input, read at run time"]
         error = added_error(m.kind, lowering.kind)
         rw, b = _rewrite(view, m, lowering, names, opset, elem_type)
         if _already_in_form(view, m, b, m.x):

@@ -142,12 +142,27 @@ def find_matches(view: GraphView) -> list[Match]:
     return matches
 
 
-def bias_to_fold(view: GraphView, m: Match) -> tuple[str, str, str] | None:
+def _graph_input_bias(view: GraphView, m: Match, bias: str, last_dim: int) -> bool:
+    """True when `bias` is a rank-1 graph input of length `last_dim` in the site's own type.
+
+    ONNX Runtime's online BiasGelu fusion and onnxscript's take any rank-1 tensor as the bias
+    (docs/onnxruntime.md); an op that takes the bias as an input reads it at run time.
+    """
+    if bias not in view.graph_inputs:
+        return False
+    bt, out = view.type(bias), view.type(m.output)
+    return (bt is not None and bt.shape == (last_dim,) and out is not None
+            and out.elem_type == bt.elem_type)
+
+
+def bias_to_fold(view: GraphView, m: Match,
+                 graph_input_bias: bool = False) -> tuple[str, str, str] | None:
     """(Add node, other input, bias) when `m.x = Add(t, bias)` can be folded into the GELU op.
 
     The bias must be a constant vector over the last axis of `t` (shape [E] or [1,…,1,E]),
-    `t` must already have x's shape (the Add broadcasts only the bias), and x must have no
-    user but this site.
+    or, with `graph_input_bias` (an op that takes the bias as an input), a rank-1 graph input
+    [E]; `t` must already have x's shape (the Add broadcasts only the bias), and x must have
+    no user but this site.
     """
     if m.has_bias:
         return None
@@ -161,7 +176,12 @@ def bias_to_fold(view: GraphView, m: Match) -> tuple[str, str, str] | None:
     if xt is None or xt.last_dim is None:
         return None
     for bias, other in ((add.input[1], add.input[0]), (add.input[0], add.input[1])):
-        if not view.is_constant(bias) or view.is_constant(other):
+        if view.is_constant(other):
+            continue
+        if not view.is_constant(bias):
+            if graph_input_bias and _graph_input_bias(view, m, bias, xt.last_dim) \
+                    and view.type(other) is not None and view.type(other).shape == xt.shape:
+                return add.name, other, bias
             continue
         bt, ot = view.type(bias), view.type(other)
         if bt is None or ot is None or bt.shape is None or ot.shape != xt.shape:
