@@ -435,6 +435,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         if recorded is not None:  # one model in memory at a time: the reference's goes now
             reference, reference_module = recorded, None
             loaded.module = loaded.exported = None
+            if cast:
+                cast.reference = None  # the float64 original of a --cast-down export
             gc.collect()
         added = max((s.added_max_error for s in rep.gelu_sites), default=0.0)
         if no_ort:
