@@ -193,3 +193,22 @@ def test_compare_command_times_your_files_and_refuses_bad_ones(tmp_path: Path, c
         assert main([*args, *quick]) == 2, args
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+def test_big_model_verdict_needs_every_ratio_slope_and_weight_within_limits() -> None:
+    from benchmarks.big_model import Row, slopes, table, verdict
+
+    def rows(ratio_iv: float, checks: str = "22/22 torch weights identical") -> list[Row]:
+        out = []
+        for gb in (6e9, 12e9):
+            out.append(Row(f"{gb / 1e9:.0f} GB", "i", int(gb), int(0.05 * gb), 10.0,
+                           "skipped", "44/44 weights identical", 0.25))
+            out.append(Row(f"{gb / 1e9:.0f} GB", "iv", int(gb), int(ratio_iv * gb), 10.0,
+                           "passed (max abs 1e-07)", checks, 1.6))
+        return out
+
+    good = rows(1.1)
+    assert verdict(good) and abs(slopes(good)["iv"] - 1.1) < 1e-6
+    assert "| 6 GB | (i) ONNX rewrite, no verify | 0.30 GB | 0.05× | ≤ 0.25 |" in table(good)
+    assert not verdict(rows(1.7))  # over the limit at every size
+    assert not verdict(rows(1.1, "21/22 torch weights identical"))  # a weight changed
