@@ -114,20 +114,29 @@ def run_step(name: str, cmd: list[str], log: Path) -> StepResult:
 
 
 def _external_tensors(path: Path):
-    """(name, dims, sha256) of each initializer, reading external data tensor by tensor."""
+    """(name, dims, sha256, bytes) of each initializer, hashing external data 16 MiB at a time.
+
+    Never a whole tensor in memory: this process's peak RSS is inherited by the next stage's
+    ru_maxrss (the child starts as a vfork of it), so it must stay small."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
     base = path.parent
     for init in model.graph.initializer:
+        sha = hashlib.sha256()
         if init.data_location == onnx.TensorProto.EXTERNAL:
             info = {e.key: e.value for e in init.external_data}
+            length = left = int(info["length"])
             with (base / info["location"]).open("rb") as fh:
                 fh.seek(int(info.get("offset", 0)))
-                data = fh.read(int(info["length"]))
+                while left:
+                    chunk = fh.read(min(left, 16 << 20))
+                    sha.update(chunk)
+                    left -= len(chunk)
         else:
-            data = init.raw_data
-        yield init.name, tuple(init.dims), hashlib.sha256(data).hexdigest(), len(data)
+            sha.update(init.raw_data)
+            length = len(init.raw_data)
+        yield init.name, tuple(init.dims), sha.hexdigest(), length
 
 
 WIDTH = 8192
@@ -243,7 +252,7 @@ def _stage(work: Path, key: str, size: str, weight_bytes: int, cmd: list[str],
     return row
 
 
-def run_size(gb: float, work: Path) -> list[Row]:
+def run_size(gb: float, work: Path, stages: set[str]) -> list[Row]:
     layers = max(1, round(gb * 1e9 / LAYER_BYTES))
     py, cli = sys.executable, [sys.executable, "-m", "export_gelu.cli"]
     shutil.rmtree(work, ignore_errors=True)
@@ -257,12 +266,14 @@ def run_size(gb: float, work: Path) -> list[Row]:
     sums = work / "big.pt.sha.json"
     weight_bytes = sum(s["bytes"] for s in json.loads(sums.read_text()).values())
     size = f"{weight_bytes / 1e9:.1f} GB"
-    rows = []
+    rows = []  # (iii) always runs: its output is the ONNX input of (i) and (ii)
     rows.append(_stage(work, "iii", size, weight_bytes,
                        [*cli, str(pt), "--target", "trt8.6", "-o", str(onnx86), "--no-verify",
                         "--report", str(work / "iii.json")],
                        lambda: torch_params_found(sums, onnx86)))
     for key, verify in (("i", ["--no-verify"]), ("ii", TIMING)):
+        if key not in stages:
+            continue
         out = work / f"big.{key}.ort.onnx"
         rows.append(_stage(work, key, size, weight_bytes,
                            [*cli, str(onnx86), "--target", "ort", "-o", str(out), *verify,
@@ -271,11 +282,12 @@ def run_size(gb: float, work: Path) -> list[Row]:
         _remove(out)
     _remove(onnx86)
     out = work / "big.iv.trt86.onnx"
-    rows.append(_stage(work, "iv", size, weight_bytes,
-                       [*cli, str(pt), "--target", "trt8.6", "-o", str(out), *TIMING,
-                        "--report", str(work / "iv.json")],
-                       lambda: torch_params_found(sums, out)))
-    _remove(out)
+    if "iv" in stages:
+        rows.append(_stage(work, "iv", size, weight_bytes,
+                           [*cli, str(pt), "--target", "trt8.6", "-o", str(out), *TIMING,
+                            "--report", str(work / "iv.json")],
+                           lambda: torch_params_found(sums, out)))
+        _remove(out)
     _remove(pt)
     return rows
 
@@ -374,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--llm-layers", type=int, default=8)
     p.add_argument("--workdir", type=Path, default=ROOT / "build" / "big_model")
     p.add_argument("--no-results", action="store_true", help="do not write RESULTS.md")
+    p.add_argument("--stages", default="i,ii,iii,iv",
+                   help="which stages to measure (iii always runs: it makes the ONNX input)")
     p.add_argument("--fresh", action="store_true",
                    help="forget rows measured by earlier invocations (kept in WORKDIR/rows.json "
                         "so sizes can be measured one at a time, on a quiet machine)")
@@ -384,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = _merged(store, run_llm(args.llm, args.llm_layers, args.workdir / args.llm),
                        False)
     for gb in (float(s) for s in args.sizes.split(",") if s):
-        rows = _merged(store, run_size(gb, args.workdir / f"{gb:g}GB"), False)
+        rows = _merged(store, run_size(gb, args.workdir / f"{gb:g}GB",
+                                       set(args.stages.split(","))), False)
     ok = verdict(rows)
     body = table(rows) + f"\n\nVerdict: {'PASS' if ok else 'FAIL'}."
     print(body)
