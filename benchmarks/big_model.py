@@ -354,12 +354,18 @@ def slopes(rows: list[Row]) -> dict[str, float]:
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| weights | stage | peak RSS | × weights | limit | wall | s/GB | parity | "
+    lines = ["Each stage is the CLI in its own process, measured alone (wait4's ru_maxrss); rows "
+             "come from WORKDIR/rows.json, where each invocation stores what it measured, so "
+             "sizes can be measured one at a time. Verify stages: `--iterations 3 --warmup 1`; "
+             "the reference ran first and was freed (one model in memory at a time) wherever "
+             "both did not fit in half the free memory, which was every row here.", "",
+             "| weights | stage | peak RSS | × weights | limit | wall | s/GB | parity | "
              "weights checked |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         limit = f"≤ {r.limit}" if r.limit is not None else ""
         mark = "" if r.limit is None or r.ratio <= r.limit else " ✗"
-        lines.append(f"| {r.size} | ({r.stage}) {STAGES[r.stage]} | {r.peak / 1e9:.2f} GB | "
+        label = f"({r.stage}) {STAGES[r.stage]}" if r.stage in LIMITS else r.stage
+        lines.append(f"| {r.size} | {label} | {r.peak / 1e9:.2f} GB | "
                      f"{r.ratio:.2f}×{mark} | {limit} | {r.wall:.0f} s | "
                      f"{r.wall / (r.weight_bytes / 1e9):.1f} | {r.parity} | {r.checks} |")
     slope = slopes(rows)
