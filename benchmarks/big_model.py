@@ -41,6 +41,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: Appended to each build script: save `ep` to `out` and the SHA-256 of every weight of
+#: `model` (and of each matrix transposed, as an exporter may store it) to `out.sha.json`.
+SAVE_WITH_SUMS = r'''
+torch.export.save(ep, out)
+sums = {}
+for name, p in model.state_dict().items():
+    t = p.detach().contiguous()
+    entry = {"sha": hashlib.sha256(t.numpy().tobytes()).hexdigest(), "bytes": t.nbytes}
+    if t.dim() == 2:
+        entry["sha_t"] = hashlib.sha256(t.t().contiguous().numpy().tobytes()).hexdigest()
+    sums[name] = entry
+json.dump(sums, open(out + ".sha.json", "w"))
+'''
+
 BUILD = r'''
 import hashlib, json, sys, torch
 from torch import nn
@@ -54,17 +68,7 @@ for _ in range(layers):
     mods += [lin, nn.GELU()]
 model = nn.Sequential(*mods).eval()
 ep = torch.export.export(model, (torch.randn(2, width),))
-with open(out, "wb") as fh:
-    torch.export.save(ep, fh)
-sums = {}
-for name, p in model.state_dict().items():
-    t = p.detach().contiguous()
-    entry = {"sha": hashlib.sha256(t.numpy().tobytes()).hexdigest(), "bytes": t.nbytes}
-    if t.dim() == 2:
-        entry["sha_t"] = hashlib.sha256(t.t().contiguous().numpy().tobytes()).hexdigest()
-    sums[name] = entry
-json.dump(sums, open(out + ".sha.json", "w"))
-'''
+''' + SAVE_WITH_SUMS
 
 
 @dataclass
@@ -176,16 +180,8 @@ wrapped = Hidden(model).eval()
 ids = torch.randint(0, cfg.vocab_size, (1, 16))
 with torch.no_grad():
     ep = torch.export.export(wrapped, (ids,))
-torch.export.save(ep, out)
-sums = {}
-for name, p in wrapped.state_dict().items():
-    t = p.detach().contiguous()
-    entry = {"sha": hashlib.sha256(t.numpy().tobytes()).hexdigest(), "bytes": t.nbytes}
-    if t.dim() == 2:
-        entry["sha_t"] = hashlib.sha256(t.t().contiguous().numpy().tobytes()).hexdigest()
-    sums[name] = entry
-json.dump(sums, open(out + ".sha.json", "w"))
-'''
+model = wrapped
+''' + SAVE_WITH_SUMS
 
 
 @dataclass
