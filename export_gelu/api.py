@@ -149,7 +149,7 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
 
         export_module = torch.jit.load(str(loaded.path), map_location="cpu").eval()
         # inference_mode; the reference keeps an untouched one
-    with exporting_weights_to(weights_workdir(out) if big and out is not None else None):
+    with exporting_weights_to(weights_workdir(out) if big and out else None):
         model, report.exporter, notes = export_with_fallback(export_module, args, list(feed),
                                                              opset, program, plan, dynamic_axes)
     report.notes.extend(notes)
@@ -510,11 +510,12 @@ def _check_disk_for(loaded: LoadedModel, out: Path) -> None:
     if loaded.is_onnx:
         needed, what = file_bytes([loaded.path, *loaded.data_files]), "the rewritten model"
     else:
-        module = loaded.module if loaded.module is not None else None
-        size = module_weight_bytes(module) if module is not None else (
-            file_bytes([loaded.path]))
-        needed = 2 * size if size > external_data_threshold() else size
-        what = "the export (weights written once by the exporter, once into the output)"
+        size = module_weight_bytes(loaded.module) if loaded.module is not None else (
+            file_bytes([loaded.path]))  # an ExportedProgram: its file is its weights
+        big = size > external_data_threshold()
+        needed = 2 * size if big else size
+        what = ("the export (weights written once by the exporter, once into the output)"
+                if big else "the export")
     check_disk_space(out.parent, needed, what)
 
 
