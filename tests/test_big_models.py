@@ -256,3 +256,30 @@ def test_verify_command_runs_the_reference_first_for_a_big_deployed_graph(
                for n in rep["notes"])
     assert set(rep["latency"]) == {"pytorch", "onnxruntime"}
     assert rep["calibration"] is not None  # taken while the model was loaded
+
+
+def test_a_double_weight_left_in_its_file_is_cast_for_tensorrt_7(tmp_path: Path,
+                                                                 small_threshold) -> None:
+    """TensorRT 7.x has no DOUBLE: the rewrite reads the lazy weight and writes it in float32."""
+    w = (np.random.default_rng(2).standard_normal((WIDTH, WIDTH)) * 0.05).astype(np.float64)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "d",
+                              [helper.make_tensor_value_info("x", 11, [2, WIDTH])],
+                              [helper.make_tensor_value_info("y", 11, [2, WIDTH])],
+                              [numpy_helper.from_array(w, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 6
+    src = tmp_path / "d.onnx"
+    onnx.save_model(model, str(src), save_as_external_data=True, location="d.onnx.data",
+                    size_threshold=1024)
+    out, report = tmp_path / "d.trt7.onnx", tmp_path / "r.json"
+    res = run_cli(src, "--target", "trt7.0", "-o", out, "--report", report,
+                  "--iterations", "0")
+    assert res.code == 0, res.err
+    rep = json.loads(report.read_text())
+    assert any(n.startswith("DOUBLE tensors converted to FLOAT (1 constant(s)")
+               for n in rep["notes"])
+    written = onnx.load(str(out), load_external_data=True)
+    got = numpy_helper.to_array(written.graph.initializer[0])
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, w.astype(np.float32))
+    assert rep["parity"]["status"] == "passed"

@@ -44,15 +44,18 @@ def _double_tensors_of(model: onnx.ModelProto) -> list[onnx.TensorProto]:
 def _double_to_float(model: onnx.ModelProto, ctx: GraphContext) -> str | None:
     """DOUBLE inputs, outputs, initializers, constants and Cast targets → FLOAT.
 
-    Refuses (None) when a DOUBLE value is external data or lies outside float32's range,
-    or when something other than those makes DOUBLE (then the graph keeps its DOUBLE and the
-    hit is reported)."""
+    Refuses (None) when a DOUBLE value is external data it cannot read (a tensor left in its
+    file by onnx_weights.load_graph is read, and comes back inline in float32) or lies outside
+    float32's range, or when something other than those makes DOUBLE (then the graph keeps
+    its DOUBLE and the hit is reported)."""
+    from export_gelu.onnx_weights import is_lazy, tensor_array
+
     tensors = _double_tensors_of(model)
     values = []
     for t in tensors:
-        if t.data_location == TensorProto.EXTERNAL:
+        if t.data_location == TensorProto.EXTERNAL and not is_lazy(t):
             return None
-        v = numpy_helper.to_array(t)
+        v = tensor_array(t)
         if not float32_exact_enough(v):
             return None
         values.append(v)
