@@ -283,3 +283,23 @@ def test_a_double_weight_left_in_its_file_is_cast_for_tensorrt_7(tmp_path: Path,
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, w.astype(np.float32))
     assert rep["parity"]["status"] == "passed"
+
+
+def test_a_big_int64_weight_left_in_its_file_is_still_scanned_for_int32_range(
+        tmp_path: Path) -> None:
+    from export_gelu.trt_parser.restrictions import find_hits
+
+    idx = np.arange(200_000, dtype=np.int64)
+    idx[7] = 1 << 40  # TensorRT before 9.0 would clamp it silently
+    graph = helper.make_graph([helper.make_node("Add", ["x", "I"], ["y"])], "i",
+                              [helper.make_tensor_value_info("x", 7, [200_000])],
+                              [helper.make_tensor_value_info("y", 7, [200_000])],
+                              [numpy_helper.from_array(idx, "I")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    src = tmp_path / "i.onnx"
+    onnx.save_model(model, str(src), save_as_external_data=True, location="i.onnx.data",
+                    size_threshold=1024)
+    lazy = onnx_weights.load_graph(src)
+    assert [t.name for t in onnx_weights.lazy_tensors(lazy)] == ["I"]  # 1.6 MB: left there
+    assert [h.restriction.key for h in find_hits(lazy, "8.6")] == ["int64-out-of-int32"]
+    assert find_hits(lazy, "9.0") == []

@@ -127,9 +127,12 @@ def _clamp_safe(name: str, ctx: GraphContext) -> bool:
     silent=True)
 def _int64_out_of_range(ctx: GraphContext) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
+    from export_gelu.onnx_weights import is_lazy, tensor_array
+
     for init in ctx.model.graph.initializer:
         if init.data_type == TensorProto.INT64:
-            value = ctx.constant(init.name)
+            # a big one left in its file (onnx_weights.load_graph) is read to be scanned
+            value = tensor_array(init) if is_lazy(init) else ctx.constant(init.name)
             bad = _out_of_int32(value) if value is not None else None
             if bad is not None and not _clamp_safe(init.name, ctx):
                 found.append((init.name, f"INT64 initializer holding {bad}"))
