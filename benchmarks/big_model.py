@@ -236,7 +236,7 @@ def _parity(report: Path) -> str:
 
 def _stage(work: Path, key: str, size: str, weight_bytes: int, cmd: list[str],
            check) -> Row:
-    print(f"  ({key}) {STAGES[key]} …", flush=True)
+    print(f"  ({key}) {STAGES.get(key, key)} …", flush=True)
     step = run_step(key, cmd, work / f"{key}.log")
     if step.returncode != 0:
         print(step.stderr[-3000:], flush=True)
@@ -304,7 +304,6 @@ def run_llm(kind: str, layers: int, work: Path) -> list[Row]:
     for target in ("trt10", "trt8.6"):
         out = work / f"{kind}.{target}.onnx"
         key = f"{kind} → {target} + verify"
-        STAGES[key] = key
         rows.append(_stage(work, key, f"{weight_bytes / 1e9:.1f} GB", weight_bytes,
                            [*cli, str(pt), "--target", target, "-o", str(out), *TIMING,
                             "--report", str(work / f"{key}.json")],
@@ -330,8 +329,6 @@ def _merged(store: Path, rows: list[Row], fresh: bool) -> list[Row]:
     merged.sort(key=lambda r: (order.get(r.stage, 9), r.stage, r.weight_bytes))
     store.parent.mkdir(parents=True, exist_ok=True)
     store.write_text(json.dumps([r.__dict__ for r in merged], indent=1))
-    for r in merged:
-        STAGES.setdefault(r.stage, r.stage)
     return merged
 
 

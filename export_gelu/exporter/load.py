@@ -328,14 +328,12 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
 
 
 def _external_refs(model: Any) -> Iterator[tuple[str, dict[str, str]]]:
-    """(tensor name, external_data entries) of every tensor stored outside the file."""
-    import onnx
+    """(tensor name, external_data entries) of every tensor stored outside the file,
+    subgraphs' included."""
+    from export_gelu.onnx_weights import all_tensors, is_external
 
-    tensors = list(model.graph.initializer)
-    for node in model.graph.node:
-        tensors.extend(a.t for a in node.attribute if a.type == onnx.AttributeProto.TENSOR)
-    for tensor in tensors:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+    for tensor in all_tensors(model):
+        if is_external(tensor):
             yield tensor.name, {e.key: e.value for e in tensor.external_data}
 
 

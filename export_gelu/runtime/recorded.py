@@ -67,9 +67,9 @@ def fits_beside_reference(onnx_path: Path) -> bool:
     threshold) or fits in memory beside a reference of the same size."""
     from export_gelu.exporter.load import check_external_data
     from export_gelu.exporter.save import external_data_threshold
+    from export_gelu.exporter.weight_size import file_bytes
 
-    size = sum(p.stat().st_size for p in [Path(onnx_path), *check_external_data(
-        Path(onnx_path))])
+    size = file_bytes([Path(onnx_path), *check_external_data(Path(onnx_path))])
     return size <= external_data_threshold() or both_fit(size)
 
 
