@@ -4,7 +4,7 @@ reports? (A benchmark, not a test: run it on the machine you care about.)
     .venv/bin/python -m benchmarks.latency_repeatability [--example bert] [--iterations 200]
 
 One ONNX graph is exported from an example model, then timed with the harness
-(`export_gelu.runtime.latency.measure_latency`, the code behind verify and --compare-forms):
+(`export_gelu.check.latency.measure_latency`, the code behind verify and --compare-forms):
 
 A. in one interleaved run, SESSIONS separate ONNX Runtime sessions of the *same* file: the
    harness must not tell them apart (their medians' 95% intervals should overlap);
@@ -60,8 +60,8 @@ def _pairs_agree(lats: list) -> tuple[int, int, int, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from export_gelu.runtime.latency import measure_latency
-    from export_gelu.runtime.ort_runner import ort_runner
+    from export_gelu.check.latency import measure_latency
+    from export_gelu.check.ort_runner import ort_runner
 
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

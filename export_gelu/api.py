@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 import onnx
 
+from export_gelu.check.deployed import deployed_feed as _deployed_feed
+from export_gelu.check.parity import ParityResult, compare_runners, default_tolerances, skipped
+from export_gelu.check.reference import reference_runner as _reference_runner
 from export_gelu.compat import (
     compatibility_table,
     format_targets,
@@ -59,10 +62,7 @@ from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.onnx.view import skeleton
 from export_gelu.passes.sites import GeluSite
 from export_gelu.progress import Progress
-from export_gelu.runtime.deployed import deployed_feed as _deployed_feed
-from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances, skipped
-from export_gelu.runtime.reference import reference_runner as _reference_runner
-from export_gelu.runtime.report import Report
+from export_gelu.report.report import Report
 from export_gelu.targets import TRT_PROFILES, TargetProfile
 
 #: Why a big model meant for an opset below 18 is exported at 18 and converted down.
@@ -172,9 +172,9 @@ def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto
                      rtol: float | None, added_error: float, threads: int, iterations: int,
                      warmup: int, report: Report, progress: Progress,
                      device: str = "cpu") -> None:
+    from export_gelu.check.devices import compare_on_providers, ready_runners
+    from export_gelu.check.latency import measure_latency
     from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
-    from export_gelu.runtime.devices import compare_on_providers, ready_runners
-    from export_gelu.runtime.latency import measure_latency
 
     if precision == "bf16":
         report.parity = skipped("bf16 graphs are not checked in ONNX Runtime (numpy has no bf16)")
@@ -199,7 +199,7 @@ def _verify_and_time(reference: Any, deployed_path: Path, model: onnx.ModelProto
                                                            rtol)
     if iterations > 0:
         progress.step("timing")
-        from export_gelu.runtime.recorded import RecordedRunner
+        from export_gelu.check.recorded import RecordedRunner
 
         # a recorded reference (a big model) was timed while it was live: in turn
         timed_before = reference.latency if isinstance(reference, RecordedRunner) else None
@@ -262,7 +262,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
 
     `device` ('cpu' | 'cuda', None: cuda where torch sees a GPU and ONNX Runtime has its CUDA
     provider) is where the PyTorch reference and the ONNX Runtime checks run.
-    `bundle`: also write a device bundle there (runtime/device_bundle.py) for the target's
+    `bundle`: also write a device bundle there (device/bundle.py) for the target's
     TensorRT version, to build and check the engine on a box export-gelu cannot drive.
 
     Raises ExportGeluError subclasses for bad input (exit 2) or unmet targets (exit 3);
@@ -298,14 +298,14 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     check_distinct_outputs(outputs)
     for _flag, path in outputs:
         check_output_path(path, [model_path])
-    from export_gelu.runtime.devices import resolve_device
+    from export_gelu.check.devices import resolve_device
 
     device_choice = resolve_device(device) if verify or device else None
     if bundle:
-        from export_gelu.runtime.device_bundle import check_bundle_request
+        from export_gelu.device.bundle import check_bundle_request
 
         check_bundle_request(bundle, profile)
-    from export_gelu.runtime.trt_runner import trt_unavailable_reason
+    from export_gelu.check.trt_runner import trt_unavailable_reason
 
     why_no_trt = trt_unavailable_reason()
     wants_trt = profile.runtime == "trt" or bool(engine) or require_trt
@@ -383,7 +383,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         rep.notes.append(f"TensorRT versions that parse the output as is: "
                          f"{format_targets(takers)}")
     if dplan.dims:
-        from export_gelu.runtime.trt_runner import check_dynamic
+        from export_gelu.check.trt_runner import check_dynamic
 
         shapes = {n: tuple(a.shape) for n, a in _deployed_feed(feed, onnx_model,
                                                                  precision).items()}
@@ -454,7 +454,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
             _check_trt(built, precision, feed, onnx_model, reference, rep, progress, atol, rtol,
                        added, iterations, warmup)
         if dplan.ranged and dplan.templates and not no_ort and rep.parity.status != "skipped":
-            from export_gelu.runtime.shape_parity import parity_at_sizes
+            from export_gelu.check.shape_parity import parity_at_sizes
 
             progress.step("checking parity at every size of the --dynamic ranges")
             parity_at_sizes(dplan, loaded, reference_module, out, onnx_model, built, precision,
@@ -463,7 +463,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     else:
         rep.parity = skipped("--no-verify")
     if bundle:
-        from export_gelu.runtime.device_bundle import bundle_after_export
+        from export_gelu.device.bundle import bundle_after_export
 
         progress.step(f"writing the device bundle {bundle}")
         bundle_after_export(rep, Path(bundle), model_path, out, profile, precision,
@@ -473,7 +473,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                             atol, rtol, dplan.axes())
         clock.lap("bundle")
     if inputs_npz and not loaded.is_onnx:  # real data: where each GELU site's inputs lie
-        from export_gelu.runtime.calibration import gelu_input_ranges
+        from export_gelu.check.calibration import gelu_input_ranges
 
         progress.step("recording GELU input ranges")
         rep.calibration = gelu_input_ranges(loaded, [feed],
@@ -493,7 +493,7 @@ def _recorded_if_big(reference: Any, rep: Report, feed: OrderedDict, model: onnx
     is still needed: parity at several sizes, calibration)."""
     if reference is None or rep.weights is None or keep_model:
         return None
-    from export_gelu.runtime.recorded import IN_TURN_NOTE, both_fit, record_reference
+    from export_gelu.check.recorded import IN_TURN_NOTE, both_fit, record_reference
 
     if both_fit(int(rep.weights["bytes"])):
         return None
@@ -548,7 +548,7 @@ def _build_trt(onnx_path: Path, profile: TargetProfile, precision: str, feed: Or
                progress: Progress) -> Any:
     """Build (and save, with --engine) a TensorRT engine with the installed TensorRT;
     `dynamic`: the DynamicAxis ranges of its optimization profile."""
-    from export_gelu.runtime.trt_runner import (
+    from export_gelu.check.trt_runner import (
         build_engine,
         build_engine_loader,
         installed_profile,
@@ -573,8 +573,8 @@ def _check_trt(built: Any, precision: str, feed: OrderedDict, model: onnx.ModelP
                reference: Any, rep: Report, progress: Progress, atol: float | None,
                rtol: float | None, added: float, iterations: int, warmup: int) -> None:
     """TensorRT parity against the reference, and TensorRT latency."""
-    from export_gelu.runtime.latency import measure_latency
-    from export_gelu.runtime.trt_runner import trt_runner
+    from export_gelu.check.latency import measure_latency
+    from export_gelu.check.trt_runner import trt_runner
 
     deployed_feed = _deployed_feed(feed, model, precision)
     runner = trt_runner(built)

@@ -226,8 +226,8 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
 
 
 def _run_verify(argv: Sequence[str]) -> int:
+    from export_gelu.check.verify import verify
     from export_gelu.progress import Progress
-    from export_gelu.runtime.verify import verify
 
     parser = verify_parser()
     args = parser.parse_args(argv)
@@ -242,8 +242,8 @@ def _run_verify(argv: Sequence[str]) -> int:
 
 def _run_device_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`verify MODEL --bundle DIR --device-outputs F`: judge what a device produced."""
+    from export_gelu.device.verify import verify_device
     from export_gelu.progress import Progress
-    from export_gelu.runtime.device_verify import verify_device
 
     if not args.device_outputs:
         parser.error("--device-times needs --device-outputs from the same run")
@@ -282,7 +282,7 @@ def _run_forms(args: argparse.Namespace) -> int:
 
 def _finish_export(rep, args: argparse.Namespace) -> int:  # noqa: ANN001 - a Report
     if getattr(args, "report_md", None):
-        from export_gelu.runtime.markdown import write_markdown
+        from export_gelu.report.markdown import write_markdown
 
         write_markdown(rep, args.report_md)
     print(rep.summary())

@@ -1,7 +1,7 @@
 """`--compare-forms` and `--gelu auto` at the API's level: export the model once per GELU form
 through `export()` itself (same passes, same exporters: `--target onnx` gives the fused `Gelu`
 op, a primitives target such as trt8.6 the expanded formula), then measure the graphs
-(runtime/compare_forms.py) and report, or export with the form the measurements pick.
+(check/compare_forms.py) and report, or export with the form the measurements pick.
 """
 
 from __future__ import annotations
@@ -13,6 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from export_gelu.api import export
+from export_gelu.check.compare_forms import (
+    FormRow,
+    FormsComparison,
+    choose_form,
+    fingerprint,
+    graph_ops,
+    measure_forms,
+)
 from export_gelu.errors import BadInputError, ExportGeluError
 from export_gelu.options import (
     COMPARE_TARGETS,
@@ -22,15 +30,7 @@ from export_gelu.options import (
     validate,
 )
 from export_gelu.progress import Progress
-from export_gelu.runtime.compare_forms import (
-    FormRow,
-    FormsComparison,
-    choose_form,
-    fingerprint,
-    graph_ops,
-    measure_forms,
-)
-from export_gelu.runtime.report import Report
+from export_gelu.report.report import Report
 
 FORMS = COMPARED_FORMS
 DEFAULT_TARGETS = COMPARE_TARGETS
@@ -56,9 +56,9 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
     import onnx
     import torch
 
+    from export_gelu.check.devices import resolve_device
     from export_gelu.exporter.feeds import resolve_feed
     from export_gelu.exporter.load import load_model
-    from export_gelu.runtime.devices import resolve_device
 
     progress = progress or Progress(enabled=False)
     o = options or FormsOptions(
@@ -118,11 +118,11 @@ def forms_report(model: str | Path, options: FormsOptions, *, report: str | Path
                  report_md: str | Path | None = None, progress: Progress | None = None
                  ) -> Report:
     """`export-gelu MODEL --compare-forms`: the comparison as a Report (table, ranges, notes)."""
+    from export_gelu.check.calibration import gelu_input_ranges
     from export_gelu.exporter.feeds import resolve_feed
     from export_gelu.exporter.load import load_model
     from export_gelu.exporter.save import check_output_path
-    from export_gelu.runtime.calibration import gelu_input_ranges
-    from export_gelu.runtime.report import write_reports
+    from export_gelu.report.report import write_reports
 
     for path in filter(None, (report, report_md)):
         check_output_path(Path(path), [Path(model)])
@@ -147,8 +147,8 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
     """`--gelu auto`: measure every form on `options.target`, export with the fastest one whose
     end-to-end error stays within `options.atol` (default: the precision's), and say why in
     the report. `options.gelu` is ignored (the comparison picks it)."""
+    from export_gelu.check.parity import default_tolerances
     from export_gelu.exporter.save import check_output_path, write_text_atomic
-    from export_gelu.runtime.parity import default_tolerances
 
     if options.report:
         check_output_path(Path(options.report), [Path(model)])

@@ -19,10 +19,10 @@ import torch
 from onnx import helper, numpy_helper
 
 from export_gelu import onnx_weights
+from export_gelu.check.recorded import RecordedRunner, both_fit, record_reference
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.weight_size import check_disk_space, module_weight_bytes
 from export_gelu.progress import Progress
-from export_gelu.runtime.recorded import RecordedRunner, both_fit, record_reference
 from tests.conftest import run_cli
 
 WIDTH = 640  # a 640×640 fp32 weight is 1.6 MB: over onnx_weights.INLINE_LIMIT
@@ -90,7 +90,7 @@ def test_load_graph_leaves_big_tensors_in_their_file(tmp_path: Path) -> None:
     np.testing.assert_array_equal(onnx_weights.tensor_array(lazy_w1), numpy_helper.to_array(w1))
     assert onnx_weights.lazy_bytes(model) == 2 * WIDTH * WIDTH * 4
     onnx.checker.check_model(onnx_weights.checkable(model))  # in memory, no file lookups
-    from export_gelu.runtime.ort_runner import make_session
+    from export_gelu.check.ort_runner import make_session
 
     source, folder = onnx_weights.ort_source(model)
     assert len(source) < 100_000 and folder == str(tmp_path.resolve())
@@ -190,7 +190,7 @@ def test_models_that_fit_twice_are_verified_and_timed_as_before(
 
 
 def test_recorded_reference_replays_only_the_feeds_it_ran() -> None:
-    from export_gelu.runtime.torch_runner import TorchRunner
+    from export_gelu.check.torch_runner import TorchRunner
 
     model = _stack(1)
     feed = {"x": np.random.default_rng(1).standard_normal((2, WIDTH)).astype(np.float32)}

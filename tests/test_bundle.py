@@ -18,9 +18,9 @@ import onnx
 import pytest
 
 from export_gelu import export
-from export_gelu.runtime.device_bundle import read_raw
-from export_gelu.runtime.device_script import trtexec_args
-from export_gelu.runtime.trtexec_flags import LINE_TAGS, accepted_flags
+from export_gelu.device.bundle import read_raw
+from export_gelu.device.script import trtexec_args
+from export_gelu.device.trtexec_flags import LINE_TAGS, accepted_flags
 from export_gelu.targets import PROFILES
 from tests.conftest import run_cli
 from tests.test_trt import dynamic_batch_model
@@ -163,8 +163,8 @@ def test_flag_table_regenerates_from_the_tensorrt_source():
     repo = Path("/work/.mirror/NVIDIA+TensorRT/repo")
     if not repo.is_dir():
         pytest.skip("no NVIDIA/TensorRT clone here to regenerate the table from")
-    from export_gelu.runtime import trtexec_flag_table
-    from export_gelu.runtime.trtexec_flags import read_table
+    from export_gelu.device import trtexec_flag_table
+    from export_gelu.device.trtexec_flags import read_table
 
     flags, commits = read_table(repo)
     assert set(flags) == set(LINE_TAGS)
@@ -200,7 +200,7 @@ def test_static_bundle_holds_every_file(bert_bundles, target):
     model, bundle = bert_bundles[target]
     assert {p.name for p in bundle.iterdir()} == EXPECTED_FILES
     manifest = json.loads((bundle / "manifest.json").read_text())
-    from export_gelu.runtime.device_bundle import sha256_file
+    from export_gelu.device.bundle import sha256_file
 
     assert manifest["model"]["sha256"] == sha256_file(model)
     assert manifest["graph"]["sha256"] == sha256_file(bundle / "model.onnx")
@@ -223,7 +223,7 @@ def test_static_bundle_holds_every_file(bert_bundles, target):
 
 @pytest.mark.parametrize("target", VERSIONS)
 def test_raw_inputs_read_back_equal_the_feed(bert_bundles, target):
-    from export_gelu.runtime.saved_data import load_polygraphy_inputs
+    from export_gelu.check.saved_data import load_polygraphy_inputs
 
     _model, bundle = bert_bundles[target]
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -487,7 +487,7 @@ def test_external_data_travels_with_the_graph(tmp_path, monkeypatch):
 
 
 def test_trtexec_text_reader_takes_every_c_spelling_of_non_finite(tmp_path):
-    from export_gelu.runtime.device_outputs import read_trtexec_outputs
+    from export_gelu.device.outputs import read_trtexec_outputs
 
     text = ('[\n  { "name" : "nan_out"\n  , "dimensions" : "2x3"\n'
             '  , "values" : [ nan, -nan, inf, -inf, 1e-05, -2 ]\n  }\n]\n')
@@ -518,8 +518,8 @@ def test_trtexec_log_beside_the_outputs_names_the_tensorrt_that_ran(trt82, tmp_p
 
 
 def test_profile_ranges_only_the_given_axis_and_pins_symbolic_ones():
-    from export_gelu.runtime.device_bundle import profile_shapes
-    from export_gelu.runtime.trt_runner import parse_dynamic
+    from export_gelu.check.trt_runner import parse_dynamic
+    from export_gelu.device.bundle import profile_shapes
 
     shapes = {"ids": (2, 16), "mask": (2, 16)}
     assert profile_shapes(shapes, [], {"ids": False, "mask": False}) is None

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from export_gelu.runtime.calibration import gelu_input_ranges, worst_form_error
+from export_gelu.check.calibration import gelu_input_ranges, worst_form_error
 
 
 class ThreeGelus(nn.Module):

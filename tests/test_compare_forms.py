@@ -75,7 +75,7 @@ def test_bert_sigmoid_error_exceeds_tanh_and_rows_are_real(bert_forms):
 
 
 def test_choose_form_follows_the_measurements(bert_forms):
-    from export_gelu.runtime.compare_forms import choose_form
+    from export_gelu.check.compare_forms import choose_form
 
     rows = bert_forms.measured
     sigmoid_err = min(r.max_abs for r in rows if r.form == "sigmoid")

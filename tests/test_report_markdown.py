@@ -14,7 +14,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _have_matplotlib() -> bool:
-    from export_gelu.runtime.plots import matplotlib_missing
+    from export_gelu.report.plots import matplotlib_missing
 
     return matplotlib_missing() is None
 

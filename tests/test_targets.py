@@ -9,8 +9,8 @@ import json
 import onnx
 import pytest
 
+from export_gelu.check.trt_runner import trt_unavailable_reason
 from export_gelu.compat import PLUGIN_OP
-from export_gelu.runtime.trt_runner import trt_unavailable_reason
 from export_gelu.targets import (
     EMITTED_OPS,
     PROFILES,

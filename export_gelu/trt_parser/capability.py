@@ -22,7 +22,7 @@ def local_engine_blocker(trt_version: str) -> str | None:
     GPU. An engine for an older line is built with the installed TensorRT, which the report
     names.
     """
-    from export_gelu.runtime.trt_runner import trt_unavailable_reason
+    from export_gelu.check.trt_runner import trt_unavailable_reason
 
     if in_range(trt_version, fixed_in=POLYGRAPHY_MIN_TRT):
         return (f"TensorRT {trt_version} cannot be driven from here: polygraphy supports "

@@ -87,9 +87,9 @@ def _run(model: onnx.ModelProto, feed: Mapping[str, np.ndarray]
          ) -> tuple[list[np.ndarray], list[str]]:
     """ORT outputs and output names of `model` on `feed` (its session freed on return, so
     two big graphs are never held at once; weights left in their file are read from it)."""
+    from export_gelu.check.ort_runner import make_session
     from export_gelu.onnx_weights import ort_source
     from export_gelu.passes.onnx.plugin_math import plugins_as_math
-    from export_gelu.runtime.ort_runner import make_session
 
     if any(n.op_type == "CustomGeluPluginDynamic" for n in model.graph.node):
         model = copy.deepcopy(model)

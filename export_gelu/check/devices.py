@@ -156,7 +156,7 @@ def build_runners(path: str | Path, runs: list[ProviderRun], threads: int = 1
     """Build a polygraphy OnnxrtRunner for each planned run and check its providers took."""
     from polygraphy.backend.onnxrt import OnnxrtRunner
 
-    from export_gelu.runtime.ort_runner import make_session
+    from export_gelu.check.ort_runner import make_session
 
     for run in runs:
         if run.status != "planned":
@@ -201,7 +201,7 @@ def compare_on_providers(reference: Any, runs: list[ProviderRun], feeds: Any, at
     The verdict is the first ready run's, or the first failure among the others (ORT's
     TensorRT provider is a second route to TensorRT parity: its failure fails the check).
     """
-    from export_gelu.runtime.parity import compare_runners
+    from export_gelu.check.parity import compare_runners
 
     table = {r.name: r.to_json() for r in runs}
     ready = [r for r in runs if r.status == "ready"]

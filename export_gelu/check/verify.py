@@ -14,12 +14,12 @@ import numpy as np
 from export_gelu.errors import BadInputError
 from export_gelu.options import VerifyOptions, validate
 from export_gelu.progress import Progress
-from export_gelu.runtime.report import Report
+from export_gelu.report.report import Report
 
 
 def _check_outputs(paths: dict[str, str | Path | None], inputs: list[Path]) -> None:
+    from export_gelu.check.saved_data import check_json_path
     from export_gelu.exporter.save import check_output_path
-    from export_gelu.runtime.saved_data import check_json_path
 
     for flag, path in paths.items():
         if not path:
@@ -35,9 +35,9 @@ def _check_outputs(paths: dict[str, str | Path | None], inputs: list[Path]) -> N
 def _feeds(loaded: Any, deployed: Any, specs: Sequence[str], inputs_file: str | Path | None
            ) -> tuple[list[OrderedDict[str, np.ndarray]], str, bool]:
     """(feeds in forward() order, where they came from, whether they are real data)."""
+    from export_gelu.check.saved_data import load_inputs_file
     from export_gelu.exporter.feeds import resolve_feed
     from export_gelu.exporter.load import load_model
-    from export_gelu.runtime.saved_data import load_inputs_file
 
     if specs and inputs_file:
         raise BadInputError("give either --input specs or --inputs FILE, not both")
@@ -64,12 +64,12 @@ def _feeds(loaded: Any, deployed: Any, specs: Sequence[str], inputs_file: str | 
 
 def _reference(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: list[str],
                threads: int, device: str) -> Any:
-    from export_gelu.runtime.ort_runner import ort_runner
-    from export_gelu.runtime.torch_runner import TorchRunner
+    from export_gelu.check.ort_runner import ort_runner
+    from export_gelu.check.torch_runner import TorchRunner
 
     if loaded.is_onnx:
-        from export_gelu.runtime.deployed import renamed_outputs
-        from export_gelu.runtime.ort_runner import output_names
+        from export_gelu.check.deployed import renamed_outputs
+        from export_gelu.check.ort_runner import output_names
 
         runner = ort_runner(loaded.path, threads=threads, name="reference-onnx")
         if output_names(loaded.path) != outputs:  # pair outputs by position
@@ -125,7 +125,7 @@ def _calibration_notes(calibration: Any, precision: str) -> list[str]:
 def _calibrate(rep: Report, loaded: Any, feeds: Any, inputs_label: str, real: bool,
                precision: str, progress: Progress) -> None:
     """GELU input ranges of the model on `feeds`, and what they say about the forms."""
-    from export_gelu.runtime.calibration import gelu_input_ranges
+    from export_gelu.check.calibration import gelu_input_ranges
 
     progress.step("recording GELU input ranges")
     label = inputs_label if real else f"{inputs_label}; not real data, ranges are indicative"
@@ -148,24 +148,24 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     """Check DEPLOYED (an ONNX file or a TensorRT engine) against MODEL; return the report.
 
     `bundle`: also write a device bundle of DEPLOYED (an ONNX file) for `bundle_target`
-    (runtime/device_bundle.py).
+    (device/bundle.py).
 
     Tolerances default by precision, which is read from the deployed graph's input dtypes
     unless given. A parity failure is returned in the report (`report.exit_code == 1`); bad
     input raises BadInputError (exit 2); an engine without TensorRT raises TargetUnmetError.
     `options` (a VerifyOptions, as the CLI builds it) replaces the keyword options above.
     """
-    from export_gelu.exporter.load import load_model
-    from export_gelu.runtime.deployed import deployed_runner, feed_for, open_deployed
-    from export_gelu.runtime.devices import compare_on_providers, ready_runners
-    from export_gelu.runtime.latency import measure_latency
-    from export_gelu.runtime.parity import compare_runners, default_tolerances
-    from export_gelu.runtime.recorded import (
+    from export_gelu.check.deployed import deployed_runner, feed_for, open_deployed
+    from export_gelu.check.devices import compare_on_providers, ready_runners
+    from export_gelu.check.latency import measure_latency
+    from export_gelu.check.parity import compare_runners, default_tolerances
+    from export_gelu.check.recorded import (
         IN_TURN_NOTE,
         RecordedRunner,
         fits_beside_reference,
         record_reference,
     )
+    from export_gelu.exporter.load import load_model
 
     progress = progress or Progress(enabled=False)
     opts = options or VerifyOptions(
@@ -188,7 +188,7 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
 
     profile = None
     if bundle:
-        from export_gelu.runtime.device_bundle import check_bundle_request
+        from export_gelu.device.bundle import check_bundle_request
         from export_gelu.targets import resolve_target
 
         profile = resolve_target(bundle_target)[0]
@@ -208,7 +208,7 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     d_atol, d_rtol = default_tolerances(chosen)
     atol = d_atol if atol is None else atol
     rtol = d_rtol if rtol is None else rtol
-    from export_gelu.runtime.devices import DEVICES, resolve_device
+    from export_gelu.check.devices import DEVICES, resolve_device
 
     if dep.kind == "engine":  # TensorRT runs on the GPU; the reference goes there if it can
         import torch
@@ -270,19 +270,19 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"running MODEL and DEPLOYED on these inputs failed: {first}") from exc
     if save_inputs:
-        from export_gelu.runtime.saved_data import save_polygraphy_inputs
+        from export_gelu.check.saved_data import save_polygraphy_inputs
 
         save_polygraphy_inputs(dep_feeds, save_inputs)
         rep.notes.append(f"inputs saved to {save_inputs} (polygraphy run --load-inputs)")
     if save_outputs:
-        from export_gelu.runtime.saved_data import save_polygraphy_outputs
+        from export_gelu.check.saved_data import save_polygraphy_outputs
 
         save_polygraphy_outputs(rep.parity.run_results, save_outputs)
         rep.notes.append(f"outputs of {' and '.join(rep.parity.runners)} saved to "
                          f"{save_outputs} (polygraphy run --load-outputs)")
 
     if bundle:
-        from export_gelu.runtime.device_bundle import bundle_after_verify
+        from export_gelu.device.bundle import bundle_after_verify
 
         progress.step(f"writing the device bundle {bundle}")
         bundle_after_verify(rep, Path(bundle), model_path, dep.path, profile, chosen,
@@ -301,7 +301,7 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
     if calibrate and not loaded.is_onnx and not calibrated:
         _calibrate(rep, loaded, feeds, inputs_label, real, chosen, progress)
     progress.done()
-    from export_gelu.runtime.report import write_reports
+    from export_gelu.report.report import write_reports
 
     write_reports(rep, report, report_md)
     return rep

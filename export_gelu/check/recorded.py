@@ -110,8 +110,8 @@ def record_reference(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     """Run `runner` on every feed (and time it `iterations` times on the first) while it is
     active; return its recorded outputs. The caller drops `runner` (and what holds its
     model) afterwards so its memory is freed."""
-    from export_gelu.runtime.latency import measure_latency
-    from export_gelu.runtime.torch_runner import dtype_metadata
+    from export_gelu.check.latency import measure_latency
+    from export_gelu.check.torch_runner import dtype_metadata
 
     latency = None
     with runner:

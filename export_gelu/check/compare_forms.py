@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.check.latency import Latency
+from export_gelu.check.parity import OutputError
 from export_gelu.errors import BadInputError
 from export_gelu.progress import Progress
-from export_gelu.runtime.latency import Latency
-from export_gelu.runtime.parity import OutputError
 
 _GELU_OPS = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu", "Erf", "Tanh", "Pow", "Sigmoid")
 _FUSED_OPS = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu")
@@ -159,13 +159,13 @@ def measure_forms(result: FormsComparison, loaded: Any, feed: OrderedDict[str, n
     """Check every exported row of `result` against PyTorch (`loaded`'s reference module) on
     `feed` and time them all with PyTorch in one interleaved run, in ONNX Runtime on `device`
     with `threads` intra-op threads; fill the rows, ratios and notes in place."""
+    from export_gelu.check.deployed import feed_for, open_deployed
+    from export_gelu.check.devices import ready_runners
+    from export_gelu.check.latency import measure_latency
+    from export_gelu.check.parity import errors_of
+    from export_gelu.check.torch_runner import TorchRunner
     from export_gelu.exporter.call_plan import plan_for
     from export_gelu.exporter.model_dtype import model_float_dtype
-    from export_gelu.runtime.deployed import feed_for, open_deployed
-    from export_gelu.runtime.devices import ready_runners
-    from export_gelu.runtime.latency import measure_latency
-    from export_gelu.runtime.parity import errors_of
-    from export_gelu.runtime.torch_runner import TorchRunner
 
     measured = [r for r in result.rows if r.path]
     if not measured:

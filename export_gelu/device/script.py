@@ -11,8 +11,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from export_gelu.device.trtexec_flags import accepted_flags, line_of, source_of
 from export_gelu.errors import BadInputError
-from export_gelu.runtime.trtexec_flags import accepted_flags, line_of, source_of
 from export_gelu.trt_parser.versions import in_range
 
 #: trtexec's own default warm-up (ms), passed explicitly: before 8.6 the --exportTimes file

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.exporter.save import write_text_atomic
-from export_gelu.runtime.report import Report
+from export_gelu.report.report import Report
 
 
 def _cell(value: Any) -> str:
@@ -142,7 +142,7 @@ def write_markdown(rep: Report, out: Path) -> list[Path]:
 
     Without matplotlib the report says why there are no plots. Returns the files written.
     """
-    from export_gelu.runtime import plots
+    from export_gelu.report import plots
 
     out = Path(out)
     images: dict[str, str] = {}

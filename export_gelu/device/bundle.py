@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.device import script as ds
 from export_gelu.errors import BadInputError
-from export_gelu.runtime import device_script as ds
 from export_gelu.trt_parser.versions import in_range
 
 MANIFEST = "manifest.json"
@@ -134,8 +134,8 @@ def _graph_info(graph_path: Path) -> tuple[OrderedDict[str, tuple[str, list[Any]
     """(inputs, outputs as name → (dtype, dims)), whether it holds the GELU plugin, opset."""
     import onnx
 
+    from export_gelu.check.deployed import _onnx_dtype_name
     from export_gelu.compat import model_opset
-    from export_gelu.runtime.deployed import _onnx_dtype_name
     from export_gelu.trt_parser.plugin import PLUGIN_OP
 
     model = onnx.load(str(graph_path), load_external_data=False)
@@ -177,7 +177,7 @@ def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -
     from polygraphy.comparator import RunResults
     from polygraphy.comparator.struct import IterationResult
 
-    from export_gelu.runtime.quiet import quiet_polygraphy
+    from export_gelu.check.quiet import quiet_polygraphy
 
     results = RunResults()
     results.append((name, [IterationResult(OrderedDict(outputs), runner_name=name)]))
@@ -188,8 +188,8 @@ def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -
 def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
     """Write the bundle for `req` into `out_dir` (staged, then renamed); return it."""
     from export_gelu import __version__
+    from export_gelu.check.saved_data import save_polygraphy_inputs
     from export_gelu.exporter.save import staging_dir
-    from export_gelu.runtime.saved_data import save_polygraphy_inputs
 
     out = check_bundle_dir(out_dir)
     inputs, outputs, has_plugin, opset = _graph_info(req.graph_path)
@@ -313,7 +313,7 @@ def bundle_after_export(report: Any, bundle: Path, model_path: Path, graph: Path
                         precision: str, feed: Mapping[str, np.ndarray], make_reference: Any,
                         atol: float | None, rtol: float | None, dynamic: Sequence[Any]) -> Path:
     """Write the bundle for an export's output and say so in the report."""
-    from export_gelu.runtime.parity import default_tolerances
+    from export_gelu.check.parity import default_tolerances
 
     added = max((s.added_max_error for s in report.gelu_sites), default=0.0)
     d_atol, d_rtol = default_tolerances(precision, added)

@@ -14,7 +14,7 @@ import numpy as np
 from export_gelu.errors import BadInputError
 from export_gelu.options import VerifyOptions, validate
 from export_gelu.progress import Progress
-from export_gelu.runtime.report import Report
+from export_gelu.report.report import Report
 
 DEVICE_RUNNER = "tensorrt-device"
 
@@ -24,7 +24,7 @@ def recorded_runner(outputs: Sequence[OrderedDict[str, np.ndarray]], feed: dict[
     """A polygraphy runner that answers the i-th inference with the i-th recorded outputs."""
     from polygraphy.backend.base import BaseRunner
 
-    from export_gelu.runtime.torch_runner import dtype_metadata
+    from export_gelu.check.torch_runner import dtype_metadata
 
     class Recorded(BaseRunner):
         def __init__(self) -> None:
@@ -53,7 +53,7 @@ def recorded_runner(outputs: Sequence[OrderedDict[str, np.ndarray]], feed: dict[
 
 
 def _sha256(path: Path) -> str:
-    from export_gelu.runtime.device_bundle import sha256_file
+    from export_gelu.device.bundle import sha256_file
 
     return sha256_file(path)
 
@@ -61,8 +61,8 @@ def _sha256(path: Path) -> str:
 def _from_bundle(bundle: Path, model_path: Path, deployed: Path | None
                  ) -> tuple[dict[str, Any], Path, list[OrderedDict[str, np.ndarray]]]:
     """(manifest, graph, feeds) of a bundle, after checking it belongs to MODEL."""
+    from export_gelu.device.bundle import GRAPH, read_manifest
     from export_gelu.exporter.inputs import load_npz
-    from export_gelu.runtime.device_bundle import GRAPH, read_manifest
 
     manifest = read_manifest(bundle)
     want = manifest.get("model", {}).get("sha256")
@@ -138,14 +138,14 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
                   progress: Progress | None = None) -> Report:
     """Compare the outputs a device wrote (trtexec or polygraphy JSON) with MODEL's on the
     inputs it ran (the bundle's, or --inputs); return the report (exit 1 on a failure)."""
+    from export_gelu.check.deployed import feed_for, open_deployed
+    from export_gelu.check.latency import summarize
+    from export_gelu.check.parity import compare_runners, default_tolerances
+    from export_gelu.check.saved_data import load_inputs_file
+    from export_gelu.check.verify import _reference
+    from export_gelu.device.outputs import read_device_outputs, read_device_times
+    from export_gelu.device.script import WARMUP_MS
     from export_gelu.exporter.load import load_model
-    from export_gelu.runtime.deployed import feed_for, open_deployed
-    from export_gelu.runtime.device_outputs import read_device_outputs, read_device_times
-    from export_gelu.runtime.device_script import WARMUP_MS
-    from export_gelu.runtime.latency import summarize
-    from export_gelu.runtime.parity import compare_runners, default_tolerances
-    from export_gelu.runtime.saved_data import load_inputs_file
-    from export_gelu.runtime.verify import _reference
 
     progress = progress or Progress(enabled=False)
     opts = VerifyOptions(inputs_file=inputs_file, precision=precision, atol=atol, rtol=rtol,
@@ -229,7 +229,7 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
                          f"{manifest.get('tensorrt')}); outputs read from {fmt} JSON")
     rep.notes += _device_version_notes(rep, out_path, trt_version)
     progress.done()
-    from export_gelu.runtime.report import write_reports
+    from export_gelu.report.report import write_reports
 
     write_reports(rep, report, report_md)
     return rep
@@ -238,7 +238,7 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
 def _output_dtypes(graph: Path) -> dict[str, str]:
     import onnx
 
-    from export_gelu.runtime.deployed import _onnx_dtype_name
+    from export_gelu.check.deployed import _onnx_dtype_name
 
     model = onnx.load(str(graph), load_external_data=False)
     return {o.name: _onnx_dtype_name(o.type.tensor_type.elem_type) for o in model.graph.output}
@@ -246,8 +246,8 @@ def _output_dtypes(graph: Path) -> dict[str, str]:
 
 def _device_version_notes(rep: Report, outputs: Path, bundle_version: str) -> list[str]:
     """What trtexec.log beside the outputs says about the TensorRT that produced them."""
-    from export_gelu.runtime.device_outputs import trtexec_log_version
-    from export_gelu.runtime.trtexec_flags import line_of
+    from export_gelu.device.outputs import trtexec_log_version
+    from export_gelu.device.trtexec_flags import line_of
 
     log = outputs.parent / "trtexec.log"
     ran = trtexec_log_version(log) if log.is_file() else None

@@ -133,8 +133,8 @@ def build_engine_loader(onnx_path: Path, precision: str, shapes: dict[str, tuple
 
 def build_engine(loader, onnx_path: Path):
     """Run `loader` (parse + build, and save when asked); a TensorRT failure is exit 3."""
+    from export_gelu.check.quiet import quiet_polygraphy
     from export_gelu.errors import TargetUnmetError
-    from export_gelu.runtime.quiet import quiet_polygraphy
 
     try:
         with quiet_polygraphy():

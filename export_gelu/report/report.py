@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from export_gelu.check.latency import Latency
+from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.passes.sites import GeluSite
-from export_gelu.runtime.latency import Latency
-from export_gelu.runtime.parity import ParityResult, skipped
 
 
 @dataclass
@@ -239,6 +239,6 @@ def write_reports(rep: Report, report: str | Path | None = None,
 
         write_text_atomic(rep.dumps(), Path(report))
     if report_md:
-        from export_gelu.runtime.markdown import write_markdown
+        from export_gelu.report.markdown import write_markdown
 
         write_markdown(rep, Path(report_md))

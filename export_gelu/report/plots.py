@@ -57,7 +57,7 @@ def plot_gelu_forms(calibration: Any, out: Path) -> Path:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    from export_gelu.runtime.calibration import gelu_exact, gelu_sigmoid, gelu_tanh
+    from export_gelu.check.calibration import gelu_exact, gelu_sigmoid, gelu_tanh
 
     seen = observed_range(calibration)
     lo, hi = seen if seen else (-4.0, 4.0)

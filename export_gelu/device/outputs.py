@@ -102,7 +102,7 @@ def read_polygraphy_outputs(path: Path) -> list[OrderedDict[str, np.ndarray]]:
     """Outputs per iteration from polygraphy --save-outputs (the last runner's results)."""
     from polygraphy.comparator import RunResults
 
-    from export_gelu.runtime.quiet import quiet_polygraphy
+    from export_gelu.check.quiet import quiet_polygraphy
 
     try:
         with quiet_polygraphy():

@@ -13,16 +13,16 @@ def reference_runner(loaded: Any, reference_module: Any, feed: OrderedDict[str, 
                      model: Any, threads: int, device: str = "cpu") -> Any:
     """A polygraphy runner for the reference of `model` (the produced onnx.ModelProto), from
     `loaded` (exporter.load.LoadedModel) and its untouched `reference_module`."""
+    from export_gelu.check.ort_runner import ort_runner, output_names
+    from export_gelu.check.torch_runner import TorchRunner
     from export_gelu.exporter.call_plan import plan_for
     from export_gelu.exporter.model_dtype import model_float_dtype
-    from export_gelu.runtime.ort_runner import ort_runner, output_names
-    from export_gelu.runtime.torch_runner import TorchRunner
 
     outputs = [o.name for o in model.graph.output]
     if loaded.is_onnx:
         runner = ort_runner(loaded.path, threads=threads, name="input-onnx")  # plugins as math
         if output_names(loaded.path) != outputs:  # --output-names: pair by position
-            from export_gelu.runtime.deployed import renamed_outputs
+            from export_gelu.check.deployed import renamed_outputs
 
             runner = renamed_outputs(runner, outputs)
         return runner

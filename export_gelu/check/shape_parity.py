@@ -13,8 +13,8 @@ from typing import Any
 
 import onnx
 
+from export_gelu.check.parity import ParityResult, compare_runners, default_tolerances
 from export_gelu.exporter.dynamic import DynamicPlan
-from export_gelu.runtime.parity import ParityResult, compare_runners, default_tolerances
 
 
 def _summary(result: ParityResult) -> dict[str, Any]:
@@ -27,10 +27,10 @@ def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deplo
                     model: onnx.ModelProto, built: Any, precision: str, atol: float | None,
                     rtol: float | None, added: float, threads: int, rep: Any) -> None:
     """Check parity at each of `plan.points()`; record them in `rep.dynamic["shapes"]`."""
+    from export_gelu.check.deployed import deployed_feed
+    from export_gelu.check.ort_runner import ort_runner
+    from export_gelu.check.reference import reference_runner
     from export_gelu.exporter.feeds import resolve_feed
-    from export_gelu.runtime.deployed import deployed_feed
-    from export_gelu.runtime.ort_runner import ort_runner
-    from export_gelu.runtime.reference import reference_runner
 
     d_atol, d_rtol = default_tolerances(precision, added)
     atol = d_atol if atol is None else atol
@@ -44,7 +44,7 @@ def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deplo
                                  "inputs": {n: list(a.shape) for n, a in dep_feed.items()}}
         runners = [("onnxruntime", ort_runner(deployed, threads=threads, name="onnxruntime"))]
         if built is not None:
-            from export_gelu.runtime.trt_runner import trt_runner
+            from export_gelu.check.trt_runner import trt_runner
 
             runners.append(("tensorrt", trt_runner(built)))
         for key, runner in runners:

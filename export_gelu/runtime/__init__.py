@@ -1,1 +1,0 @@
-"""Runners (torch, ONNX Runtime, TensorRT), parity, latency and the report."""
