@@ -222,47 +222,32 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
         imports=args.imports, threads=args.threads, iterations=args.iterations,
         warmup=args.warmup, device=args.device, save_inputs=args.save_inputs,
         save_outputs=args.save_outputs, report=args.report, report_md=args.report_md,
-        calibrate=not args.no_calibration, bundle=args.bundle, bundle_target=args.target)
+        calibrate=not args.no_calibration, bundle=args.bundle, bundle_target=args.target,
+        device_outputs=args.device_outputs, device_times=args.device_times)
 
 
 def _run_verify(argv: Sequence[str]) -> int:
-    from export_gelu.check.verify import verify
+    from export_gelu import api
     from export_gelu.progress import Progress
 
     parser = verify_parser()
     args = parser.parse_args(argv)
-    if args.device_outputs or args.device_times:
-        return _run_device_verify(parser, args)
-    if not args.deployed:
-        parser.error("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
-    rep = verify(args.model, args.deployed, options=verify_options(args), progress=Progress())
-    print(rep.summary())
-    return rep.exit_code
-
-
-def _run_device_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """`verify MODEL --bundle DIR --device-outputs F`: judge what a device produced."""
-    from export_gelu.device.verify import verify_device
-    from export_gelu.progress import Progress
-
-    if not args.device_outputs:
+    if args.device_times and not args.device_outputs:
         parser.error("--device-times needs --device-outputs from the same run")
-    if args.input or args.save_inputs or args.save_outputs:
+    if args.device_outputs and (args.input or args.save_inputs or args.save_outputs):
         parser.error("--device-outputs judges recorded outputs: drop --input, --save-inputs "
                      "and --save-outputs")
-    rep = verify_device(args.model, device_outputs=args.device_outputs, bundle=args.bundle,
-                        deployed=args.deployed, device_times=args.device_times,
-                        inputs_file=args.inputs, precision=args.precision, atol=args.atol,
-                        rtol=args.rtol, allow_pickle=args.allow_pickle,
-                        model_factory=args.model_factory, threads=args.threads,
-                        report=args.report, report_md=args.report_md, progress=Progress())
+    if not args.deployed and not args.device_outputs:
+        parser.error("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
+    rep = api.verify(args.model, args.deployed, options=verify_options(args),
+                     progress=Progress())
     print(rep.summary())
     return rep.exit_code
 
 
 def _run_forms(args: argparse.Namespace) -> int:
-    """`--compare-forms` and `--gelu auto`: measure the GELU forms (forms_api)."""
-    from export_gelu import forms_api
+    """`--compare-forms` and `--gelu auto`: measure the GELU forms."""
+    from export_gelu import api
     from export_gelu.progress import Progress
 
     if args.compare_forms:
@@ -271,20 +256,16 @@ def _run_forms(args: argparse.Namespace) -> int:
             targets=targets, inputs=args.input, inputs_npz=args.inputs,
             precision=args.precision, allow_pickle=args.allow_pickle,
             model_factory=args.model_factory, imports=args.imports, threads=args.threads,
-            iterations=args.iterations, warmup=args.warmup, device=args.device)
-        rep = forms_api.forms_report(args.model, options, report=args.report,
-                                     report_md=args.report_md, progress=Progress())
+            iterations=args.iterations, warmup=args.warmup, device=args.device,
+            report=args.report, report_md=args.report_md)
+        rep = api.forms_report(args.model, options, progress=Progress())
         print(rep.summary())
         return 0
-    rep = forms_api.export_with_best_form(args.model, export_options(args), Progress())
+    rep = api.export_with_best_form(args.model, export_options(args), Progress())
     return _finish_export(rep, args)
 
 
 def _finish_export(rep, args: argparse.Namespace) -> int:  # noqa: ANN001 - a Report
-    if getattr(args, "report_md", None):
-        from export_gelu.report.markdown import write_markdown
-
-        write_markdown(rep, args.report_md)
     print(rep.summary())
     return rep.exit_code
 
@@ -294,7 +275,8 @@ def export_options(args: argparse.Namespace) -> ExportOptions:
     return ExportOptions(
         target=args.target or "trt", output=args.output, gelu=args.gelu, opset=args.opset,
         inputs=args.input, inputs_npz=args.inputs, precision=args.precision, engine=args.engine,
-        report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
+        report=args.report, report_md=args.report_md, atol=args.atol, rtol=args.rtol,
+        verify=not args.no_verify,
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
         dynamic=args.dynamic, device=args.device, bundle=args.bundle,
@@ -308,12 +290,6 @@ def _run_export(argv: Sequence[str]) -> int:
     parser = export_parser()
     parser.set_defaults(target=None)  # tells an explicit --target from the default (trt)
     args = parser.parse_args(argv)
-    if args.report_md:
-        from pathlib import Path
-
-        from export_gelu.exporter.save import check_output_path
-
-        check_output_path(Path(args.report_md), [Path(args.model)])
     if args.compare_forms and (args.output or args.gelu not in ("keep", "auto")):
         parser.error("--compare-forms exports every form itself and writes no model: "
                      "drop -o and --gelu")

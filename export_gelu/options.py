@@ -87,6 +87,7 @@ class ExportOptions(RunOptions):
     inputs_npz: str | None = None  # --inputs FILE.npz
     engine: str | None = None
     report: str | None = None
+    report_md: str | None = None  # --report-md: Markdown with plots beside it
     verify: bool = True
     require_trt: bool = False
     dynamic: tuple[str, ...] = ()  # --dynamic DIM=MIN:OPT:MAX
@@ -108,6 +109,8 @@ class VerifyOptions(RunOptions):
     calibrate: bool = True
     bundle: str | None = None
     bundle_target: str = "trt"
+    device_outputs: str | None = None  # outputs a device wrote: judged instead of running
+    device_times: str | None = None  # trtexec --exportTimes of the same device run
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,8 @@ class FormsOptions(RunOptions):
     forms: tuple[str, ...] = COMPARED_FORMS
     inputs_npz: str | None = None
     workdir: str | None = None  # keeps the graphs (default: a temporary directory)
+    report: str | None = None
+    report_md: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import json
 import onnx
 import pytest
 
-from export_gelu.check.trt_runner import trt_unavailable_reason
+from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
 from export_gelu.compat import PLUGIN_OP
 from export_gelu.targets import (
     EMITTED_OPS,
@@ -21,7 +21,6 @@ from export_gelu.targets import (
     resolve_profile,
     resolve_target,
 )
-from export_gelu.trt_parser.capability import local_engine_blocker
 from tests.conftest import run_cli
 
 NAMES = [p.name for p in TRT_PROFILES]

@@ -187,9 +187,9 @@ def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -
 
 def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
     """Write the bundle for `req` into `out_dir` (staged, then renamed); return it."""
-    from export_gelu import __version__
     from export_gelu.check.saved_data import save_polygraphy_inputs
     from export_gelu.exporter.save import staging_dir
+    from export_gelu.version import __version__
 
     out = check_bundle_dir(out_dir)
     inputs, outputs, has_plugin, opset = _graph_info(req.graph_path)
@@ -252,7 +252,7 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
         }
         (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         script = ds.run_script(req.trt_version, req.target, req.precision, trtexec, polygraphy,
-                               has_plugin, __version__)
+                               has_plugin=has_plugin, tool_version=__version__)
         (stage / "run_on_device.sh").write_text(script)
         os.chmod(stage / "run_on_device.sh", 0o755)
         note = (f"Inputs {', '.join(int64)} are int64 in the graph; TensorRT "
@@ -309,25 +309,6 @@ def reference_outputs(report: Any, make_runner: Any, feed: Mapping[str, np.ndarr
     return runner.name, OrderedDict((k, np.asarray(v)) for k, v in out.items())
 
 
-def bundle_after_export(report: Any, bundle: Path, model_path: Path, graph: Path, profile: Any,
-                        precision: str, feed: Mapping[str, np.ndarray], make_reference: Any,
-                        atol: float | None, rtol: float | None, dynamic: Sequence[Any]) -> Path:
-    """Write the bundle for an export's output and say so in the report."""
-    from export_gelu.check.parity import default_tolerances
-
-    added = max((s.added_max_error for s in report.gelu_sites), default=0.0)
-    d_atol, d_rtol = default_tolerances(precision, added)
-    name, outputs = reference_outputs(report, make_reference, feed)
-    req = BundleRequest(model_path=model_path, graph_path=graph, target=profile.name,
-                        trt_version=profile.trt_version, precision=precision, feed=feed,
-                        reference=outputs, reference_name=name,
-                        atol=d_atol if atol is None else atol,
-                        rtol=d_rtol if rtol is None else rtol, dynamic=dynamic)
-    out = write_bundle(req, bundle)
-    note_bundle(report, out, model_path, profile.name, profile.trt_version)
-    return out
-
-
 def note_bundle(report: Any, out: Path, model_path: Path, target: str, trt_version: str) -> None:
     """Say where the bundle is and what to run; the skipped-engine reason points at it."""
     report.trt["bundle"] = str(out)
@@ -340,15 +321,3 @@ def note_bundle(report: Any, out: Path, model_path: Path, target: str, trt_versi
         f"`export-gelu verify {model_path} --bundle {out} --device-outputs {out}/outputs.json "
         f"--device-times {out}/times.json`")
 
-
-def bundle_after_verify(report: Any, bundle: Path, model_path: Path, graph: Path, profile: Any,
-                        precision: str, feed: Mapping[str, np.ndarray], make_reference: Any,
-                        atol: float, rtol: float) -> Path:
-    """Write the bundle of a graph verified locally (`verify MODEL DEPLOYED.onnx --bundle`)."""
-    name, outputs = reference_outputs(report, make_reference, feed)
-    req = BundleRequest(model_path=model_path, graph_path=graph, target=profile.name,
-                        trt_version=profile.trt_version, precision=precision, feed=feed,
-                        reference=outputs, reference_name=name, atol=atol, rtol=rtol)
-    out = write_bundle(req, bundle)
-    note_bundle(report, out, model_path, profile.name, profile.trt_version)
-    return out

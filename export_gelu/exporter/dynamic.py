@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from export_gelu.check.trt_runner import DynamicAxis
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.dynamic_axes import DynamicAxis
 
 FLAG_FORMS = "DIM=MIN:OPT:MAX, DIM=INPUT:AXIS[,INPUT:AXIS]=MIN:OPT:MAX or INPUT:AXIS=MIN:OPT:MAX"
 FLAG_EXAMPLE = "e.g. --dynamic batch=1:8:32 --dynamic seq=1:128:512"

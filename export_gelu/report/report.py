@@ -51,7 +51,7 @@ class Report:
         return 1 if self.parity.status == "failed" else 0
 
     def to_json(self) -> dict[str, Any]:
-        from export_gelu import __version__
+        from export_gelu.version import __version__
 
         return {
             "tool": "export-gelu",
@@ -230,15 +230,3 @@ class Report:
         tail = f" — {p.reason}" if p.reason else ""
         return f"Parity: {head} ({runners}, atol {p.atol:g}, rtol {p.rtol:g}){tail}"
 
-
-def write_reports(rep: Report, report: str | Path | None = None,
-                  report_md: str | Path | None = None) -> None:
-    """Write `rep` as JSON (`--report`) and as Markdown with plots (`--report-md`), atomically."""
-    if report:
-        from export_gelu.exporter.save import write_text_atomic
-
-        write_text_atomic(rep.dumps(), Path(report))
-    if report_md:
-        from export_gelu.report.markdown import write_markdown
-
-        write_markdown(rep, Path(report_md))

@@ -1,0 +1,260 @@
+"""The stages of `export-gelu verify MODEL DEPLOYED`: the deployed artifact (an ONNX file run
+in ONNX Runtime, or a TensorRT engine) against the original model on the same inputs, through
+the one checker; its latency beside the model's; the GELU input ranges."""
+
+from __future__ import annotations
+
+import gc
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from export_gelu.check.calibration import gelu_input_ranges
+from export_gelu.check.checker import CheckJob, run_check
+from export_gelu.check.deployed import deployed_runner, feed_for, open_deployed
+from export_gelu.check.devices import DEVICES, DeviceChoice, ready_runners, resolve_device
+from export_gelu.check.recorded import IN_TURN_NOTE, fits_beside_reference, record_reference
+from export_gelu.check.reference import model_runner
+from export_gelu.check.saved_data import (
+    check_json_path,
+    load_inputs_file,
+    save_polygraphy_inputs,
+    save_polygraphy_outputs,
+)
+from export_gelu.check.tolerances import resolve_tolerances
+from export_gelu.compat import model_opset, op_counts
+from export_gelu.device.bundle import (
+    BundleRequest,
+    check_bundle_request,
+    note_bundle,
+    reference_outputs,
+    write_bundle,
+)
+from export_gelu.errors import BadInputError
+from export_gelu.exporter.feeds import resolve_feed
+from export_gelu.exporter.load import load_model
+from export_gelu.exporter.save import check_output_path
+from export_gelu.passes.onnx import find_sites
+from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
+from export_gelu.pipeline.state import RunState
+from export_gelu.report.report import Report
+from export_gelu.targets import resolve_target
+
+OUTPUT_FLAGS = ("report", "report_md", "save_inputs", "save_outputs")
+
+
+def verify_outputs(state: RunState) -> dict[str, Path]:
+    """The files verify writes, by flag."""
+    o = state.options
+    return {f"--{f.replace('_', '-')}": Path(getattr(o, f)) for f in OUTPUT_FLAGS
+            if getattr(o, f, None)}
+
+
+def plan_verify(state: RunState) -> None:
+    """options → outputs checked against MODEL and DEPLOYED and each other, the bundle's
+    target; an empty report."""
+    o = state.options
+    paths = verify_outputs(state)
+    for flag, path in paths.items():
+        if flag in ("--save-inputs", "--save-outputs"):
+            check_json_path(path, flag)
+        check_output_path(path, [state.model_path, state.output])
+    if len({p.resolve() for p in paths.values()}) != len(paths):
+        raise BadInputError("two output flags name the same file")
+    if o.bundle:
+        state.profile = resolve_target(o.bundle_target)[0]
+        check_bundle_request(o.bundle, state.profile)
+    state.report = Report(model=str(state.model_path), target="", output=str(state.output),
+                          gelu_form="", threads=o.threads, command="verify",
+                          options=o.to_json())
+    state.report.stage_seconds = state.clock.stages
+
+
+def open_artifact(state: RunState) -> None:
+    """DEPLOYED → what it takes and gives, and the precision it runs in."""
+    state.progress.step(f"opening {state.output}")
+    dep = state.deployed = open_deployed(state.output)
+    if state.options.bundle and dep.kind != "onnx":
+        raise BadInputError("--bundle: DEPLOYED must be the ONNX graph (a bundle carries the "
+                            "graph; the device builds its own engine)")
+    state.report.target = dep.runtime
+
+
+def _feeds(state: RunState) -> tuple[list[Any], str, bool]:
+    """(feeds in forward() order, where they came from, whether they are real data)."""
+    o, loaded, dep = state.options, state.loaded, state.deployed
+    if o.inputs and o.inputs_file:
+        raise BadInputError("give either --input specs or --inputs FILE, not both")
+    if o.inputs_file:
+        path = Path(o.inputs_file)
+        if path.suffix.lower() == ".npz" or path.read_bytes()[:2] == b"PK":
+            feeds = [resolve_feed(loaded, [], path)]
+        else:
+            feeds = load_inputs_file(path)
+        return feeds, f"real data from {path.name} ({len(feeds)} feed(s))", True
+    if o.inputs:
+        return [resolve_feed(loaded, list(o.inputs), None)], "random, from --input specs", False
+    if loaded.example_inputs is not None or loaded.is_onnx:
+        return [resolve_feed(loaded, [], None)], "the model's own example inputs", False
+    if dep.kind == "onnx":
+        try:
+            feed = resolve_feed(load_model(dep.path), [], None)
+        except BadInputError as exc:
+            raise BadInputError(f"{loaded.path}: carries no example inputs and {exc}") from exc
+        return [feed], f"random, shaped like {dep.path.name}'s inputs", False
+    raise BadInputError(f"{loaded.path}: carries no example inputs; pass --input "
+                        "NAME:SHAPE[:DTYPE[:LOW,HIGH]] per forward() argument, or --inputs FILE")
+
+
+def _device(state: RunState) -> DeviceChoice:
+    """Where the reference (and ONNX Runtime) runs; an engine runs on the GPU, and the
+    reference goes there with it when it can."""
+    requested = state.options.device
+    if state.deployed is None or state.deployed.kind != "engine":
+        return resolve_device(requested)
+    import torch
+
+    if requested is not None and requested not in DEVICES:
+        raise BadInputError(f"--device {requested!r}: choose one of {', '.join(DEVICES)}")
+    device = requested or ("cuda" if torch.cuda.is_available() else "cpu")
+    return DeviceChoice(device, device, "TensorRT engine")
+
+
+def verify_inputs(state: RunState) -> None:
+    """loaded, deployed → feeds (as the model and as DEPLOYED takes them), the precision and
+    its tolerances, the device."""
+    o, rep, dep = state.options, state.report, state.deployed
+    state.feeds, state.inputs_label, state.real_inputs = _feeds(state)
+    state.run_precision = o.precision or dep.precision
+    state.tolerances = resolve_tolerances(state.run_precision, atol=o.atol, rtol=o.rtol)
+    state.device = _device(state)
+    rep.precision, rep.inputs = state.run_precision, state.inputs_label
+    rep.precision_note = "given with --precision" if o.precision else dep.precision_why
+    rep.device = state.device.to_json()
+
+
+def describe_deployed(state: RunState) -> None:
+    """The deployed graph's opset, ops and GELU sites (what it actually computes)."""
+    rep, dep = state.report, state.deployed
+    if dep.kind == "onnx":
+        graph = onnx.load(str(dep.path), load_external_data=False)
+        rep.opset = model_opset(graph)
+        rep.op_counts = dict(op_counts(graph))
+        rep.gelu_sites = find_sites(graph)
+        rep.trt = {"status": "skipped", "reason": "DEPLOYED is an ONNX file (run in ONNX Runtime)"}
+        rep.notes += _plugin_notes(graph, "DEPLOYED")
+    else:
+        rep.trt = {"status": "loaded", "reason": "", "engine": str(dep.path)}
+    if state.is_onnx:
+        rep.notes += _plugin_notes(onnx.load(str(state.loaded.path), load_external_data=False),
+                                   "MODEL (the reference)")
+
+
+def _plugin_notes(graph: Any, which: str) -> list[str]:
+    return [STANDIN_NOTE.format(which=which)] if plugin_nodes(graph) else []
+
+
+def verify_reference(state: RunState) -> None:
+    """The reference runner; a big DEPLOYED is checked with one model in memory at a time:
+    the reference runs (and is timed) first, recorded, and freed."""
+    o, rep, dep = state.options, state.report, state.deployed
+    dep_feeds = [feed_for(dep, f) for f in state.feeds]
+    state.reference = model_runner(state.loaded, dep_feeds[0], dep.outputs, o.threads,
+                                   state.device.device, onnx_name="reference-onnx")
+    if dep.kind == "onnx" and not fits_beside_reference(dep.path):
+        if o.calibrate and not state.is_onnx:  # it needs the model: before it goes
+            calibrate_verify(state)
+        state.progress.step(f"running {state.reference.name} before loading DEPLOYED "
+                            "(a big model)")
+        state.reference = record_reference(state.reference, dep_feeds, o.iterations, o.warmup)
+        state.loaded.module = state.loaded.exported = None  # one model in memory at a time
+        gc.collect()
+        rep.notes.append(IN_TURN_NOTE.format(reference=state.reference.name, output="DEPLOYED"))
+
+
+def verify_check(state: RunState) -> None:
+    """Parity of DEPLOYED (every ONNX Runtime provider for the device, or the engine) against
+    the reference on every feed, and latency of both, through the one checker."""
+    o, rep, dep = state.options, state.report, state.deployed
+    dep_feeds = [feed_for(dep, f) for f in state.feeds]
+    runs = ([] if dep.kind == "engine" else
+            ready_runners(dep.path, state.device.device, state.run_precision, o.threads))
+    runners = ([deployed_runner(dep, threads=o.threads)] if dep.kind == "engine"
+               else [r.runner for r in runs if r.status == "ready"])
+    state.progress.step(f"running {len(dep_feeds)} feed(s) through {state.reference.name} and "
+                        f"{runners[0].name}")
+    try:
+        outcome = run_check(CheckJob(state.reference, runners, dep_feeds, state.tolerances,
+                                     o.iterations, o.warmup), state.progress)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise BadInputError(f"running MODEL and DEPLOYED on these inputs failed: {first}") from exc
+    rep.parity, rep.latency = outcome.verdict, outcome.latency
+    if runs:
+        table = {r.name: r.to_json() for r in runs}
+        for i, (name, result) in enumerate(outcome.by_runner.items()):
+            table[name]["parity"] = result.status if i == 0 else result.to_json()
+        rep.providers = table
+
+
+def save_data(state: RunState) -> None:
+    """`--save-inputs` / `--save-outputs`: the feeds and both runners' outputs in polygraphy's
+    JSON formats."""
+    o, rep = state.options, state.report
+    dep_feeds = [feed_for(state.deployed, f) for f in state.feeds]
+    if o.save_inputs:
+        save_polygraphy_inputs(dep_feeds, o.save_inputs)
+        rep.notes.append(f"inputs saved to {o.save_inputs} (polygraphy run --load-inputs)")
+    if o.save_outputs:
+        save_polygraphy_outputs(rep.parity.run_results, o.save_outputs)
+        rep.notes.append(f"outputs of {' and '.join(rep.parity.runners)} saved to "
+                         f"{o.save_outputs} (polygraphy run --load-outputs)")
+
+
+def verify_bundle(state: RunState) -> None:
+    """`verify MODEL DEPLOYED.onnx --bundle DIR`: the bundle of a graph verified here."""
+    o, rep, profile = state.options, state.report, state.profile
+    state.progress.step(f"writing the device bundle {o.bundle}")
+    feed = feed_for(state.deployed, state.feed)
+    name, outputs = reference_outputs(rep, lambda: state.reference, feed)
+    req = BundleRequest(model_path=state.model_path, graph_path=state.deployed.path,
+                        target=profile.name, trt_version=profile.trt_version,
+                        precision=state.run_precision, feed=feed, reference=outputs,
+                        reference_name=name, atol=state.tolerances.atol,
+                        rtol=state.tolerances.rtol)
+    out = write_bundle(req, o.bundle)
+    note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
+
+
+def calibrates(state: RunState) -> bool:
+    return bool(state.options.calibrate) and state.is_torch and not state.calibrated
+
+
+def calibrate_verify(state: RunState) -> None:
+    """GELU input ranges of the model on the feeds, and what they say about the forms."""
+    rep = state.report
+    state.progress.step("recording GELU input ranges")
+    label = (state.inputs_label if state.real_inputs
+             else f"{state.inputs_label}; not real data, ranges are indicative")
+    rep.calibration = gelu_input_ranges(state.loaded, state.feeds, label)
+    rep.notes += _calibration_notes(rep.calibration, state.run_precision)
+    rep.notes += _form_notes(Counter(s.kind for s in rep.calibration.sites),
+                             Counter(s.kind for s in rep.gelu_sites))
+    state.calibrated = True
+
+
+def _calibration_notes(calibration: Any, precision: str) -> list[str]:
+    return [f"GELU {s.module or s.name} sees |x| > 40 ({s.share_abs_gt_40:.2%} of values): a "
+            "Pow-based tanh form overflows fp16 there (x³ > 65504)"
+            for s in calibration.sites if s.share_abs_gt_40 > 0 and precision == "fp16"]
+
+
+def _form_notes(model_kinds: Counter[str], deployed_kinds: Counter[str]) -> list[str]:
+    if not model_kinds or not deployed_kinds or model_kinds == deployed_kinds:
+        return []
+    show = ", ".join
+    return [f"the deployed graph's GELUs ({show(f'{n} {k}' for k, n in deployed_kinds.items())})"
+            f" differ from the model's ({show(f'{n} {k}' for k, n in model_kinds.items())}): "
+            "a changed form adds error (tanh up to 4.73e-4, sigmoid up to 2.03e-2 per site)"]
