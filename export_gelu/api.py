@@ -34,13 +34,7 @@ from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.load import LoadedModel, load_model, load_onnx_model
 from export_gelu.exporter.model_dtype import feed_precision
 from export_gelu.exporter.model_names import apply_output_names, model_output_names
-from export_gelu.exporter.save import (
-    check_distinct_outputs,
-    check_output_path,
-    external_data_threshold,
-    save_onnx_streaming,
-    write_text_atomic,
-)
+from export_gelu.exporter.save import external_data_threshold, save_onnx_streaming
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
 from export_gelu.exporter.weight_size import check_disk_space, file_bytes, module_weight_bytes
 from export_gelu.options import (
@@ -50,6 +44,7 @@ from export_gelu.options import (
     check_form,  # noqa: F401 - its old home: callers import it here
     validate,
 )
+from export_gelu.output_plan import default_output
 from export_gelu.passes.compat import (
     fit_module_precision,
     fit_program_precision,
@@ -62,7 +57,7 @@ from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.onnx.view import skeleton
 from export_gelu.passes.sites import GeluSite
 from export_gelu.progress import Progress
-from export_gelu.report.report import Report
+from export_gelu.report.report import Report, write_reports
 from export_gelu.targets import TRT_PROFILES, TargetProfile
 
 #: Why a big model meant for an opset below 18 is exported at 18 and converted down.
@@ -83,11 +78,6 @@ class StageClock:
         now = time.perf_counter()
         self.stages[stage] = self.stages.get(stage, 0.0) + now - self._last
         self._last = now
-
-
-def default_output(model: Path, target: str) -> Path:
-    """`model.pt` → `model.<target>.onnx` beside it."""
-    return model.with_name(f"{model.stem}.{target}.onnx")
 
 
 def _torch_feed(feed: OrderedDict[str, np.ndarray], precision: str) -> tuple[Any, ...]:
@@ -281,7 +271,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         threads=threads, iterations=iterations, warmup=warmup, require_trt=require_trt,
         dynamic=dynamic, device=device, bundle=bundle, output_names=output_names,
         imports=imports, cast_down=cast_down)
-    checked = validate(opts)  # every option checked here, before any work
+    checked = validate(opts, model)  # every option and output path, before any work
     target, output, gelu, opset, precision = (opts.target, opts.output, opts.gelu, opts.opset,
                                               opts.precision)
     inputs, inputs_npz, engine, report = opts.inputs, opts.inputs_npz, opts.engine, opts.report
@@ -293,18 +283,9 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     given_names, flags = checked.output_names, checked.dynamic
     model_path = Path(model)
     out = Path(output) if output else default_output(model_path, target)
-    outputs = [(f, Path(p)) for f, p in (("--output", out), ("--report", report),
-                                         ("--engine", engine)) if p]
-    check_distinct_outputs(outputs)
-    for _flag, path in outputs:
-        check_output_path(path, [model_path])
     from export_gelu.check.devices import resolve_device
 
     device_choice = resolve_device(device) if verify or device else None
-    if bundle:
-        from export_gelu.device.bundle import check_bundle_request
-
-        check_bundle_request(bundle, profile)
     from export_gelu.check.trt_runner import trt_unavailable_reason
 
     why_no_trt = trt_unavailable_reason()
@@ -317,8 +298,6 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     clock = StageClock()
     loaded = load_model(model_path, allow_pickle=allow_pickle, model_factory=model_factory,
                         imports=imports)
-    for _flag, path in outputs:
-        check_output_path(path, [model_path, *loaded.data_files])
     _check_disk_for(loaded, out)
     dplan, specs = plan_dynamic(loaded, flags, list(inputs), inputs_npz)
     feed = resolve_feed(loaded, specs, inputs_npz)
@@ -480,8 +459,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                                             f"real data from {Path(inputs_npz).name}")
         clock.lap("calibration")
     progress.done()
-    if report:
-        write_text_atomic(rep.dumps(), Path(report))
+    write_reports(rep, report, opts.report_md)
     return rep
 
 

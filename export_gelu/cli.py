@@ -204,8 +204,9 @@ def verify_parser() -> argparse.ArgumentParser:
     p.add_argument("--bundle", metavar="DIR",
                    help="with DEPLOYED.onnx: also write a device bundle for --target; with "
                         "--device-outputs: the bundle the device ran")
-    p.add_argument("--target", default="trt", choices=TARGET_NAMES, metavar="TARGET",
-                   help="the TensorRT version a bundle is written for (default trt)")
+    p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
+                   help=f"the TensorRT version a bundle is written for: {TARGET_HELP} "
+                        "(default trt)")
     p.add_argument("--device-outputs", metavar="OUTPUTS.json",
                    help="outputs a device produced (trtexec --exportOutput or polygraphy "
                         "--save-outputs): judged against MODEL instead of running DEPLOYED")
@@ -277,14 +278,10 @@ def _run_forms(args: argparse.Namespace) -> int:
         print(rep.summary())
         return 0
     rep = forms_api.export_with_best_form(args.model, export_options(args), Progress())
-    return _finish_export(rep, args)
+    return _finish_export(rep)
 
 
-def _finish_export(rep, args: argparse.Namespace) -> int:  # noqa: ANN001 - a Report
-    if getattr(args, "report_md", None):
-        from export_gelu.report.markdown import write_markdown
-
-        write_markdown(rep, args.report_md)
+def _finish_export(rep) -> int:  # noqa: ANN001 - a Report (its --report-md written by the API)
     print(rep.summary())
     return rep.exit_code
 
@@ -294,7 +291,8 @@ def export_options(args: argparse.Namespace) -> ExportOptions:
     return ExportOptions(
         target=args.target or "trt", output=args.output, gelu=args.gelu, opset=args.opset,
         inputs=args.input, inputs_npz=args.inputs, precision=args.precision, engine=args.engine,
-        report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
+        report=args.report, report_md=args.report_md, atol=args.atol, rtol=args.rtol,
+        verify=not args.no_verify,
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
         dynamic=args.dynamic, device=args.device, bundle=args.bundle,
@@ -308,12 +306,6 @@ def _run_export(argv: Sequence[str]) -> int:
     parser = export_parser()
     parser.set_defaults(target=None)  # tells an explicit --target from the default (trt)
     args = parser.parse_args(argv)
-    if args.report_md:
-        from pathlib import Path
-
-        from export_gelu.exporter.save import check_output_path
-
-        check_output_path(Path(args.report_md), [Path(args.model)])
     if args.compare_forms and (args.output or args.gelu not in ("keep", "auto")):
         parser.error("--compare-forms exports every form itself and writes no model: "
                      "drop -o and --gelu")
@@ -324,7 +316,7 @@ def _run_export(argv: Sequence[str]) -> int:
     if args.compare_forms or args.gelu == "auto":
         return _run_forms(args)
     rep = api.export(args.model, options=export_options(args), progress=Progress())
-    return _finish_export(rep, args)
+    return _finish_export(rep)
 
 
 def _run_inspect(argv: Sequence[str]) -> int:

@@ -30,7 +30,7 @@ from export_gelu.options import (
     validate,
 )
 from export_gelu.progress import Progress
-from export_gelu.report.report import Report
+from export_gelu.report.report import Report, write_reports
 
 FORMS = COMPARED_FORMS
 DEFAULT_TARGETS = COMPARE_TARGETS
@@ -65,7 +65,7 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
         targets=targets, forms=forms, inputs=inputs, inputs_npz=inputs_npz, precision=precision,
         allow_pickle=allow_pickle, model_factory=model_factory, threads=threads,
         iterations=iterations, warmup=warmup, workdir=workdir, device=device, imports=imports)
-    validate(o)  # every option checked here, before any work
+    validate(o, model)  # every option and output path, before any work
     model_path = Path(model)
     progress.step(f"loading {model_path}")
     loaded = load_model(model_path, allow_pickle=o.allow_pickle, model_factory=o.model_factory,
@@ -117,15 +117,14 @@ def compare_forms(model: str | Path, *, targets: Sequence[str] = DEFAULT_TARGETS
 def forms_report(model: str | Path, options: FormsOptions, *, report: str | Path | None = None,
                  report_md: str | Path | None = None, progress: Progress | None = None
                  ) -> Report:
-    """`export-gelu MODEL --compare-forms`: the comparison as a Report (table, ranges, notes)."""
+    """`export-gelu MODEL --compare-forms`: the comparison as a Report (table, ranges, notes).
+    `report`/`report_md`, when given, stand for `options.report`/`options.report_md`."""
     from export_gelu.check.calibration import gelu_input_ranges
     from export_gelu.exporter.feeds import resolve_feed
     from export_gelu.exporter.load import load_model
-    from export_gelu.exporter.save import check_output_path
-    from export_gelu.report.report import write_reports
 
-    for path in filter(None, (report, report_md)):
-        check_output_path(Path(path), [Path(model)])
+    options = dataclasses.replace(options, report=report or options.report,
+                                  report_md=report_md or options.report_md)
     comparison = compare_forms(model, options=options, progress=progress)
     rep = Report(model=str(model), target=", ".join(options.targets), command="compare-forms",
                  threads=comparison.threads, forms=comparison, precision=options.precision,
@@ -138,7 +137,7 @@ def forms_report(model: str | Path, options: FormsOptions, *, report: str | Path
              else "not real data (example or --input), ranges are indicative")
     rep.inputs = label
     rep.calibration = gelu_input_ranges(loaded, [feed], label)
-    write_reports(rep, report, report_md)
+    write_reports(rep, options.report, options.report_md)
     return rep
 
 
@@ -148,27 +147,24 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
     end-to-end error stays within `options.atol` (default: the precision's), and say why in
     the report. `options.gelu` is ignored (the comparison picks it)."""
     from export_gelu.check.parity import default_tolerances
-    from export_gelu.exporter.save import check_output_path, write_text_atomic
 
-    if options.report:
-        check_output_path(Path(options.report), [Path(model)])
     forms = FormsOptions(
         targets=(options.target,), inputs=options.inputs, inputs_npz=options.inputs_npz,
         precision=options.precision, allow_pickle=options.allow_pickle,
         model_factory=options.model_factory, imports=options.imports, threads=options.threads,
         iterations=options.iterations, warmup=options.warmup, device=options.device)
     validate(forms)
-    validate(dataclasses.replace(options, gelu="keep"))  # the export's options, before measuring
+    validate(dataclasses.replace(options, gelu="keep"), model)  # the export's, before measuring
     limit = default_tolerances(options.precision)[0] if options.atol is None else options.atol
     comparison = compare_forms(model, options=forms, progress=progress)
     chosen, why = choose_form(comparison, limit)
     comparison.choice = why
     rep = export(model, options=dataclasses.replace(options, gelu=chosen.form, atol=limit,
-                                                    report=None), progress=progress)
+                                                    report=None, report_md=None),
+                 progress=progress)
     rep.gelu_form = f"auto → {chosen.form}"
     rep.forms = comparison
     rep.options = {**options.to_json(), "gelu": "auto"}  # what was asked, not what was chosen
-    if options.report:
-        write_text_atomic(rep.dumps(), Path(options.report))
+    write_reports(rep, options.report, options.report_md)
     return rep
 

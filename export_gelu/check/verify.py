@@ -17,21 +17,6 @@ from export_gelu.progress import Progress
 from export_gelu.report.report import Report
 
 
-def _check_outputs(paths: dict[str, str | Path | None], inputs: list[Path]) -> None:
-    from export_gelu.check.saved_data import check_json_path
-    from export_gelu.exporter.save import check_output_path
-
-    for flag, path in paths.items():
-        if not path:
-            continue
-        if flag in ("--save-inputs", "--save-outputs"):
-            check_json_path(path, flag)
-        check_output_path(Path(path), inputs)
-    given = [Path(p).resolve() for p in paths.values() if p]
-    if len(set(given)) != len(given):
-        raise BadInputError("two output flags name the same file")
-
-
 def _feeds(loaded: Any, deployed: Any, specs: Sequence[str], inputs_file: str | Path | None
            ) -> tuple[list[OrderedDict[str, np.ndarray]], str, bool]:
     """(feeds in forward() order, where they came from, whether they are real data)."""
@@ -174,25 +159,16 @@ def verify(model: str | Path, deployed: str | Path, *, inputs: Sequence[str] = (
         iterations=iterations, warmup=warmup, device=device, save_inputs=save_inputs,
         save_outputs=save_outputs, report=report, report_md=report_md, calibrate=calibrate,
         bundle=bundle, bundle_target=bundle_target, imports=imports)
-    validate(opts)  # every option checked here, before any work
+    checked = validate(opts, model, deployed=deployed)  # options and output paths, before work
     inputs, inputs_file, precision, atol, rtol = (opts.inputs, opts.inputs_file, opts.precision,
                                                   opts.atol, opts.rtol)
     allow_pickle, model_factory, imports = opts.allow_pickle, opts.model_factory, opts.imports
     threads, iterations, warmup, device = opts.threads, opts.iterations, opts.warmup, opts.device
     save_inputs, save_outputs, report, report_md = (opts.save_inputs, opts.save_outputs,
                                                     opts.report, opts.report_md)
-    calibrate, bundle, bundle_target = opts.calibrate, opts.bundle, opts.bundle_target
+    calibrate, bundle = opts.calibrate, opts.bundle
     model_path, deployed_path = Path(model), Path(deployed)
-    _check_outputs({"--report": report, "--report-md": report_md, "--save-inputs": save_inputs,
-                    "--save-outputs": save_outputs}, [model_path, deployed_path])
-
-    profile = None
-    if bundle:
-        from export_gelu.device.bundle import check_bundle_request
-        from export_gelu.targets import resolve_target
-
-        profile = resolve_target(bundle_target)[0]
-        check_bundle_request(bundle, profile)
+    profile = checked.profile  # --bundle's target
     progress.step(f"opening {deployed_path}")
     dep = open_deployed(deployed_path)
     if bundle and dep.kind != "onnx":

@@ -152,7 +152,8 @@ def verify_device(model: str | Path, *, device_outputs: str | Path,
                          allow_pickle=allow_pickle, model_factory=model_factory,
                          threads=threads, iterations=0, warmup=0, report=report,
                          report_md=report_md, calibrate=False, bundle=bundle)  # nothing timed
-    validate(opts)  # the checks every verify gets, before any work
+    validate(opts, model, deployed=deployed, device_outputs=device_outputs,
+             device_times=device_times)  # the checks every verify gets, before any work
     model_path = Path(model)
     out_path = Path(device_outputs)
     if not model_path.is_file():
