@@ -27,7 +27,7 @@ import onnx
 from export_gelu.check.saved_data import check_json_path
 from export_gelu.device.bundle import FIXED_FILES, check_bundle_dir, own_files, read_manifest
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.detect import ModelFormat, detect_format
+from export_gelu.exporter.detect import MAX_ONNX_PROTO_BYTES
 from export_gelu.exporter.save import check_output_path
 from export_gelu.onnx_weights import all_tensors, is_external
 from export_gelu.options import ExportOptions, FormsOptions, RunOptions, VerifyOptions
@@ -68,15 +68,18 @@ def data_file(out: Path) -> Path:
 
 def onnx_data_files(path: Path) -> list[Path]:
     """The external-data files an ONNX file names; none for another kind of file or one that
-    does not parse (loading it says why)."""
+    does not parse (loading it says why). Parsed once, without the weights; torch archives
+    and pickles (by their first bytes) and files too big for protobuf are not parsed."""
     try:
-        if detect_format(path).format is not ModelFormat.ONNX:
+        with path.open("rb") as fh:
+            head = fh.read(2)
+        if head == b"PK" or head[:1] == b"\x80" or path.stat().st_size > MAX_ONNX_PROTO_BYTES:
             return []
         model = onnx.load(str(path), load_external_data=False)
     except Exception:  # noqa: BLE001 - not ours to refuse here: load_model does, by name
         return []
     found: list[Path] = []
-    for tensor in all_tensors(model):
+    for tensor in all_tensors(model) if model.HasField("graph") else ():
         location = {e.key: e.value for e in tensor.external_data}.get("location")
         if is_external(tensor) and location and path.parent / location not in found:
             found.append(path.parent / location)

@@ -70,7 +70,12 @@ def check_bundle_dir(path: str | Path, new_files: Sequence[str] = ()) -> Path:
     if path.exists():
         if not path.is_dir():
             raise BadInputError(f"--bundle {path}: exists and is not a directory")
-        if any(path.iterdir()):
+        try:
+            filled = any(path.iterdir())
+        except OSError as exc:
+            raise BadInputError(f"--bundle {path}: cannot read it ({exc.strerror or exc})"
+                                ) from exc
+        if filled:
             own = own_files(_manifest_to_replace(path))
             taken = set(new_files) | set(FIXED_FILES)
             clash = sorted(f for f in _entries_under(path) if f not in own and (
@@ -118,9 +123,14 @@ def own_files(manifest: Mapping[str, Any]) -> set[str]:
 
 def _entries_under(folder: Path) -> list[str]:
     """Every entry below `folder` that is not a directory (symlinks as themselves), and every
-    empty directory, as relative POSIX paths."""
+    empty directory, as relative POSIX paths. A folder that cannot be read is refused: what
+    is in it could not be kept."""
+    def refuse(exc: OSError) -> None:
+        raise BadInputError(f"--bundle {folder}: cannot read {exc.filename} "
+                            f"({exc.strerror or exc}); a bundle folder must be readable")
+
     found = []
-    for root, dirs, files in os.walk(folder):
+    for root, dirs, files in os.walk(folder, onerror=refuse):
         rel = Path(root).relative_to(folder)
         links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
         dirs[:] = [d for d in dirs if d not in links]
@@ -355,7 +365,9 @@ def _replace_dir(stage: Path, out: Path, tmp: Path) -> None:
 
 
 def _keep_entries(old: Path, stage: Path, own: set[str]) -> None:
-    """Every entry of `old` that is not one of `own` into `stage`, at the same place."""
+    """Every entry of `old` that is not one of `own` into `stage`, at the same place (the
+    folders made for them take their old permissions)."""
+    ours = {p for p in stage.rglob("*") if p.is_dir()}
     for rel in _entries_under(old):
         if rel in own:
             continue
@@ -376,6 +388,9 @@ def _keep_entries(old: Path, stage: Path, own: set[str]) -> None:
         except OSError as exc:
             raise BadInputError(f"--bundle {old}: cannot keep {rel} in the new bundle "
                                 f"({exc.strerror or exc}); move it out") from exc
+    for made in sorted(p for p in stage.rglob("*") if p.is_dir() and not p.is_symlink()
+                       and p not in ours):
+        shutil.copystat(old / made.relative_to(stage), made, follow_symlinks=False)
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -407,6 +422,9 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadInputError(f"--bundle {bundle}: {MANIFEST} is not valid JSON ({exc})") from exc
+    except OSError as exc:
+        raise BadInputError(f"--bundle {bundle}: cannot read {MANIFEST} "
+                            f"({exc.strerror or exc})") from exc
     if not isinstance(data, dict) or data.get("format") != BUNDLE_FORMAT:
         raise BadInputError(f"--bundle {bundle}: {MANIFEST} is not an export-gelu bundle "
                             "manifest")
