@@ -407,7 +407,7 @@ def _exchange(a: Path, b: Path) -> bool:
     system or the filesystem has no such call."""
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, TypeError):  # no such call (or no C library by None)
         return False
     at_fdcwd, rename_exchange = -100, 2
     return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
