@@ -20,6 +20,7 @@ from export_gelu.options import (
     FormsOptions,
     VerifyOptions,
 )
+from export_gelu.output_plan import default_output
 from export_gelu.pipeline import forms
 from export_gelu.pipeline.commands import (
     COMPARE_FORMS,
@@ -29,7 +30,6 @@ from export_gelu.pipeline.commands import (
     VERIFY,
     new_state,
 )
-from export_gelu.pipeline.plan import default_output
 from export_gelu.pipeline.stage import run_stages
 from export_gelu.progress import Progress
 from export_gelu.report.report import Report

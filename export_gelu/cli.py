@@ -204,8 +204,9 @@ def verify_parser() -> argparse.ArgumentParser:
     p.add_argument("--bundle", metavar="DIR",
                    help="with DEPLOYED.onnx: also write a device bundle for --target; with "
                         "--device-outputs: the bundle the device ran")
-    p.add_argument("--target", default="trt", choices=TARGET_NAMES, metavar="TARGET",
-                   help="the TensorRT version a bundle is written for (default trt)")
+    p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
+                   help=f"the TensorRT version a bundle is written for: {TARGET_HELP} "
+                        "(default trt)")
     p.add_argument("--device-outputs", metavar="OUTPUTS.json",
                    help="outputs a device produced (trtexec --exportOutput or polygraphy "
                         "--save-outputs): judged against MODEL instead of running DEPLOYED")
@@ -262,10 +263,10 @@ def _run_forms(args: argparse.Namespace) -> int:
         print(rep.summary())
         return 0
     rep = api.export_with_best_form(args.model, export_options(args), Progress())
-    return _finish_export(rep, args)
+    return _finish_export(rep)
 
 
-def _finish_export(rep, args: argparse.Namespace) -> int:  # noqa: ANN001 - a Report
+def _finish_export(rep) -> int:  # noqa: ANN001 - a Report (its --report-md written by the API)
     print(rep.summary())
     return rep.exit_code
 
@@ -300,7 +301,7 @@ def _run_export(argv: Sequence[str]) -> int:
     if args.compare_forms or args.gelu == "auto":
         return _run_forms(args)
     rep = api.export(args.model, options=export_options(args), progress=Progress())
-    return _finish_export(rep, args)
+    return _finish_export(rep)
 
 
 def _run_inspect(argv: Sequence[str]) -> int:

@@ -62,7 +62,7 @@ def test_gelu_auto_loads_the_model_once_and_exports_the_chosen_form(saved_model,
 
 def test_stages_are_named_and_export_is_their_list():
     names = [s.name for s in EXPORT]
-    assert names[:4] == ["plan", "load", "outputs", "inputs"]
+    assert names[:4] == ["plan", "load", "disk", "inputs"]
     assert names.index("capture") < names.index("fx_passes") < names.index("export") \
         < names.index("onnx_passes") < names.index("checks") < names.index("save") \
         < names.index("verify") < names.index("report")

@@ -25,7 +25,7 @@ import signal
 import socket
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import onnx
@@ -60,20 +60,6 @@ def check_output_path(out: Path, inputs: list[Path]) -> None:
         if path.exists() and path.resolve() in written:
             raise BadInputError(f"refusing to overwrite the input {path} with "
                                 f"{written[path.resolve()]} ({out})")
-
-
-def check_distinct_outputs(outputs: Sequence[tuple[str, Path]]) -> None:
-    """Refuse two outputs (e.g. `-o` and `--report`) naming the same file."""
-    seen: dict[Path, str] = {}
-    for flag, path in outputs:
-        key = path.resolve()
-        if key in seen:
-            raise BadInputError(f"{flag} and {seen[key]} name the same file {path}")
-        seen[key] = flag
-        if flag != "--output":
-            continue
-        data = Path(str(key) + ".data")
-        seen.setdefault(data, f"{flag}'s external data")
 
 
 def external_data_threshold() -> int:

@@ -3,9 +3,11 @@ list runs on (`stage.run_stages`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from export_gelu.options import RunOptions, validate
+from export_gelu.output_plan import check_outputs
 from export_gelu.pipeline import device_stages, finish, forms, sources, verify_stages
 from export_gelu.pipeline.export_command import EXPORT
 from export_gelu.pipeline.stage import Stage
@@ -61,6 +63,10 @@ def new_state(options: RunOptions, model: str | Path, progress: Progress | None 
     """A fresh state for `model` (and the artifact `deployed` that verify checks), its options
     checked first (exit 2/3 before any work)."""
     checked = validate(options)
+    outputs = check_outputs(options, model, deployed=deployed,
+                            device_outputs=getattr(options, "device_outputs", None),
+                            device_times=getattr(options, "device_times", None))
+    checked = dataclasses.replace(checked, outputs=outputs)
     return RunState(options, checked, Path(model), progress or Progress(enabled=False),
                     output=Path(deployed) if deployed is not None else None)
 

@@ -28,7 +28,6 @@ from export_gelu.device.returned import (
 )
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.save import check_output_path
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
 
@@ -45,8 +44,6 @@ def plan_device_verify(state: RunState) -> None:
     if not o.bundle and (state.output is None or not o.inputs_file):
         raise BadInputError("--device-outputs without --bundle needs DEPLOYED (the ONNX graph "
                             "the device ran) and --inputs (the inputs it ran on)")
-    for path in filter(None, (o.report, o.report_md)):
-        check_output_path(Path(path), [state.model_path])
     state.report = Report(model=str(state.model_path), target="tensorrt (device)",
                           gelu_form="", threads=o.threads, command="verify",
                           options=o.to_json())

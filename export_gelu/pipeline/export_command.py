@@ -62,7 +62,7 @@ CHECK_GRAPH = (
 #: Where the model and its inputs come from.
 LOAD_EXPORT = (
     Stage("load", sources.load, applies=_not_loaded),
-    Stage("outputs", plan.check_against_model, timed_as="load"),
+    Stage("disk", plan.check_disk, timed_as="load"),
     Stage("inputs", sources.export_inputs, timed_as="load"),
 )
 

@@ -28,7 +28,6 @@ from export_gelu.check.devices import ready_runners, resolve_device
 from export_gelu.check.reference import model_runner
 from export_gelu.check.tolerances import Tolerances, resolve_tolerances
 from export_gelu.errors import BadInputError, ExportGeluError
-from export_gelu.exporter.save import check_output_path
 from export_gelu.options import ExportOptions, FormsOptions, validate
 from export_gelu.pipeline.export_command import EXPORT, MAKE_GRAPH
 from export_gelu.pipeline.sources import export_inputs
@@ -71,8 +70,6 @@ def plan_forms(state: RunState) -> None:
     o = state.options
     if o.workdir is not None and not Path(o.workdir).is_dir():
         raise BadInputError(f"{o.workdir}: not a directory")
-    for path in filter(None, (o.report, o.report_md)):
-        check_output_path(Path(path), [state.model_path])
     state.device = resolve_device(o.device)
     state.report = Report(model=str(state.model_path), target=", ".join(o.targets),
                           command="compare-forms", threads=o.threads, precision=o.precision,

@@ -1,5 +1,6 @@
-"""Before any work: where the run writes, which device checks it, and whether the engine it
-was asked for can be built here. Nothing is written and nothing loaded."""
+"""Before any work: where the run writes (its paths were checked by output_plan), which device
+checks it, and whether the engine it was asked for can be built here. Nothing is written and
+nothing loaded."""
 
 from __future__ import annotations
 
@@ -8,24 +9,11 @@ from pathlib import Path
 from export_gelu.check.devices import resolve_device
 from export_gelu.check.parity import skipped
 from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
-from export_gelu.device.bundle import check_bundle_request
 from export_gelu.errors import TargetUnmetError
-from export_gelu.exporter.save import check_distinct_outputs, check_output_path
 from export_gelu.exporter.weight_size import check_disk_for
+from export_gelu.output_plan import default_output
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
-
-
-def default_output(model: Path, target: str) -> Path:
-    """`model.pt` → `model.<target>.onnx` beside it."""
-    return model.with_name(f"{model.stem}.{target}.onnx")
-
-
-def _export_outputs(state: RunState) -> list[tuple[str, Path]]:
-    o = state.options
-    return [(flag, Path(p)) for flag, p in (("--output", state.output), ("--report", o.report),
-                                            ("--report-md", o.report_md),
-                                            ("--engine", o.engine)) if p]
 
 
 def plan_export(state: RunState) -> None:
@@ -33,13 +21,7 @@ def plan_export(state: RunState) -> None:
     o = state.options
     state.profile = state.checked.profile
     state.output = Path(o.output) if o.output else default_output(state.model_path, o.target)
-    outputs = _export_outputs(state)
-    check_distinct_outputs(outputs)
-    for _flag, path in outputs:
-        check_output_path(path, [state.model_path])
     state.device = resolve_device(o.device) if o.verify or o.device else None
-    if o.bundle:
-        check_bundle_request(o.bundle, state.profile)
     why_not = trt_unavailable_reason()
     if wants_engine(state) and o.require_trt and why_not:
         raise TargetUnmetError(f"--require-trt: TensorRT engine build impossible here: "
@@ -59,11 +41,8 @@ def plan_export(state: RunState) -> None:
                             "reason": local_engine_blocker_of(state.profile) or why_not}
 
 
-def check_against_model(state: RunState) -> None:
-    """After load: no output may be one of the model's own files, and the disk must hold
-    the export (exit 2 before any export work)."""
-    for _flag, path in _export_outputs(state):
-        check_output_path(path, [state.model_path, *state.loaded.data_files])
+def check_disk(state: RunState) -> None:
+    """After load: the output's disk must hold the export (exit 2 before any export work)."""
     check_disk_for(state.loaded, state.output)
 
 

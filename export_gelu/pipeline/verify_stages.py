@@ -18,7 +18,6 @@ from export_gelu.check.devices import DEVICES, DeviceChoice, ready_runners, reso
 from export_gelu.check.recorded import IN_TURN_NOTE, fits_beside_reference, record_reference
 from export_gelu.check.reference import model_runner
 from export_gelu.check.saved_data import (
-    check_json_path,
     load_inputs_file,
     save_polygraphy_inputs,
     save_polygraphy_outputs,
@@ -27,7 +26,6 @@ from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.compat import model_opset, op_counts
 from export_gelu.device.bundle import (
     BundleRequest,
-    check_bundle_request,
     note_bundle,
     reference_outputs,
     write_bundle,
@@ -35,37 +33,16 @@ from export_gelu.device.bundle import (
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.load import load_model
-from export_gelu.exporter.save import check_output_path
 from export_gelu.passes.onnx import find_sites
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
-from export_gelu.targets import resolve_target
-
-OUTPUT_FLAGS = ("report", "report_md", "save_inputs", "save_outputs")
-
-
-def verify_outputs(state: RunState) -> dict[str, Path]:
-    """The files verify writes, by flag."""
-    o = state.options
-    return {f"--{f.replace('_', '-')}": Path(getattr(o, f)) for f in OUTPUT_FLAGS
-            if getattr(o, f, None)}
 
 
 def plan_verify(state: RunState) -> None:
-    """options → outputs checked against MODEL and DEPLOYED and each other, the bundle's
-    target; an empty report."""
+    """options (their paths checked by output_plan) → the bundle's target; an empty report."""
     o = state.options
-    paths = verify_outputs(state)
-    for flag, path in paths.items():
-        if flag in ("--save-inputs", "--save-outputs"):
-            check_json_path(path, flag)
-        check_output_path(path, [state.model_path, state.output])
-    if len({p.resolve() for p in paths.values()}) != len(paths):
-        raise BadInputError("two output flags name the same file")
-    if o.bundle:
-        state.profile = resolve_target(o.bundle_target)[0]
-        check_bundle_request(o.bundle, state.profile)
+    state.profile = state.checked.profile  # --target: the TensorRT version of --bundle
     state.report = Report(model=str(state.model_path), target="", output=str(state.output),
                           gelu_form="", threads=o.threads, command="verify",
                           options=o.to_json())
