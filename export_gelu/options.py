@@ -60,6 +60,7 @@ class RunOptions:
     iterations: int = 50
     warmup: int = 5
     device: str | None = None  # cpu | cuda | None (cuda where it can run)
+    task: str | None = None  # --task: a Hugging Face folder's task (optimum's names)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -46,7 +46,11 @@ class ModelFormat(enum.Enum):
     TORCHSCRIPT = "TorchScript"
     PICKLED_MODULE = "pickled nn.Module"
     STATE_DICT = "state_dict"
+    SAFETENSORS = "safetensors state_dict"
     ONNX = "ONNX"
+    HF_FOLDER = "Hugging Face folder"
+    IN_MEMORY_MODULE = "nn.Module (in memory)"
+    IN_MEMORY_PROGRAM = "ExportedProgram (in memory)"
 
 
 @dataclass
@@ -190,13 +194,41 @@ def _probe_onnx(path: Path, size: int, head: bytes) -> str | None:
     return None
 
 
+#: A safetensors header larger than this is not one (the format caps it at 100 MB).
+MAX_SAFETENSORS_HEADER = 100_000_000
+
+
+def is_safetensors(path: Path, size: int) -> bool:
+    """A safetensors file: a little-endian u64 header length N, then N bytes of JSON that
+    open with `{` and name each tensor's dtype, shape and offsets."""
+    import json
+
+    with path.open("rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            return False
+        length = int.from_bytes(head, "little")
+        if not 2 <= length <= min(MAX_SAFETENSORS_HEADER, size - 8):
+            return False
+        text = fh.read(length)
+    if not text.startswith(b"{"):
+        return False
+    try:
+        header = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(header, dict) and all(
+        k == "__metadata__" or (isinstance(v, dict) and "dtype" in v) for k, v in header.items())
+
+
 def detect_format(path: str | Path) -> Detected:
     """Detect a model file's format from its bytes; raise BadInputError with a reason if none."""
     path = Path(path)
     if not path.exists():
         raise BadInputError(f"{path}: no such file")
     if path.is_dir():
-        raise BadInputError(f"{path}: is a directory, not a model file")
+        raise BadInputError(f"{path}: is a directory, not a model file (a Hugging Face "
+                            "save_pretrained folder holds a config.json)")
     if not path.is_file():
         raise BadInputError(f"{path}: not a regular file")
     try:
@@ -215,6 +247,8 @@ def detect_format(path: str | Path) -> Detected:
         with path.open("rb") as fh:
             data = fh.read(LEGACY_SCAN_BYTES)
         return Detected(ModelFormat.PICKLED_MODULE, names_code(pickle_globals(data, 4)))
+    if is_safetensors(path, size):
+        return Detected(ModelFormat.SAFETENSORS)
     why_not = _probe_onnx(path, size, head)
     if why_not is None:
         return Detected(ModelFormat.ONNX)

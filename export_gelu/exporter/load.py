@@ -50,6 +50,12 @@ class LoadedModel:
     output_names: list[str] = field(default_factory=list)  # the model's own, when it has them
     notes: list[str] = field(default_factory=list)
     data_files: list[Path] = field(default_factory=list)  # an ONNX input's external data
+    # -- a Hugging Face folder (hf_folder.py, hf_graphs.py) ---------------------------------
+    task: str = ""  # the task it is exported for (optimum's name)
+    dims: list[Any] = field(default_factory=list)  # hf_graphs.GraphDim: its dynamic dims
+    file_name: str = ""  # the graph's file in a multi-graph output folder
+    graphs: list[LoadedModel] = field(default_factory=list)  # the graphs a folder exports
+    generation: Any = None  # hf_folder.FolderModel, for the greedy-decode check
 
     @property
     def is_onnx(self) -> bool:
@@ -181,7 +187,8 @@ def _refuse_nan(path: Path, state: Mapping[str, Any]) -> None:
                             "its outputs could not be verified")
 
 
-def _load_state_dict(path: Path, state: Mapping[str, Any], factory: str | None) -> LoadedModel:
+def _load_state_dict(path: Path, state: Mapping[str, Any], factory: str | None,
+                     fmt: ModelFormat = ModelFormat.STATE_DICT) -> LoadedModel:
     state, nested = _unwrap_checkpoint(state)
     tensors = sum(1 for _ in state)
     if not factory:
@@ -203,7 +210,7 @@ def _load_state_dict(path: Path, state: Mapping[str, Any], factory: str | None) 
     notes = [f"state_dict loaded into {factory}()"]
     if nested:
         notes.append(f"the file is a training checkpoint; its {nested!r} entry was loaded")
-    return LoadedModel(path, ModelFormat.STATE_DICT, module=module, notes=notes)
+    return LoadedModel(path, fmt, module=module, notes=notes)
 
 
 def _load_pickled(path: Path, detected: Detected, allow_pickle: bool,
@@ -290,15 +297,63 @@ def _load_torchscript(path: Path) -> LoadedModel:
     return LoadedModel(path, ModelFormat.TORCHSCRIPT, module=module)
 
 
+def _read_safetensors(path: Path) -> Mapping[str, Any]:
+    """A safetensors file's tensors (no code runs: the format holds a JSON header and bytes)."""
+    try:
+        from safetensors.torch import load_file
+    except ImportError as exc:
+        raise BadInputError(f"{path}: a safetensors file needs the safetensors package "
+                            "(pip install safetensors)") from exc
+    try:
+        return load_file(str(path), device="cpu")
+    except Exception as exc:  # noqa: BLE001 - SafetensorError and others: a corrupt file
+        raise BadInputError(f"{path}: corrupt or truncated safetensors file "
+                            f"({type(exc).__name__}: {_first_line(exc)})") from exc
+
+
+def _graph_loaded(path: Path, spec: Any, notes: list[str], task: str) -> LoadedModel:
+    """One graph of a Hugging Face folder as a loaded model the export stages take."""
+    return LoadedModel(path, ModelFormat.HF_FOLDER, module=spec.module,
+                       example_inputs=tuple(spec.inputs.values()),
+                       input_names=list(spec.inputs), output_names=list(spec.output_names),
+                       notes=list(notes), task=task, dims=list(spec.dims),
+                       file_name=spec.file_name)
+
+
+def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool) -> LoadedModel:
+    """A save_pretrained folder: one graph, or (an encoder–decoder) the folder's graphs."""
+    from export_gelu.exporter.hf_folder import load_folder
+    from export_gelu.exporter.hf_graphs import graphs_for
+
+    fm = load_folder(path, task, allow_pickle)
+    _refuse_nan(path, fm.model.state_dict())
+    specs = graphs_for(fm)
+    name = fm.task.name
+    generation = fm if fm.task.with_past else None
+    if len(specs) == 1:
+        loaded = _graph_loaded(path, specs[0], fm.notes, name)
+        loaded.generation = generation
+        return loaded
+    graphs = [_graph_loaded(path, s, [], name) for s in specs]
+    return LoadedModel(path, ModelFormat.HF_FOLDER, module=fm.model, notes=fm.notes, task=name,
+                       graphs=graphs, generation=generation)
+
+
 def load_model(path: str | Path, *, allow_pickle: bool = False,
-               model_factory: str | None = None, imports: Sequence[str] = ()) -> LoadedModel:
+               model_factory: str | None = None, imports: Sequence[str] = (),
+               task: str | None = None) -> LoadedModel:
     """Load any supported model file, refusing to run pickled code unless allowed.
 
     `imports`: modules to import first (`--import`), whose pytree types an ExportedProgram's
-    inputs or outputs use."""
+    inputs or outputs use. A folder holding `config.json` is a Hugging Face save_pretrained
+    folder, loaded for `task` (optimum's task names; default: from its architectures)."""
     path = Path(path)
+    if path.is_dir() and (path / "config.json").is_file():
+        return _load_hf_folder(path, task, allow_pickle)
     detected = detect_format(path)
     fmt = detected.format
+    if fmt is ModelFormat.SAFETENSORS:
+        return _load_state_dict(path, _read_safetensors(path), model_factory, fmt)
     if imports:
         from export_gelu.exporter.pytree_types import import_user_modules
 

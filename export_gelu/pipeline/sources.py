@@ -7,6 +7,7 @@ from export_gelu.exporter.call_plan import ordered_feed, plan_for
 from export_gelu.exporter.cast_down import cast_down_on_request
 from export_gelu.exporter.dynamic import plan_dynamic
 from export_gelu.exporter.feeds import resolve_feed
+from export_gelu.exporter.hf_dims import declared_plan
 from export_gelu.exporter.load import load_model
 from export_gelu.exporter.model_dtype import feed_precision
 from export_gelu.pipeline.state import RunState
@@ -17,7 +18,7 @@ def load(state: RunState) -> None:
     o = state.options
     state.progress.step(f"loading {state.model_path}")
     state.loaded = load_model(state.model_path, allow_pickle=o.allow_pickle,
-                              model_factory=o.model_factory, imports=o.imports)
+                              model_factory=o.model_factory, imports=o.imports, task=o.task)
     if state.report is not None:
         state.report.model_format = state.loaded.format.value
         state.report.notes.extend(state.loaded.notes)
@@ -30,6 +31,8 @@ def export_inputs(state: RunState) -> None:
     loaded = state.loaded
     state.dynamic, specs = plan_dynamic(loaded, state.checked.dynamic, list(o.inputs),
                                         o.inputs_npz)
+    if loaded.dims and not (state.checked.dynamic or o.inputs or o.inputs_npz):
+        state.dynamic = declared_plan(loaded.dims)  # a Hugging Face graph's own dims
     feed = resolve_feed(loaded, specs, o.inputs_npz)
     state.call_plan = plan_for(loaded, list(feed))
     feed = ordered_feed(state.call_plan, feed)

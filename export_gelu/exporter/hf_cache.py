@@ -1,0 +1,68 @@
+"""transformers' key/value caches as plain tensors, and back: what a graph takes and returns
+instead of a `Cache` object (which neither ONNX exporter can pass through a graph boundary).
+
+Handled: `DynamicCache` (transformers 5: `.layers[i].keys/.values`; 4.x: `key_cache` /
+`value_cache`, `from_legacy_cache`), `EncoderDecoderCache` (a self-attention and a
+cross-attention cache), and the legacy tuple of per-layer tuples.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+
+def cache_parameter(model: Any) -> str:
+    """The forward() keyword a model takes its cache by: `cache` (transformers 5.2x) or
+    `past_key_values` (before)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def returned_cache(output: Any) -> Any:
+    """The cache a model's output carries (None when it returns none)."""
+    for name in ("cache", "past_key_values"):
+        found = getattr(output, name, None)
+        if found is not None:
+            return found
+    return None
+
+
+def layer_pairs(cache: Any) -> list[tuple[Any, Any]]:
+    """(key, value) per layer of a self-attention cache or a legacy tuple."""
+    if cache is None:
+        return []
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return [(layer.keys, layer.values) for layer in layers]
+    if hasattr(cache, "key_cache"):
+        return list(zip(cache.key_cache, cache.value_cache))
+    return [(layer[0], layer[1]) for layer in cache]
+
+
+def split_cache(cache: Any) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
+    """(self-attention pairs, cross-attention pairs) of any cache the models return."""
+    if hasattr(cache, "self_attention_cache"):
+        return layer_pairs(cache.self_attention_cache), layer_pairs(cache.cross_attention_cache)
+    if isinstance(cache, (tuple, list)) and cache and len(cache[0]) == 4:
+        return [(c[0], c[1]) for c in cache], [(c[2], c[3]) for c in cache]
+    return layer_pairs(cache), []
+
+
+def dynamic_cache(pairs: list[tuple[Any, Any]]) -> Any:
+    """A DynamicCache holding `pairs` (an empty one for no pairs)."""
+    from transformers import DynamicCache
+
+    if not pairs:
+        return DynamicCache()
+    if hasattr(DynamicCache, "from_legacy_cache"):
+        return DynamicCache.from_legacy_cache(tuple(pairs))
+    return DynamicCache(list(pairs))
+
+
+def encoder_decoder_cache(self_pairs: list[tuple[Any, Any]],
+                          cross_pairs: list[tuple[Any, Any]]) -> Any:
+    """An EncoderDecoderCache of a decoder's own and its cross-attention key/values."""
+    from transformers import EncoderDecoderCache
+
+    return EncoderDecoderCache(dynamic_cache(self_pairs), dynamic_cache(cross_pairs))

@@ -1,0 +1,197 @@
+"""A Hugging Face `save_pretrained` folder as a model: its config, its weights (safetensors,
+sharded or not; a pickled `.bin` only when pickles are allowed), the class its task needs.
+
+Nothing in the folder runs as code unless pickles are allowed: a config whose `auto_map`
+names the folder's own Python modules (`trust_remote_code`) and `pytorch_model.bin` weights
+(a pickle) are refused otherwise. Shard files an index names must lie inside the folder.
+The model is built in float32 with eager attention (every opset and TensorRT version takes
+its math; `--precision` casts afterwards), in eval mode.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from export_gelu.errors import BadInputError
+from export_gelu.exporter.hf_tasks import ResolvedTask, resolve_task
+
+HF_EXTRA = "pip install 'export-gelu[hf]'"
+CONFIG = "config.json"
+SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
+PICKLED, PICKLED_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
+PICKLE_WEIGHTS_RISK = ("its weights are a pickle (pytorch_model.bin): loading it can run code "
+                       "from the file; pass --allow-pickle only if you trust where it came from, "
+                       "or save the model with save_pretrained(..., safe_serialization=True)")
+
+
+def is_hf_folder(path: Path) -> bool:
+    """A folder holding a `config.json`: what `save_pretrained` writes."""
+    return path.is_dir() and (path / CONFIG).is_file()
+
+
+def require_transformers(folder: Path) -> Any:
+    """The transformers module, or exit 2 saying how to install it."""
+    try:
+        import transformers
+    except ImportError as exc:
+        raise BadInputError(f"{folder}: a Hugging Face folder needs transformers, which is not "
+                            f"installed here ({HF_EXTRA})") from exc
+    return transformers
+
+
+@dataclass
+class Weights:
+    """The weight files a folder holds, as save_pretrained names them."""
+
+    files: list[Path] = field(default_factory=list)
+    safetensors: bool = True
+    index: Path | None = None
+
+
+def _shards(folder: Path, index: Path) -> list[Path]:
+    """The shard files an index names, each inside the folder and present."""
+    try:
+        names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BadInputError(f"{index}: not a weight index save_pretrained writes "
+                            f"({type(exc).__name__})") from exc
+    base = folder.resolve()
+    found = []
+    for name in names:
+        shard = (base / str(name)).resolve()
+        if Path(str(name)).is_absolute() or not shard.is_relative_to(base):
+            raise BadInputError(f"{index}: shard {name!r} lies outside the folder; refusing it")
+        if not shard.is_file():
+            raise BadInputError(f"{index}: shard {name!r} is missing (copy every shard with "
+                                "the index)")
+        found.append(shard)
+    return found
+
+
+def find_weights(folder: Path, allow_pickle: bool) -> Weights:
+    """The folder's weights: safetensors first (one file or an index and its shards); a `.bin`
+    only with `allow_pickle`. Exit 2 when there are none, or only pickled ones."""
+    for single, index, safe in ((SAFETENSORS, SAFETENSORS_INDEX, True),
+                                (PICKLED, PICKLED_INDEX, False)):
+        if (folder / index).is_file():
+            found = Weights(_shards(folder, folder / index), safe, folder / index)
+        elif (folder / single).is_file():
+            found = Weights([folder / single], safe)
+        else:
+            continue
+        if not safe and not allow_pickle:
+            raise BadInputError(f"{folder}: {PICKLE_WEIGHTS_RISK}")
+        return found
+    raise BadInputError(f"{folder}: holds {CONFIG} but no weights ({SAFETENSORS}, "
+                        f"{SAFETENSORS_INDEX} with its shards, or {PICKLED})")
+
+
+def read_config(folder: Path, allow_pickle: bool) -> Any:
+    """The folder's config through transformers' AutoConfig; custom code only when allowed."""
+    transformers = require_transformers(folder)
+    try:
+        raw = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"{folder / CONFIG}: not readable JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise BadInputError(f"{folder / CONFIG}: holds a {type(raw).__name__}, not a config")
+    if raw.get("auto_map") and not allow_pickle:
+        raise BadInputError(f"{folder}: config.json's auto_map names Python code in the folder "
+                            "(trust_remote_code); loading it runs that code; pass "
+                            "--allow-pickle only if you trust where it came from")
+    try:
+        return transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True,
+                                                       trust_remote_code=allow_pickle)
+    except Exception as exc:  # noqa: BLE001 - transformers raises ValueError, KeyError, OSError
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise BadInputError(f"{folder / CONFIG}: transformers cannot read it ({first})") from exc
+
+
+def _model_class(transformers: Any, resolved: ResolvedTask, folder: Path) -> Any:
+    cls = getattr(transformers, resolved.class_name, None)
+    if cls is None:
+        raise BadInputError(f"{folder}: transformers {transformers.__version__} has no class "
+                            f"{resolved.class_name}")
+    return cls
+
+
+def _from_pretrained(cls: Any, folder: Path, weights: Weights, allow_pickle: bool) -> Any:
+    import torch
+
+    kwargs = dict(local_files_only=True, use_safetensors=weights.safetensors,
+                  attn_implementation="eager", output_loading_info=True,
+                  trust_remote_code=allow_pickle)
+    try:
+        return cls.from_pretrained(str(folder), dtype=torch.float32, **kwargs)
+    except TypeError as exc:  # transformers before `dtype=` took torch_dtype=
+        if "dtype" not in str(exc):
+            raise
+        return cls.from_pretrained(str(folder), torch_dtype=torch.float32, **kwargs)
+
+
+@dataclass
+class FolderModel:
+    """A folder loaded: its task, the transformers model (eval, float32), notes for the report."""
+
+    folder: Path
+    task: ResolvedTask
+    model: Any
+    config: Any
+    weights: Weights
+    notes: list[str] = field(default_factory=list)
+    preprocessor: dict[str, Any] = field(default_factory=dict)
+
+
+def _preprocessor(folder: Path) -> dict[str, Any]:
+    """preprocessor_config.json (sampling rate, feature size), when the folder has one."""
+    path = folder / "preprocessor_config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _loading_notes(info: Any, folder: Path) -> list[str]:
+    """What from_pretrained could not fill from the folder: refused when nothing fits."""
+    if not isinstance(info, dict):
+        return []
+    missing = sorted(info.get("missing_keys") or ())
+    mismatched = list(info.get("mismatched_keys") or ())
+    if mismatched:
+        first = mismatched[0][0] if isinstance(mismatched[0], (list, tuple)) else mismatched[0]
+        raise BadInputError(f"{folder}: weight {first!r} has another shape than the config "
+                            "gives it")
+    if not missing:
+        return []
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return [f"weights not in the folder, initialised at random by transformers: {shown} "
+            "(the task's head is new: export the task the folder was trained for)"]
+
+
+def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = False
+                ) -> FolderModel:
+    """Load a save_pretrained folder for `task` (optimum's names; None: from architectures)."""
+    transformers = require_transformers(folder)
+    config = read_config(folder, allow_pickle)
+    resolved = resolve_task(config, task, folder)
+    weights = find_weights(folder, allow_pickle)
+    cls = _model_class(transformers, resolved, folder)
+    try:
+        model, info = _from_pretrained(cls, folder, weights, allow_pickle)
+    except BadInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - corrupt weights, a config the class refuses
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise BadInputError(f"{folder}: {resolved.class_name}.from_pretrained failed "
+                            f"({type(exc).__name__}: {first})") from exc
+    model.eval()
+    how = "inferred from config.json's architectures" if resolved.inferred else "--task"
+    shards = f", {len(weights.files)} shards" if weights.index else ""
+    notes = [f"Hugging Face folder: task {resolved.name} ({how}), class {resolved.class_name}, "
+             f"weights from {'safetensors' if weights.safetensors else 'a pickle'}{shards}"]
+    notes += _loading_notes(info, folder)
+    return FolderModel(folder, resolved, model, config, weights, notes, _preprocessor(folder))

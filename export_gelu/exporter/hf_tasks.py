@@ -1,0 +1,147 @@
+"""Which task a Hugging Face folder is exported for, and which transformers class loads it.
+
+Task names are optimum's (`optimum-cli export onnx --task`), so a user's command line carries
+over. Each task names the transformers auto-class mappings (`MODEL_FOR_*_MAPPING_NAMES` in
+transformers/models/auto/modeling_auto.py) whose classes serve it, and the kind of export it
+makes: one graph (`single`), a decoder-only generation graph with past key/values
+(`decoder`), or an encoder–decoder's graphs (`seq2seq`). Without `--task`, the task is the
+first whose mappings hold the class `config.json`'s `architectures` names, checked heads
+first and bare models (feature-extraction) last; a generation class defaults to its
+`-with-past` task, as optimum's `main_export` does for `--task auto`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from export_gelu.errors import BadInputError
+
+SINGLE, DECODER, SEQ2SEQ = "single", "decoder", "seq2seq"
+WITH_PAST = "-with-past"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: its name, the auto mappings whose classes serve it, the kind of export."""
+
+    name: str
+    mappings: tuple[str, ...]  # MODEL_FOR_*_MAPPING_NAMES, in order of preference
+    kind: str = SINGLE
+
+
+#: Heads first: the first task whose mappings hold the architecture's class wins.
+TASKS: tuple[Task, ...] = (
+    Task("fill-mask", ("MODEL_FOR_MASKED_LM_MAPPING_NAMES",)),
+    Task("text-classification", ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",)),
+    Task("token-classification", ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",)),
+    Task("question-answering", ("MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",)),
+    Task("multiple-choice", ("MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES",)),
+    Task("text-generation", ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",), DECODER),
+    Task("text2text-generation", ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",), SEQ2SEQ),
+    Task("automatic-speech-recognition", ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+                                          "MODEL_FOR_CTC_MAPPING_NAMES"), SEQ2SEQ),
+    Task("image-classification", ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",)),
+    Task("zero-shot-image-classification",
+         ("MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES",)),
+    Task("audio-classification", ("MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",)),
+    Task("audio-frame-classification", ("MODEL_FOR_AUDIO_FRAME_CLASSIFICATION_MAPPING_NAMES",)),
+    Task("semantic-segmentation", ("MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",)),
+    Task("depth-estimation", ("MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES",)),
+    Task("masked-im", ("MODEL_FOR_MASKED_IMAGE_MODELING_MAPPING_NAMES",)),
+    Task("feature-extraction", ("MODEL_MAPPING_NAMES",)),
+)
+_BY_NAME = {t.name: t for t in TASKS}
+#: optimum's older task names (TasksManager's synonyms) → the names above.
+SYNONYMS = {"default": "feature-extraction", "masked-lm": "fill-mask",
+            "sequence-classification": "text-classification", "causal-lm": "text-generation",
+            "seq2seq-lm": "text2text-generation", "speech2seq-lm": "automatic-speech-recognition",
+            "summarization": "text2text-generation", "translation": "text2text-generation",
+            "text-to-text": "text2text-generation"}
+
+
+@dataclass(frozen=True)
+class ResolvedTask:
+    """The task a run exports: its name as given or inferred, the class that loads it."""
+
+    name: str  # e.g. text-generation-with-past
+    task: Task
+    class_name: str  # the transformers class, e.g. GPT2LMHeadModel
+    with_past: bool
+    inferred: bool  # from config.json's architectures (no --task)
+
+    @property
+    def kind(self) -> str:
+        """single | decoder | seq2seq; a CTC speech model is one graph."""
+        if self.task.kind == SEQ2SEQ and self.class_name.endswith("ForCTC"):
+            return SINGLE
+        return self.task.kind
+
+
+def task_names() -> list[str]:
+    """Every task `--task` takes (the `-with-past` forms of generation tasks included)."""
+    names = []
+    for t in TASKS:
+        names.append(t.name)
+        if t.kind != SINGLE:
+            names.append(t.name + WITH_PAST)
+    return names
+
+
+def _mapping(name: str) -> Mapping[str, Any]:
+    from transformers.models.auto import modeling_auto
+
+    return getattr(modeling_auto, name, {}) or {}
+
+
+def _classes(value: Any) -> tuple[str, ...]:
+    return tuple(value) if isinstance(value, (list, tuple)) else (str(value),)
+
+
+def class_for(task: Task, model_type: str) -> str | None:
+    """The class a task's mappings give a model type (None: the task does not serve it)."""
+    for mapping in task.mappings:
+        found = _mapping(mapping).get(model_type)
+        if found:
+            return _classes(found)[0]
+    return None
+
+
+def _task_of_class(class_name: str) -> Task | None:
+    for task in TASKS:
+        for mapping in task.mappings:
+            if any(class_name in _classes(v) for v in _mapping(mapping).values()):
+                return task
+    return None
+
+
+def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
+    """The task for a folder's config: `given` (optimum's name, `--task`), else the task of
+    `config.architectures[0]`. Exit 2 naming the tasks when neither works."""
+    model_type = getattr(config, "model_type", "") or ""
+    archs = list(getattr(config, "architectures", None) or [])
+    if given:
+        base = SYNONYMS.get(given, given)
+        with_past = base.endswith(WITH_PAST)
+        base = base[: -len(WITH_PAST)] if with_past else base
+        task = _BY_NAME.get(base)
+        if task is None or (with_past and task.kind == SINGLE):
+            raise BadInputError(f"--task {given!r}: not a task export-gelu knows; choose one of "
+                                f"{', '.join(task_names())}")
+        cls = (archs[0] if archs and _task_of_class(archs[0]) is task else
+               class_for(task, model_type))
+        if cls is None:
+            raise BadInputError(f"{folder}: transformers has no {given} class for model type "
+                                f"{model_type!r}")
+        return ResolvedTask(given, task, cls, with_past, inferred=False)
+    if not archs:
+        raise BadInputError(f"{folder}/config.json names no architectures; pass --task (one of "
+                            f"{', '.join(task_names())})")
+    task = _task_of_class(archs[0])
+    if task is None:
+        raise BadInputError(f"{folder}: {archs[0]} (config.json's architectures) is not a "
+                            "transformers class export-gelu can map to a task; pass --task")
+    with_past = task.kind != SINGLE and not archs[0].endswith("ForCTC")
+    name = task.name + (WITH_PAST if with_past else "")
+    return ResolvedTask(name, task, archs[0], with_past, inferred=True)
