@@ -28,6 +28,7 @@ from export_gelu.check.saved_data import check_json_path
 from export_gelu.device.bundle import FIXED_FILES, check_bundle_dir, own_files, read_manifest
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.detect import MAX_ONNX_PROTO_BYTES
+from export_gelu.exporter.hf_folder import is_hf_folder, planned_files
 from export_gelu.exporter.save import check_output_path
 from export_gelu.onnx_weights import all_tensors, is_external
 from export_gelu.options import ExportOptions, FormsOptions, RunOptions, VerifyOptions
@@ -42,6 +43,7 @@ class PlannedPath:
     path: Path  # as given
     group: str = ""  # one output and what it derives (-o and its .data): never compared
     folder: bool = False  # a folder the run replaces (--bundle DIR)
+    new_folder: bool = False  # a file in a folder the run makes if missing (-o DIR's graphs)
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,39 @@ class OutputPlan:
 
     writes: tuple[PlannedPath, ...] = ()
     reads: tuple[PlannedPath, ...] = ()
+    folder: Path | None = None  # a multi-graph export's output folder (-o DIR)
 
     def path(self, flag: str) -> Path | None:
         """The path written for `flag` (None when the run does not write it)."""
         return next((w.path for w in self.writes if w.flag == flag), None)
 
 
-def default_output(model: Path, target: str) -> Path:
-    """`model.pt` → `model.<target>.onnx` beside it (export without -o)."""
+def default_output(model: Path, target: str, folder: bool = False) -> Path:
+    """`model.pt` → `model.<target>.onnx` beside it (export without -o); a multi-graph
+    export's folder: `my-t5/` → `my-t5.<target>/`."""
+    if folder:
+        return model.with_name(f"{model.name}.{target}")
     return model.with_name(f"{model.stem}.{target}.onnx")
+
+
+def graph_files(options: RunOptions, model: Path) -> list[str]:
+    """The graph files a multi-graph export of a Hugging Face folder writes ([]: one graph)."""
+    if not isinstance(options, ExportOptions) or not is_hf_folder(model):
+        return []
+    return planned_files(model, options.task, options.allow_pickle)
+
+
+def check_output_folder(folder: Path, flag: str) -> None:
+    """A folder the run writes its graphs into: an existing folder, or one it can make."""
+    if folder.exists() and not folder.is_dir():
+        raise BadInputError(f"{flag} {folder} is a file; this export writes several graphs: "
+                            "give a folder")
+    if not folder.exists():
+        parent = folder.parent
+        if not parent.is_dir():
+            raise BadInputError(f"{flag} {folder}: its parent {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise BadInputError(f"{flag} {folder}: its parent {parent} is not writable")
 
 
 def data_file(out: Path) -> Path:
@@ -96,24 +122,34 @@ def check_outputs(options: RunOptions, model: str | Path, *, deployed: str | Pat
     deployed_path = Path(deployed) if deployed is not None else None
     reads = list(_reads(options, model_path, deployed_path, device_outputs, device_times))
     bundle_new: list[str] = []
+    files = graph_files(options, model_path)
     writes = list(_writes(options, model_path, deployed_path, device_outputs is not None,
-                          bundle_new))
+                          bundle_new, files))
     _refuse_overwritten_inputs(writes, reads)
     _refuse_overlapping_outputs(writes)
     for w in writes:
         if w.folder:
             check_bundle_dir(w.path, bundle_new)
+        elif w.new_folder and not w.path.parent.exists():
+            check_output_folder(w.path.parent, w.flag.split("'")[0])
         else:
             if w.flag in ("--save-inputs", "--save-outputs"):
                 check_json_path(w.path, w.flag)
             check_output_path(w.path, [])
-    return OutputPlan(tuple(writes), tuple(reads))
+    folder = next((w.path.parent for w in writes if w.new_folder), None)
+    if folder is not None:
+        check_output_folder(folder, "-o")
+    return OutputPlan(tuple(writes), tuple(reads), folder)
 
 
 def _reads(o: RunOptions, model: Path, deployed: Path | None, device_outputs: str | Path | None,
            device_times: str | Path | None) -> Iterator[PlannedPath]:
     yield PlannedPath("MODEL", model)
-    yield from (PlannedPath("MODEL's external data", p) for p in onnx_data_files(model))
+    if model.is_dir():  # a Hugging Face folder: its config, weights and every other file
+        yield from (PlannedPath("MODEL's file", p) for p in sorted(model.iterdir())
+                    if p.is_file())
+    else:
+        yield from (PlannedPath("MODEL's external data", p) for p in onnx_data_files(model))
     if deployed is not None:
         yield PlannedPath("DEPLOYED", deployed)
         yield from (PlannedPath("DEPLOYED's external data", p) for p in onnx_data_files(deployed))
@@ -134,9 +170,17 @@ def _reads(o: RunOptions, model: Path, deployed: Path | None, device_outputs: st
 
 
 def _writes(o: RunOptions, model: Path, deployed: Path | None, bundle_read: bool,
-            bundle_new: list[str]) -> Iterator[PlannedPath]:
-    """What `o` writes; `bundle_new` receives the files a new bundle holds (relative)."""
-    if isinstance(o, ExportOptions):
+            bundle_new: list[str], files: Sequence[str] = ()) -> Iterator[PlannedPath]:
+    """What `o` writes; `bundle_new` receives the files a new bundle holds (relative);
+    `files`: a multi-graph export's graphs, written into the -o folder."""
+    if isinstance(o, ExportOptions) and files:
+        folder = Path(o.output) if o.output else default_output(model, o.target, folder=True)
+        flag = "-o" if o.output else "the default output"
+        for name in files:
+            yield PlannedPath(f"{flag}'s {name}", folder / name, group="-o", new_folder=True)
+            yield PlannedPath(f"{flag}'s {name}.data", data_file(folder / name), group="-o",
+                              new_folder=True)
+    elif isinstance(o, ExportOptions):
         out = Path(o.output) if o.output else default_output(model, o.target)
         flag = "-o" if o.output else "the default output"
         yield PlannedPath(flag, out, group="-o")

@@ -195,3 +195,9 @@ def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = Fals
              f"weights from {'safetensors' if weights.safetensors else 'a pickle'}{shards}"]
     notes += _loading_notes(info, folder)
     return FolderModel(folder, resolved, model, config, weights, notes, _preprocessor(folder))
+
+
+def planned_files(folder: Path, task: str | None, allow_pickle: bool) -> list[str]:
+    """The graph files an export of the folder writes into its output folder ([]: one graph,
+    written to one file). Reads config.json only: checked before any work."""
+    return resolve_task(read_config(folder, allow_pickle), task, folder).graph_files

@@ -35,7 +35,13 @@ from export_gelu.exporter.hf_cache import (
     split_cache,
 )
 from export_gelu.exporter.hf_folder import FolderModel
-from export_gelu.exporter.hf_tasks import DECODER, SEQ2SEQ
+from export_gelu.exporter.hf_tasks import (
+    DECODER,
+    DECODER_FILE,
+    DECODER_WITH_PAST_FILE,
+    ENCODER_FILE,
+    SEQ2SEQ,
+)
 
 #: Outputs no graph returns: the loss needs labels; hidden states and attentions are off.
 _SKIPPED_OUTPUTS = {"loss", "hidden_states", "attentions", "cache", "past_key_values"}
@@ -328,7 +334,7 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
     if text:
         enc_dims.append(GraphDim("encoder_sequence_length", 2, enc_len, 4 * enc_len,
                                  axes=tuple(seq_axes)))
-    graphs = [GraphSpec("encoder_model.onnx", _encoder_module(model, enc_names), enc_inputs,
+    graphs = [GraphSpec(ENCODER_FILE, _encoder_module(model, enc_names), enc_inputs,
                         ["last_hidden_state"], enc_dims, role="encoder")]
     dec_enc_axes = (tuple((n, 1) for n in first if n != "input_ids") if text else ())
     dec_dims = [GraphDim("batch", *BATCH_RANGE, axes=tuple((n, 0) for n in first)),
@@ -336,7 +342,7 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
     if text:
         dec_dims.append(GraphDim("encoder_sequence_length", 2, enc_len, 4 * enc_len,
                                  axes=dec_enc_axes))
-    graphs.append(GraphSpec("decoder_model.onnx",
+    graphs.append(GraphSpec(DECODER_FILE,
                             _seq2seq_decoder_module(model, list(first), layers, False), first,
                             first_names, dec_dims, role="decoder"))
     if not fm.task.with_past:
@@ -361,7 +367,7 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
         axes += [(n, 2) for n in past_inputs if ".encoder." in n]
         pdims.append(GraphDim("encoder_sequence_length", 2, enc_len, 4 * enc_len,
                               axes=tuple(axes)))
-    graphs.append(GraphSpec("decoder_with_past_model.onnx",
+    graphs.append(GraphSpec(DECODER_WITH_PAST_FILE,
                             _seq2seq_decoder_module(model, list(past_inputs), layers, True),
                             past_inputs, past_names, pdims, role="decoder_with_past"))
     return graphs

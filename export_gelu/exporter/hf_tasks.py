@@ -20,6 +20,9 @@ from export_gelu.errors import BadInputError
 
 SINGLE, DECODER, SEQ2SEQ = "single", "decoder", "seq2seq"
 WITH_PAST = "-with-past"
+#: An encoder–decoder's graph files, as optimum names them (the last only with past).
+ENCODER_FILE, DECODER_FILE = "encoder_model.onnx", "decoder_model.onnx"
+DECODER_WITH_PAST_FILE = "decoder_with_past_model.onnx"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,13 @@ class ResolvedTask:
     class_name: str  # the transformers class, e.g. GPT2LMHeadModel
     with_past: bool
     inferred: bool  # from config.json's architectures (no --task)
+
+    @property
+    def graph_files(self) -> list[str]:
+        """The files a multi-graph export writes into its output folder ([]: one graph)."""
+        if self.kind != SEQ2SEQ:
+            return []
+        return [ENCODER_FILE, DECODER_FILE] + ([DECODER_WITH_PAST_FILE] if self.with_past else [])
 
     @property
     def kind(self) -> str:
@@ -134,6 +144,9 @@ def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
         if cls is None:
             raise BadInputError(f"{folder}: transformers has no {given} class for model type "
                                 f"{model_type!r}")
+        if with_past and cls.endswith("ForCTC"):
+            raise BadInputError(f"--task {given!r}: {cls} is a CTC model (one graph, no "
+                                f"decoder); use --task {base}")
         return ResolvedTask(given, task, cls, with_past, inferred=False)
     if not archs:
         raise BadInputError(f"{folder}/config.json names no architectures; pass --task (one of "

@@ -3,7 +3,16 @@ its inputs, make the graph (what `--compare-forms` runs once per form), check it
 
 from __future__ import annotations
 
-from export_gelu.pipeline import checking, finish, onnx_stages, plan, sources, torch_export, write
+from export_gelu.pipeline import (
+    checking,
+    finish,
+    graphs,
+    onnx_stages,
+    plan,
+    sources,
+    torch_export,
+    write,
+)
 from export_gelu.pipeline.engine import trt_build
 from export_gelu.pipeline.stage import Stage
 from export_gelu.pipeline.state import RunState
@@ -66,5 +75,23 @@ LOAD_EXPORT = (
     Stage("inputs", sources.export_inputs, timed_as="load"),
 )
 
-EXPORT = (Stage("plan", plan.plan_export, timed_as=None), *LOAD_EXPORT, *MAKE_GRAPH,
-          *CHECK_GRAPH)
+#: A with-past graph: greedy decoding in ONNX Runtime against transformers' generate.
+GENERATION = Stage("generation", graphs.generation_check, applies=graphs.checks_generation,
+                   timed_as="verify")
+
+
+def _for_one(stage: Stage) -> Stage:
+    """`stage`, skipped when the model exports several graphs (each runs it on its own)."""
+    return Stage(stage.name, stage.run, timed_as=stage.timed_as,
+                 applies=lambda state: not graphs.is_many(state) and stage.applies(state))
+
+
+#: One graph of a multi-graph export, on a state of its own (loaded: that graph).
+GRAPH_STAGES = (Stage("plan", plan.plan_export, timed_as=None), *LOAD_EXPORT[1:], *MAKE_GRAPH,
+                *CHECK_GRAPH[:-1])
+
+EXPORT = (Stage("plan", plan.plan_export, timed_as=None), *LOAD_EXPORT[:2],
+          Stage("graphs", lambda state: graphs.export_graphs(state, GRAPH_STAGES),
+                applies=graphs.is_many, timed_as=None),
+          *(_for_one(s) for s in (LOAD_EXPORT[2], *MAKE_GRAPH, *CHECK_GRAPH[:-1], GENERATION)),
+          CHECK_GRAPH[-1])

@@ -20,7 +20,11 @@ def plan_export(state: RunState) -> None:
     """options → output path, device choice; refuses (exit 2/3) what cannot be done here."""
     o = state.options
     state.profile = state.checked.profile
-    state.output = Path(o.output) if o.output else default_output(state.model_path, o.target)
+    planned = state.checked.outputs
+    if planned is not None and planned.folder is not None:  # several graphs: into a folder
+        state.output = planned.folder
+    else:
+        state.output = Path(o.output) if o.output else default_output(state.model_path, o.target)
     state.device = resolve_device(o.device) if o.verify or o.device else None
     why_not = trt_unavailable_reason()
     if wants_engine(state) and o.require_trt and why_not:

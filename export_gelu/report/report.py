@@ -45,10 +45,14 @@ class Report:
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
     weights: dict[str, Any] | None = None  # weights streamed into the output (onnx_weights)
     options: dict[str, Any] | None = None  # the run's options (export_gelu.options), as JSON
+    task: str | None = None  # a Hugging Face folder's task (optimum's name)
+    graphs: dict[str, Any] | None = None  # a multi-graph export: file name → that graph's report
+    generation: dict[str, Any] | None = None  # greedy decoding, ONNX Runtime vs generate
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.parity.status == "failed" else 0
+        decoded = (self.generation or {}).get("status") == "failed"
+        return 1 if self.parity.status == "failed" or decoded else 0
 
     def to_json(self) -> dict[str, Any]:
         from export_gelu.version import __version__
@@ -85,6 +89,9 @@ class Report:
             "providers": self.providers,
             "weights": self.weights,
             "options": self.options,
+            "task": self.task,
+            "graphs": self.graphs,
+            "generation": self.generation,
         }
 
     def dumps(self) -> str:
@@ -118,6 +125,7 @@ class Report:
             lines.append(f"Check: {target}: {verdict}")
         lines.append(self._parity_line())
         lines += self._output_lines()
+        lines += self._graph_lines()
         lines += self._dynamic_lines()
         lines += self._form_error_lines()
         if self.trt.get("status") == "built":
@@ -142,6 +150,22 @@ class Report:
                          f"mean abs {out.mean_abs:.3g}, p99.9 abs {out.p999_abs:.3g} "
                          f"(|ref| ≤ {out.ref_scale:.3g})"
                          + (f", {out.nonfinite} non-finite" if out.nonfinite else ""))
+        return lines
+
+    def _graph_lines(self) -> list[str]:
+        """A multi-graph export's graphs, and the greedy-decoding check."""
+        lines = []
+        for name, rep in (self.graphs or {}).items():
+            parity = rep.get("parity", {})
+            lines.append(f"  graph {name}: {len(rep.get('gelu_sites', []))} GELU site(s), "
+                         f"parity {parity.get('status')} ({len(parity.get('outputs', {}))} "
+                         "outputs)")
+        gen = self.generation
+        if gen:
+            verdict = "same tokens" if gen["status"] == "passed" else gen["reason"]
+            lines.append(f"Generation: {gen['steps']} greedy steps in ONNX Runtime vs "
+                         f"transformers' generate: {gen['status'].upper()} ({verdict}): "
+                         f"{gen['onnxruntime']}")
         return lines
 
     def _dynamic_lines(self) -> list[str]:
