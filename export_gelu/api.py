@@ -4,12 +4,13 @@ is a list of pipeline stages (export_gelu/pipeline/commands.py) run on one state
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.in_memory import from_memory, is_in_memory
 from export_gelu.exporter.load import load_model
 from export_gelu.options import (
     COMPARE_TARGETS,
@@ -36,7 +37,9 @@ from export_gelu.report.report import Report
 from export_gelu.report.write import write_reports
 
 
-def export(model: str | Path, *, target: str = "trt", output: str | Path | None = None,
+def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
+           kwargs: Mapping[str, Any] | None = None, target: str = "trt",
+           output: str | Path | None = None, task: str | None = None,
            gelu: str = "keep", opset: int | None = None, inputs: Sequence[str] = (),
            inputs_npz: str | Path | None = None, precision: str = "fp32",
            engine: str | Path | None = None, report: str | Path | None = None,
@@ -48,14 +51,19 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
            bundle: str | Path | None = None, output_names: str | Sequence[str] | None = None,
            imports: Sequence[str] = (), cast_down: bool = False,
            options: ExportOptions | None = None) -> Report:
-    """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report.
+    """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report
+    (`report.written`: every file the run wrote).
 
-    The keywords are the CLI's flags (`export-gelu --help`); `options` (an ExportOptions, as
-    the CLI builds it) replaces them. `device` ('cpu' | 'cuda', None: cuda where it can run)
-    is where the PyTorch reference and the ONNX Runtime checks run; `bundle` also writes a
-    device bundle (device/bundle.py); `output_names` names the graph's outputs (default: the
-    model's own); `imports` are modules to import before loading; `cast_down` exports a
-    float64 model in float32.
+    `model` is a path (a model file, an ONNX file, a Hugging Face save_pretrained folder), or
+    an `nn.Module` / `ExportedProgram` in memory called on `args` and `kwargs` (example
+    tensors; an ExportedProgram's own by default; `output` is required: there is no file to
+    name it after). The keywords are the CLI's flags (`export-gelu --help`); `options` (an
+    ExportOptions, as the CLI builds it) replaces them. `task`: a Hugging Face folder's task
+    (optimum's names; default: from its config.json). `device` ('cpu' | 'cuda', None:
+    cuda where it can run) is where the PyTorch reference and the ONNX Runtime checks run;
+    `bundle` also writes a device bundle (device/bundle.py); `output_names` names the graph's
+    outputs (default: the model's own); `imports` are modules to import before loading;
+    `cast_down` exports a float64 model in float32.
 
     Raises ExportGeluError subclasses for bad input (exit 2) or unmet targets (exit 3); a
     parity failure is returned in the report (`report.exit_code == 1`).
@@ -66,8 +74,21 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         report_md=report_md, atol=atol, rtol=rtol, verify=verify, allow_pickle=allow_pickle,
         model_factory=model_factory, threads=threads, iterations=iterations, warmup=warmup,
         require_trt=require_trt, dynamic=dynamic, device=device, bundle=bundle,
-        output_names=output_names, imports=imports, cast_down=cast_down)
-    return run_stages(EXPORT, new_state(opts, model, progress)).report
+        output_names=output_names, imports=imports, cast_down=cast_down, task=task)
+    if not is_in_memory(model):
+        if args is not None or kwargs is not None:
+            raise BadInputError("args= and kwargs= are the example inputs of an in-memory "
+                                "model; for a file give inputs=['NAME:SHAPE[:DTYPE]', ...]")
+        return run_stages(EXPORT, new_state(opts, model, progress)).report
+    loaded = from_memory(model, args, kwargs)
+    training = getattr(model, "training", False)
+    try:
+        if training:
+            model.eval()
+        return run_stages(EXPORT, new_state(opts, loaded.path, progress, loaded=loaded)).report
+    finally:
+        if training:
+            model.train()
 
 
 def verify(model: str | Path, deployed: str | Path | None = None, *,

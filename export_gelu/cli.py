@@ -24,6 +24,8 @@ examples:
   export-gelu model.pt --input input_ids:1x128:int64:0,30522 --target ort
   export-gelu weights.pt --model-factory mypkg.models:build --input x:1x3x224x224
   export-gelu model.onnx --target trt8.6                 # rewrite an existing ONNX file
+  export-gelu ./my-bert --target trt8.6                  # a save_pretrained folder
+  export-gelu ./my-t5 --task text2text-generation-with-past -o t5-onnx/   # its 3 graphs
   export-gelu bert.pkl --allow-pickle --target trt8.2 --input input_ids:batchxseq:int64:0,30522 \
       --dynamic batch=1:8:32 --dynamic seq=1:128:512     # one export for every batch and length
   export-gelu model.onnx --dynamic batch=input_ids:0,attention_mask:0=1:8:32   # axes by index
@@ -73,7 +75,14 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow loading a pickled nn.Module (runs code from the file: trust it)")
     p.add_argument("--model-factory", metavar="PKG.MODULE:FUNC",
-                   help="builds the nn.Module that a state_dict file's weights load into")
+                   help="builds the nn.Module that a state_dict file's weights (torch.save or "
+                        "safetensors) load into")
+    p.add_argument("--task", metavar="TASK",
+                   help="a Hugging Face folder's task, as optimum names it (feature-extraction, "
+                        "fill-mask, text-classification, question-answering, "
+                        "text-generation-with-past, text2text-generation-with-past, "
+                        "image-classification, automatic-speech-recognition[-with-past], ...; "
+                        "default: from config.json's architectures; docs/hf-folders.md)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE before loading (repeatable): the library whose types an "
                         "ExportedProgram's inputs/outputs use (transformers and diffusers are "
@@ -102,10 +111,14 @@ def export_parser() -> argparse.ArgumentParser:
                     "check parity with PyTorch and time it.",
         epilog=EXPORT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="model.pt (ExportedProgram, TorchScript, "
-                   "pickled module, state_dict; detected by content) or model.onnx")
+                   "pickled module, state_dict; detected by content), weights.safetensors "
+                   "(with --model-factory), model.onnx, or a Hugging Face save_pretrained "
+                   "folder (config.json + model.safetensors)")
     p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
                    help=f"{TARGET_HELP} (default trt)")
-    p.add_argument("-o", "--output", metavar="OUT.onnx", help="default: MODEL.<target>.onnx")
+    p.add_argument("-o", "--output", metavar="OUT.onnx",
+                   help="default: MODEL.<target>.onnx; a folder (default MODEL.<target>/) for "
+                        "an encoder-decoder's graphs")
     p.add_argument("--gelu", default="keep",
                    choices=("keep", "erf", "tanh", "sigmoid", "plugin", "auto"),
                    help="GELU form: keep (each site's own math; default), erf, tanh, sigmoid "
@@ -221,7 +234,7 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
         inputs=args.input, inputs_file=args.inputs, precision=args.precision, atol=args.atol,
         rtol=args.rtol, allow_pickle=args.allow_pickle, model_factory=args.model_factory,
         imports=args.imports, threads=args.threads, iterations=args.iterations,
-        warmup=args.warmup, device=args.device, save_inputs=args.save_inputs,
+        warmup=args.warmup, device=args.device, task=args.task, save_inputs=args.save_inputs,
         save_outputs=args.save_outputs, report=args.report, report_md=args.report_md,
         calibrate=not args.no_calibration, bundle=args.bundle, bundle_target=args.target,
         device_outputs=args.device_outputs, device_times=args.device_times)
@@ -258,7 +271,7 @@ def _run_forms(args: argparse.Namespace) -> int:
             precision=args.precision, allow_pickle=args.allow_pickle,
             model_factory=args.model_factory, imports=args.imports, threads=args.threads,
             iterations=args.iterations, warmup=args.warmup, device=args.device,
-            report=args.report, report_md=args.report_md)
+            report=args.report, report_md=args.report_md, task=args.task)
         rep = api.forms_report(args.model, options, progress=Progress())
         print(rep.summary())
         return 0
@@ -281,7 +294,8 @@ def export_options(args: argparse.Namespace) -> ExportOptions:
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
         dynamic=args.dynamic, device=args.device, bundle=args.bundle,
-        output_names=args.output_names, imports=args.imports, cast_down=args.cast_down)
+        output_names=args.output_names, imports=args.imports, cast_down=args.cast_down,
+        task=args.task)
 
 
 def _run_export(argv: Sequence[str]) -> int:

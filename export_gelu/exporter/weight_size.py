@@ -48,8 +48,12 @@ def check_disk_for(loaded: Any, out: Path) -> None:
     if loaded.is_onnx:
         needed, what = file_bytes([loaded.path, *loaded.data_files]), "the rewritten model"
     else:
-        size = module_weight_bytes(loaded.module) if loaded.module is not None else (
-            file_bytes([loaded.path]))  # an ExportedProgram: its file is its weights
+        if loaded.module is not None:
+            size = module_weight_bytes(loaded.module)
+        elif loaded.path.is_file():  # an ExportedProgram: its file is its weights
+            size = file_bytes([loaded.path])
+        else:  # an ExportedProgram in memory
+            size = sum(t.numel() * t.element_size() for t in loaded.exported.state_dict.values())
         big = size > external_data_threshold()
         needed = 2 * size if big else size
         what = ("the export (weights written once by the exporter, once into the output)"

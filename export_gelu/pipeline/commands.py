@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
-from export_gelu.options import RunOptions, validate
+from export_gelu.errors import BadInputError
+from export_gelu.options import ExportOptions, RunOptions, validate
 from export_gelu.output_plan import check_outputs
 from export_gelu.pipeline import device_stages, finish, forms, sources, verify_stages
 from export_gelu.pipeline.export_command import EXPORT
@@ -58,17 +60,35 @@ FORMS_REPORT = (*COMPARE_FORMS, Stage("calibration", forms.calibrate_forms),
                 Stage("report", finish.write_report, timed_as=None))
 
 
+def _refuse_for_in_memory(options: RunOptions, loaded: Any) -> None:
+    """What a model without a file cannot do: a default output name, a device bundle."""
+    if loaded is None:
+        return
+    if not isinstance(options, ExportOptions):
+        raise BadInputError(f"{loaded.path}: only export takes an in-memory model; save it "
+                            "(torch.export.save) to verify or compare forms")
+    if not options.output:
+        raise BadInputError(f"{loaded.path} has no file to name the output after: pass "
+                            "output='model.onnx'")
+    if options.bundle:
+        raise BadInputError(f"{loaded.path}: a device bundle needs the model as a file (the "
+                            "device's outputs are verified against it later); save it with "
+                            "torch.export.save and export that file")
+
+
 def new_state(options: RunOptions, model: str | Path, progress: Progress | None = None, *,
-              deployed: str | Path | None = None) -> RunState:
+              deployed: str | Path | None = None, loaded: Any = None) -> RunState:
     """A fresh state for `model` (and the artifact `deployed` that verify checks), its options
-    checked first (exit 2/3 before any work)."""
+    checked first (exit 2/3 before any work). `loaded`: a model already in memory
+    (exporter/in_memory.py), exported as it is; `model` is then its label."""
+    _refuse_for_in_memory(options, loaded)
     checked = validate(options)
     outputs = check_outputs(options, model, deployed=deployed,
                             device_outputs=getattr(options, "device_outputs", None),
                             device_times=getattr(options, "device_times", None))
     checked = dataclasses.replace(checked, outputs=outputs)
     return RunState(options, checked, Path(model), progress or Progress(enabled=False),
-                    output=Path(deployed) if deployed is not None else None)
+                    output=Path(deployed) if deployed is not None else None, loaded=loaded)
 
 
 __all__ = ["EXPORT", "VERIFY", "DEVICE_VERIFY", "COMPARE_FORMS", "FORMS_REPORT", "new_state"]

@@ -42,10 +42,6 @@ def _calibrates(state: RunState) -> bool:
     return bool(state.options.inputs_npz) and state.is_torch
 
 
-def _not_loaded(state: RunState) -> bool:
-    return state.loaded is None
-
-
 #: From a loaded model and its feed to the written graph: what `--compare-forms` runs once
 #: per form on one loaded model.
 MAKE_GRAPH = (
@@ -70,7 +66,7 @@ CHECK_GRAPH = (
 
 #: Where the model and its inputs come from.
 LOAD_EXPORT = (
-    Stage("load", sources.load, applies=_not_loaded),
+    Stage("load", sources.load),
     Stage("disk", plan.check_disk, timed_as="load"),
     Stage("inputs", sources.export_inputs, timed_as="load"),
 )

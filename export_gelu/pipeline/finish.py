@@ -10,6 +10,7 @@ from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
 from export_gelu.pipeline.state import RunState
+from export_gelu.report.markdown import plot_paths
 from export_gelu.report.write import write_reports
 
 
@@ -43,8 +44,26 @@ def calibrate(state: RunState) -> None:
         state.loaded, state.feeds, f"real data from {Path(state.options.inputs_npz).name}")
 
 
+def written_paths(state: RunState) -> list[str]:
+    """Every file (and folder) the run wrote: graphs and their data, engine, bundle, reports."""
+    rep, o = state.report, state.options
+    found: list[str] = []
+    for graph in (rep.graphs or {}).values():
+        found += [p for p in (graph.get("output"), graph.get("external_data")) if p]
+    if not rep.graphs and rep.command == "export":
+        found += [p for p in (rep.output, rep.external_data) if p]
+    found += [p for p in (rep.trt.get("engine"), rep.trt.get("bundle")) if p]
+    report_md = getattr(o, "report_md", None)
+    found += [str(p) for p in (getattr(o, "report", None), report_md) if p]
+    if report_md:
+        found += [str(p) for p in plot_paths(Path(report_md)).values() if p.exists()]
+    return list(dict.fromkeys(found))
+
+
 def write_report(state: RunState) -> None:
-    """report → `--report` (JSON) and `--report-md` (Markdown with plots), atomically."""
+    """report → `--report` (JSON) and `--report-md` (Markdown with plots), atomically; the
+    report lists what the run wrote (`written`)."""
     state.progress.done()
     o = state.options
+    state.report.written = written_paths(state)
     write_reports(state.report, getattr(o, "report", None), getattr(o, "report_md", None))

@@ -202,7 +202,7 @@ def auto_options(options: ExportOptions) -> FormsOptions:
                         allow_pickle=options.allow_pickle, model_factory=options.model_factory,
                         imports=options.imports, threads=options.threads,
                         iterations=options.iterations, warmup=options.warmup,
-                        device=options.device)
+                        device=options.device, task=options.task)
 
 
 def best_form_export(compared: RunState, options: ExportOptions) -> RunState:

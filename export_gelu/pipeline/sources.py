@@ -14,11 +14,14 @@ from export_gelu.pipeline.state import RunState
 
 
 def load(state: RunState) -> None:
-    """options, model_path → loaded; the report learns the format and the loader's notes."""
+    """options, model_path → loaded (unless a model in memory was handed over, or loaded
+    once for several runs); the report learns the format and the loader's notes."""
     o = state.options
-    state.progress.step(f"loading {state.model_path}")
-    state.loaded = load_model(state.model_path, allow_pickle=o.allow_pickle,
-                              model_factory=o.model_factory, imports=o.imports, task=o.task)
+    if state.loaded is None:
+        state.progress.step(f"loading {state.model_path}")
+        state.loaded = load_model(state.model_path, allow_pickle=o.allow_pickle,
+                                  model_factory=o.model_factory, imports=o.imports,
+                                  task=o.task)
     if state.report is not None:
         state.report.model_format = state.loaded.format.value
         state.report.notes.extend(state.loaded.notes)

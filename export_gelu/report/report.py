@@ -48,6 +48,7 @@ class Report:
     task: str | None = None  # a Hugging Face folder's task (optimum's name)
     graphs: dict[str, Any] | None = None  # a multi-graph export: file name → that graph's report
     generation: dict[str, Any] | None = None  # greedy decoding, ONNX Runtime vs generate
+    written: list[str] = field(default_factory=list)  # every file and folder the run wrote
 
     @property
     def exit_code(self) -> int:
@@ -92,6 +93,7 @@ class Report:
             "task": self.task,
             "graphs": self.graphs,
             "generation": self.generation,
+            "written": self.written,
         }
 
     def dumps(self) -> str:

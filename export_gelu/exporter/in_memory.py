@@ -1,0 +1,86 @@
+"""A model handed over in memory (the Python API): an `nn.Module` or an `ExportedProgram`,
+with the example inputs it is called on, as a LoadedModel the export stages take.
+
+It has no file: the output must be named (`output=`), no device bundle can point back at it,
+and the report names it `<in memory: ClassName>`. Its example inputs are `args` (in
+`forward()`'s order) and `kwargs` (by parameter name), tensors only; an ExportedProgram
+without them uses the example inputs it was exported with.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from export_gelu.errors import BadInputError
+from export_gelu.exporter.detect import ModelFormat
+from export_gelu.exporter.load import LoadedModel, nonfinite_weights
+
+
+def is_in_memory(model: Any) -> bool:
+    """An object to export as it is, not a path to load."""
+    return not isinstance(model, (str, Path))
+
+
+def label(model: Any) -> Path:
+    """How reports and messages name an in-memory model."""
+    return Path(f"<in memory: {type(model).__name__}>")
+
+
+def _positional_names(module: Any, count: int) -> list[str]:
+    try:
+        params = [p for p in inspect.signature(module.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params[:count]]
+    return names + [f"input_{i}" for i in range(len(names), count)]
+
+
+def _tensors(values: Sequence[Any], names: Sequence[str], what: str) -> tuple[Any, ...]:
+    import torch
+
+    for name, value in zip(names, values):
+        if not isinstance(value, torch.Tensor):
+            raise BadInputError(f"{what}: {name} is a {type(value).__name__}; the example "
+                                "inputs must be tensors")
+    return tuple(values)
+
+
+def from_memory(model: Any, args: Sequence[Any] | None = None,
+                kwargs: Mapping[str, Any] | None = None) -> LoadedModel:
+    """An nn.Module or ExportedProgram, with its example inputs, as a LoadedModel."""
+    import torch
+
+    from export_gelu.exporter.output_names import names_from_spec
+
+    args, kwargs = tuple(args or ()), dict(kwargs or {})
+    where = label(model)
+    if isinstance(model, torch.export.ExportedProgram):
+        names = [s for s in model.graph_signature.user_inputs if isinstance(s, str)]
+        if not (args or kwargs) and model.example_inputs:
+            args, kwargs = model.example_inputs
+        example = _tensors((*args, *kwargs.values()), names, str(where)) if args or kwargs \
+            else None
+        bad = nonfinite_weights(model.state_dict)
+        if bad:
+            raise BadInputError(f"{where}: weight {bad[0]!r} holds NaN")
+        return LoadedModel(where, ModelFormat.IN_MEMORY_PROGRAM, exported=model,
+                           example_inputs=example, input_names=names,
+                           output_names=names_from_spec(model.call_spec.out_spec))
+    if not isinstance(model, torch.nn.Module):
+        raise BadInputError(f"export() takes a path, an nn.Module or an ExportedProgram, not a "
+                            f"{type(model).__name__}")
+    names = _positional_names(model, len(args)) + list(kwargs)
+    example = _tensors((*args, *kwargs.values()), names, str(where)) if names else None
+    bad = nonfinite_weights(model.state_dict())
+    if bad:
+        raise BadInputError(f"{where}: weight {bad[0]!r} holds NaN")
+    notes = []
+    if model.training:
+        notes.append("the module was in training mode: exported and checked in eval mode "
+                     "(its mode is restored afterwards)")
+    return LoadedModel(where, ModelFormat.IN_MEMORY_MODULE, module=model, example_inputs=example,
+                       input_names=names, notes=notes)
