@@ -130,7 +130,7 @@ def check_outputs(options: RunOptions, model: str | Path, *, deployed: str | Pat
     for w in writes:
         if w.folder:
             check_bundle_dir(w.path, bundle_new)
-        elif w.new_folder and not w.path.parent.exists():
+        elif w.new_folder and not w.path.parent.is_dir():
             check_output_folder(w.path.parent, w.flag.split("'")[0])
         else:
             if w.flag in ("--save-inputs", "--save-outputs"):

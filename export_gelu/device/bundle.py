@@ -52,10 +52,15 @@ Profile = dict[str, tuple[Shape, Shape, Shape]]
 
 
 def sha256_file(path: Path) -> str:
+    """A file's SHA-256; a folder's (a Hugging Face model) over its files' names and bytes."""
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            digest.update(file.relative_to(path).as_posix().encode() + b"\0")
+        with file.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):  # noqa: B023 - used at once
+                digest.update(block)
     return digest.hexdigest()
 
 

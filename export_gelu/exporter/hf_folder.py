@@ -10,7 +10,10 @@ its math; `--precision` casts afterwards), in eval mode.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,25 @@ PICKLED, PICKLED_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
 PICKLE_WEIGHTS_RISK = ("its weights are a pickle (pytorch_model.bin): loading it can run code "
                        "from the file; pass --allow-pickle only if you trust where it came from, "
                        "or save the model with save_pretrained(..., safe_serialization=True)")
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' progress bars, info logs and warnings off for the span (the run's own
+    progress and notes say what happened)."""
+    from transformers.utils import logging as hf_logging
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def is_hf_folder(path: Path) -> bool:
@@ -103,8 +125,9 @@ def read_config(folder: Path, allow_pickle: bool) -> Any:
                             "(trust_remote_code); loading it runs that code; pass "
                             "--allow-pickle only if you trust where it came from")
     try:
-        return transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True,
-                                                       trust_remote_code=allow_pickle)
+        with quiet_transformers():
+            return transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True,
+                                                           trust_remote_code=allow_pickle)
     except Exception as exc:  # noqa: BLE001 - transformers raises ValueError, KeyError, OSError
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"{folder / CONFIG}: transformers cannot read it ({first})") from exc
@@ -181,7 +204,8 @@ def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = Fals
     weights = find_weights(folder, allow_pickle)
     cls = _model_class(transformers, resolved, folder)
     try:
-        model, info = _from_pretrained(cls, folder, weights, allow_pickle)
+        with quiet_transformers():
+            model, info = _from_pretrained(cls, folder, weights, allow_pickle)
     except BadInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - corrupt weights, a config the class refuses

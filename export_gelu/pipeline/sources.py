@@ -3,6 +3,7 @@ inputs it runs on (flags, a `.npz`, the model's own examples, or generated)."""
 
 from __future__ import annotations
 
+from export_gelu.errors import BadInputError
 from export_gelu.exporter.call_plan import ordered_feed, plan_for
 from export_gelu.exporter.cast_down import cast_down_on_request
 from export_gelu.exporter.dynamic import plan_dynamic
@@ -10,6 +11,7 @@ from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.hf_dims import declared_plan
 from export_gelu.exporter.load import load_model
 from export_gelu.exporter.model_dtype import feed_precision
+from export_gelu.options import ExportOptions
 from export_gelu.pipeline.state import RunState
 
 
@@ -22,9 +24,14 @@ def load(state: RunState) -> None:
         state.loaded = load_model(state.model_path, allow_pickle=o.allow_pickle,
                                   model_factory=o.model_factory, imports=o.imports,
                                   task=o.task)
+    if state.loaded.graphs and not isinstance(o, ExportOptions):
+        raise BadInputError(f"{state.model_path}: task {state.loaded.task} exports "
+                            f"{len(state.loaded.graphs)} graphs; verify and --compare-forms "
+                            "take a one-graph task (pass --task, e.g. feature-extraction)")
     if state.report is not None:
         state.report.model_format = state.loaded.format.value
         state.report.notes.extend(state.loaded.notes)
+        state.report.task = state.loaded.task or None
 
 
 def export_inputs(state: RunState) -> None:
