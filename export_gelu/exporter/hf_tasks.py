@@ -5,9 +5,10 @@ over. Each task names the transformers auto-class mappings (`MODEL_FOR_*_MAPPING
 transformers/models/auto/modeling_auto.py) whose classes serve it, and the kind of export it
 makes: one graph (`single`), a decoder-only generation graph with past key/values
 (`decoder`), or an encoder–decoder's graphs (`seq2seq`). Without `--task`, the task is the
-first whose mappings hold the class `config.json`'s `architectures` names, checked heads
-first and bare models (feature-extraction) last; a generation class defaults to its
-`-with-past` task, as optimum's `main_export` does for `--task auto`.
+first whose mappings hold the class `config.json`'s `architectures` names, checked
+generation tasks first, then heads, bare models (feature-extraction) last; a generation class
+defaults to its `-with-past` task, as optimum's `main_export` does for `--task auto`. A class
+no mapping holds is exported with its own outputs (as feature-extraction).
 """
 
 from __future__ import annotations
@@ -34,17 +35,19 @@ class Task:
     kind: str = SINGLE
 
 
-#: Heads first: the first task whose mappings hold the architecture's class wins.
+#: Generation first, then heads, the bare model last: the first task whose mappings hold the
+#: architecture's class wins (BartForConditionalGeneration is in both the masked-LM and the
+#: seq2seq mapping: it is a text2text-generation model).
 TASKS: tuple[Task, ...] = (
+    Task("text2text-generation", ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",), SEQ2SEQ),
+    Task("automatic-speech-recognition", ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+                                          "MODEL_FOR_CTC_MAPPING_NAMES"), SEQ2SEQ),
+    Task("text-generation", ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",), DECODER),
     Task("fill-mask", ("MODEL_FOR_MASKED_LM_MAPPING_NAMES",)),
     Task("text-classification", ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",)),
     Task("token-classification", ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",)),
     Task("question-answering", ("MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",)),
     Task("multiple-choice", ("MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES",)),
-    Task("text-generation", ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",), DECODER),
-    Task("text2text-generation", ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",), SEQ2SEQ),
-    Task("automatic-speech-recognition", ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
-                                          "MODEL_FOR_CTC_MAPPING_NAMES"), SEQ2SEQ),
     Task("image-classification", ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",)),
     Task("zero-shot-image-classification",
          ("MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES",)),
@@ -152,9 +155,14 @@ def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
         raise BadInputError(f"{folder}/config.json names no architectures; pass --task (one of "
                             f"{', '.join(task_names())})")
     task = _task_of_class(archs[0])
-    if task is None:
-        raise BadInputError(f"{folder}: {archs[0]} (config.json's architectures) is not a "
-                            "transformers class export-gelu can map to a task; pass --task")
+    if task is None:  # a class no task mapping holds (ElectraForPreTraining): its own outputs
+        import transformers
+
+        if getattr(transformers, archs[0], None) is None:
+            raise BadInputError(f"{folder}: {archs[0]} (config.json's architectures) is not a "
+                                "transformers class; pass --task")
+        return ResolvedTask(_BY_NAME["feature-extraction"].name, _BY_NAME["feature-extraction"],
+                            archs[0], False, inferred=True)
     with_past = task.kind != SINGLE and not archs[0].endswith("ForCTC")
     name = task.name + (WITH_PAST if with_past else "")
     return ResolvedTask(name, task, archs[0], with_past, inferred=True)
