@@ -18,6 +18,7 @@ from export_gelu.check.tolerances import Tolerances, resolve_tolerances
 from export_gelu.check.trt_runner import trt_runner
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds import resolve_feed
+from export_gelu.notes import Note, tagged
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.state import RunState
 
@@ -58,7 +59,8 @@ def _record_if_big(state: RunState) -> None:
                         "output")
     feed = deployed_feed(state.feed, state.graph, state.run_precision)
     state.reference = record_reference(state.reference, [feed], o.iterations, o.warmup)
-    rep.notes.append(IN_TURN_NOTE.format(reference=state.reference.name, output="the output"))
+    rep.notes.append(Note(IN_TURN_NOTE.format(reference=state.reference.name,
+                                              output="the output"), "one-model-at-a-time"))
     state.reference_module = None
     state.loaded.module = state.loaded.exported = None
     if state.cast:
@@ -93,7 +95,7 @@ def _check_graph(state: RunState) -> None:
     o, rep = state.options, state.report
     feed = deployed_feed(state.feed, state.graph, state.run_precision)
     if plugin_nodes(state.graph):
-        rep.notes.append(STANDIN_NOTE.format(which="the output"))
+        rep.notes.append(Note(STANDIN_NOTE.format(which="the output"), "plugin-standin"))
     runs = [] if state.run_precision == "bf16" else _ort_runs(state)
     if isinstance(runs, str):
         rep.parity = skipped(runs)
@@ -113,7 +115,7 @@ def _check_graph(state: RunState) -> None:
     if state.engine is not None:
         rep.trt["parity"] = outcome.by_runner["tensorrt"].to_json()
     if state.cast:
-        rep.notes.extend(n for n in [state.cast.measured_note(rep.parity)] if n)
+        rep.notes.extend(tagged("cast-down-error", [state.cast.measured_note(rep.parity)]))
 
 
 def check(state: RunState) -> None:

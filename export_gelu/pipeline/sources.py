@@ -9,6 +9,7 @@ from export_gelu.exporter.dynamic import plan_dynamic
 from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.load import load_model
 from export_gelu.exporter.model_dtype import feed_precision
+from export_gelu.notes import Note, tagged
 from export_gelu.pipeline.state import RunState
 
 
@@ -20,7 +21,7 @@ def load(state: RunState) -> None:
                               model_factory=o.model_factory, imports=o.imports)
     if state.report is not None:
         state.report.model_format = state.loaded.format.value
-        state.report.notes.extend(state.loaded.notes)
+        state.report.notes.extend(tagged("loader", state.loaded.notes))
 
 
 def export_inputs(state: RunState) -> None:
@@ -41,12 +42,13 @@ def export_inputs(state: RunState) -> None:
     state.real_inputs = bool(o.inputs_npz)
     state.reference_module = (cast.reference if cast else
                               None if loaded.is_onnx else loaded.reference_module())
-    notes = list(state.dynamic.notes)
+    notes = tagged("dynamic-plan", state.dynamic.notes)
     if state.call_plan.uses_keywords:
-        notes.append(f"the model is called as model({state.call_plan.describe()})")
-    notes += [cast.note()] if cast else cast_notes
+        notes.append(Note(f"the model is called as model({state.call_plan.describe()})",
+                          "keyword-call"))
+    notes += tagged("cast-down", [cast.note()] if cast else cast_notes)
     state.run_precision = (cast.precision if cast else
                            feed_precision(state.reference_module, o.precision))
     if state.run_precision == "fp64":
-        notes.append("a float64 model: inputs, graph and parity in float64")
+        notes.append(Note("a float64 model: inputs, graph and parity in float64", "float64-model"))
     rep.notes.extend(notes)

@@ -33,6 +33,7 @@ from export_gelu.device.bundle import (
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds import resolve_feed
 from export_gelu.exporter.load import load_model
+from export_gelu.notes import Note
 from export_gelu.passes.onnx import find_sites
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.state import RunState
@@ -130,7 +131,8 @@ def describe_deployed(state: RunState) -> None:
 
 
 def _plugin_notes(graph: Any, which: str) -> list[str]:
-    return [STANDIN_NOTE.format(which=which)] if plugin_nodes(graph) else []
+    return [Note(STANDIN_NOTE.format(which=which), "plugin-standin")] if plugin_nodes(graph) \
+        else []
 
 
 def verify_reference(state: RunState) -> None:
@@ -148,7 +150,8 @@ def verify_reference(state: RunState) -> None:
         state.reference = record_reference(state.reference, dep_feeds, o.iterations, o.warmup)
         state.loaded.module = state.loaded.exported = None  # one model in memory at a time
         gc.collect()
-        rep.notes.append(IN_TURN_NOTE.format(reference=state.reference.name, output="DEPLOYED"))
+        rep.notes.append(Note(IN_TURN_NOTE.format(reference=state.reference.name,
+                                                  output="DEPLOYED"), "one-model-at-a-time"))
 
 
 def verify_check(state: RunState) -> None:
@@ -183,11 +186,13 @@ def save_data(state: RunState) -> None:
     dep_feeds = [feed_for(state.deployed, f) for f in state.feeds]
     if o.save_inputs:
         save_polygraphy_inputs(dep_feeds, o.save_inputs)
-        rep.notes.append(f"inputs saved to {o.save_inputs} (polygraphy run --load-inputs)")
+        rep.notes.append(Note(f"inputs saved to {o.save_inputs} (polygraphy run --load-inputs)",
+                              "saved-inputs"))
     if o.save_outputs:
         save_polygraphy_outputs(rep.parity.run_results, o.save_outputs)
-        rep.notes.append(f"outputs of {' and '.join(rep.parity.runners)} saved to "
-                         f"{o.save_outputs} (polygraphy run --load-outputs)")
+        rep.notes.append(Note(f"outputs of {' and '.join(rep.parity.runners)} saved to "
+                              f"{o.save_outputs} (polygraphy run --load-outputs)",
+                              "saved-outputs"))
 
 
 def verify_bundle(state: RunState) -> None:
@@ -223,15 +228,16 @@ def calibrate_verify(state: RunState) -> None:
 
 
 def _calibration_notes(calibration: Any, precision: str) -> list[str]:
-    return [f"GELU {s.module or s.name} sees |x| > 40 ({s.share_abs_gt_40:.2%} of values): a "
-            "Pow-based tanh form overflows fp16 there (x³ > 65504)"
+    return [Note(f"GELU {s.module or s.name} sees |x| > 40 ({s.share_abs_gt_40:.2%} of values): "
+                 "a Pow-based tanh form overflows fp16 there (x³ > 65504)", "fp16-overflow-risk")
             for s in calibration.sites if s.share_abs_gt_40 > 0 and precision == "fp16"]
 
 
 def _form_notes(model_kinds: Counter[str], deployed_kinds: Counter[str]) -> list[str]:
     if not model_kinds or not deployed_kinds or model_kinds == deployed_kinds:
         return []
-    show = ", ".join
-    return [f"the deployed graph's GELUs ({show(f'{n} {k}' for k, n in deployed_kinds.items())})"
-            f" differ from the model's ({show(f'{n} {k}' for k, n in model_kinds.items())}): "
-            "a changed form adds error (tanh up to 4.73e-4, sigmoid up to 2.03e-2 per site)"]
+    deployed = ", ".join(f"{n} {k}" for k, n in deployed_kinds.items())
+    model = ", ".join(f"{n} {k}" for k, n in model_kinds.items())
+    return [Note(f"the deployed graph's GELUs ({deployed}) differ from the model's ({model}): "
+                 "a changed form adds error (tanh up to 4.73e-4, sigmoid up to 2.03e-2 per site)",
+                 "gelu-forms-differ")]

@@ -8,8 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.check.latency import Latency
+from export_gelu.notes import note_json
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.passes.sites import GeluSite
+
+
+#: The report's JSON layout version (docs/report.schema.json); bumped when a key changes
+#: meaning or goes away (keys may be added within a version).
+SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -33,15 +39,15 @@ class Report:
     trt: dict[str, Any] = field(default_factory=lambda: {"status": "skipped", "reason": "not run"})
     latency: dict[str, Latency] = field(default_factory=dict)
     threads: int = 1
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # notes.Note: a message and its code
     command: str = "export"  # export | verify
     inputs: str = ""  # where the inputs came from (spec, file, example inputs)
     precision_note: str = ""  # how the precision (and so the default tolerances) was decided
     calibration: Any = None  # runtime.calibration.Calibration
     forms: Any = None  # runtime.compare_forms.FormsComparison
     stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
-    dynamic: dict[str, Any] | None = None  # dims with ranges; parity per shape (shape_parity)
-    device: dict[str, Any] = field(default_factory=dict)  # runtime.devices.DeviceChoice
+    dynamic: dict[str, Any] | None = None  # dims with ranges; parity per shape (pipeline/checking.py)
+    device: dict[str, Any] = field(default_factory=dict)  # check.devices.DeviceChoice
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
     weights: dict[str, Any] | None = None  # weights streamed into the output (onnx_weights)
     options: dict[str, Any] | None = None  # the run's options (export_gelu.options), as JSON
@@ -56,6 +62,7 @@ class Report:
         return {
             "tool": "export-gelu",
             "version": __version__,
+            "schema_version": SCHEMA_VERSION,
             "model": self.model,
             "model_format": self.model_format,
             "target": self.target,
@@ -73,7 +80,7 @@ class Report:
             "trt": self.trt,
             "latency": {k: v.to_json() for k, v in self.latency.items()},
             "threads": self.threads,
-            "notes": self.notes,
+            "notes": [note_json(n) for n in self.notes],
             "command": self.command,
             "inputs": self.inputs,
             "precision_note": self.precision_note,
