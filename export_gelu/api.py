@@ -30,7 +30,7 @@ from export_gelu.exporter.capture import capture, cast_args, module_for_precisio
 from export_gelu.exporter.cast_down import cast_down_on_request
 from export_gelu.exporter.dynamic import DynamicPlan, plan_dynamic
 from export_gelu.exporter.fallback import export_with_fallback
-from export_gelu.exporter.feeds import resolve_feed
+from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.exporter.load import LoadedModel, load_model, load_onnx_model
 from export_gelu.exporter.model_dtype import feed_precision
 from export_gelu.exporter.model_names import apply_output_names, model_output_names
@@ -116,8 +116,8 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
     big = out is not None and module_weight_bytes(module) > external_data_threshold()
     args = _torch_feed(feed, feed_precision(module, precision))
     progress.step("capturing the model with torch.export")
-    dynamic_shapes = dplan.torch_dynamic_shapes(list(feed)) if dplan.ranged else None
-    program, why_not = capture(loaded, module, args, precision, plan, dynamic_shapes)
+    program, why_not = capture(loaded, module, args, precision, plan,
+                               dplan if dplan.ranged else None)  # adds the axes torch ties
     report.notes.extend(fit_program_precision(program, precision))
     clock.lap("capture")
     sites: list[GeluSite] = []
@@ -322,6 +322,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     _check_disk_for(loaded, out)
     dplan, specs = plan_dynamic(loaded, flags, list(inputs), inputs_npz)
     feed = resolve_feed(loaded, specs, inputs_npz)
+    generated = generated_inputs(feed)  # inputs made up (by role), not given: the report says
     plan = plan_for(loaded, list(feed))
     feed = ordered_feed(plan, feed)
     cast, cast_notes = cast_down_on_request(loaded, precision, cast_down)
@@ -338,7 +339,8 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
     rep = Report(model=str(model_path), target=profile.name, target_note=target_note,
                  model_format=loaded.format.value, precision=precision, gelu_form=gelu,
                  threads=threads, notes=[*loaded.notes, *dplan.notes, *rep_notes_inputs],
-                 device=device_choice.to_json() if device_choice else {})
+                 device=device_choice.to_json() if device_choice else {},
+                 generated_inputs=generated)
     rep.stage_seconds = clock.stages
     rep.options = opts.to_json()
 

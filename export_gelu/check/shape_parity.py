@@ -2,8 +2,10 @@
 
 One export serves every shape, so each is checked the same way as the main run: PyTorch (or
 the input ONNX file) against the deployed graph in ONNX Runtime, and against the TensorRT
-engine when one was built. The report gets one entry per shape (`dynamic.shapes`); a failure
-at any shape fails the run, naming the shape.
+engine when one was built. The inputs at each size are made by role
+(exporter/generated_inputs.py: token ids in the vocabulary, padding masks, …). The report gets
+one entry per shape (`dynamic.shapes`), saying which inputs were made and how (`generated`);
+a failure at any shape fails the run, naming the shape and the generated inputs.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deplo
     from export_gelu.check.deployed import deployed_feed
     from export_gelu.check.ort_runner import ort_runner
     from export_gelu.check.reference import reference_runner
-    from export_gelu.exporter.feeds import resolve_feed
+    from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 
     d_atol, d_rtol = default_tolerances(precision, added)
     atol = d_atol if atol is None else atol
@@ -40,8 +42,12 @@ def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deplo
     for label, sizes in plan.points():
         feed = resolve_feed(loaded, plan.specs(sizes), None)
         dep_feed = deployed_feed(feed, model, precision)
+        made = generated_inputs(feed)
         entry: dict[str, Any] = {"label": label, "sizes": sizes,
-                                 "inputs": {n: list(a.shape) for n, a in dep_feed.items()}}
+                                 "inputs": {n: list(a.shape) for n, a in dep_feed.items()},
+                                 "generated": made}
+        for name, how in made.items():
+            rep.generated_inputs.setdefault(name, how)
         runners = [("onnxruntime", ort_runner(deployed, threads=threads, name="onnxruntime"))]
         if built is not None:
             from export_gelu.check.trt_runner import trt_runner
@@ -52,7 +58,10 @@ def parity_at_sizes(plan: DynamicPlan, loaded: Any, reference_module: Any, deplo
             result = compare_runners(reference, runner, dep_feed, atol, rtol)
             entry[key] = _summary(result)
             if result.status == "failed":
-                failed.append((f"{key} at {label} ({_sizes_text(sizes)})", result))
+                where = f"{key} at {label} ({_sizes_text(sizes)})"
+                if made:
+                    where += f", on generated {', '.join(made)}"
+                failed.append((where, result))
         shapes.append(entry)
     rep.dynamic = {**(rep.dynamic or {}), "dims": plan.to_json(), "shapes": shapes}
     if failed and rep.parity.status != "failed":

@@ -173,7 +173,8 @@ class DynamicPlan:
         return [t.spec(sizes) for t in self.templates]
 
     def torch_dynamic_shapes(self, input_names: Sequence[str]) -> tuple[Any, ...]:
-        """torch.export's `dynamic_shapes`: one Dim per named dim, shared by its axes."""
+        """torch.export's `dynamic_shapes`: one Dim per named dim, shared by its axes (capture
+        itself uses dynamic_capture.dynamic_shapes, which lets torch tie the other axes)."""
         import torch
 
         made = {d.name: torch.export.Dim(d.name, min=d.min, max=d.max) for d in self.ranged}
@@ -268,43 +269,85 @@ def _known_names(named: dict[str, list[int | str]]) -> str:
     return ", ".join(names) or "none"
 
 
+def _fixed_axes(f: DimRange, named: dict[str, list[int | str]], torch_model: bool
+                ) -> list[tuple[str, int]]:
+    """The axes a flag names, checked against the model (exit 2 naming what does not exist)."""
+    axes = f.axes or _axes_named(named, f.name)
+    if not axes:
+        how = ("name it in --input (e.g. input_ids:batchxseq:int64) or map it "
+               f"(--dynamic {f.name}=INPUT:AXIS=MIN:OPT:MAX)") if torch_model else \
+            f"the graph's input dims are named: {_known_names(named)}"
+        raise BadInputError(f"{f.label}: no input axis carries a dim named {f.name!r}; {how}")
+    fixed = []
+    for inp, axis in axes:
+        if inp not in named:
+            what = "model" if torch_model else "graph"
+            raise BadInputError(f"{f.label}: the {what} has no input {inp!r} (inputs: "
+                                f"{', '.join(named) or 'none'})")
+        rank = len(named[inp])
+        if not -rank <= axis < rank:
+            raise BadInputError(f"{f.label}: input {inp!r} has rank {rank}, no axis {axis}")
+        fixed.append((inp, axis % rank))
+    return fixed
+
+
+def _per_input_dim(fixed: list[tuple[str, int]], named: dict[str, list[int | str]]
+                   ) -> tuple[str, list[tuple[str, int]], bool]:
+    """(name, axes, tied) for the INPUT:AXIS form: an axis the model names covers every axis
+    of that name (the model ties them: tied=True); an unnamed one is named by its position
+    (batch at axis 0, seq at axis 1, dimN elsewhere) and covers itself."""
+    inp, axis = fixed[0]
+    here = named[inp][axis]
+    if isinstance(here, str) and here:
+        return re.sub(r"\W", "_", here), list(_axes_named(named, here)), True
+    return _AXIS_NAMES.get(axis, f"dim{axis}"), fixed, False
+
+
+def _same_range(a: DimRange, b: DimRange) -> bool:
+    return (a.min, a.opt, a.max) == (b.min, b.opt, b.max)
+
+
+def _ranges_text(d: DimRange) -> str:
+    return f"{d.min}:{d.opt}:{d.max}"
+
+
 def resolve_flags(flags: Sequence[DimRange], named: dict[str, list[int | str]],
                   torch_model: bool) -> list[DimRange]:
-    """Each flag with its name and axes filled in from the model's named axes (exit 2 when a
-    name, input or axis does not exist, or an axis is ranged twice)."""
+    """Each flag with its name and axes filled in from the model's named axes.
+
+    Flags that resolve to one dim with one range become that dim (its axes joined): the
+    INPUT:AXIS form given once per input, as TensorRT tools write it. Exit 2 when a name,
+    input or axis does not exist, when one dim (or axes the model ties) gets two ranges, or
+    when an axis is ranged by two dims.
+    """
     resolved: list[DimRange] = []
-    owner: dict[tuple[str, int], str] = {}
     for f in flags:
-        axes = f.axes or _axes_named(named, f.name)
-        if not axes:
-            how = ("name it in --input (e.g. input_ids:batchxseq:int64) or map it "
-                   f"(--dynamic {f.name}=INPUT:AXIS=MIN:OPT:MAX)") if torch_model else \
-                f"the graph's input dims are named: {_known_names(named)}"
-            raise BadInputError(f"{f.label}: no input axis carries a dim named {f.name!r}; "
-                                f"{how}")
-        fixed = []
-        for inp, axis in axes:
-            if inp not in named:
-                what = "model" if torch_model else "graph"
-                raise BadInputError(f"{f.label}: the {what} has no input {inp!r} (inputs: "
-                                    f"{', '.join(named) or 'none'})")
-            rank = len(named[inp])
-            if not -rank <= axis < rank:
-                raise BadInputError(f"{f.label}: input {inp!r} has rank {rank}, no axis {axis}")
-            fixed.append((inp, axis % rank))
-        name = f.name
+        fixed = _fixed_axes(f, named, torch_model)
+        name, tied = f.name, bool(f.name) and not f.axes
         if not name:
-            here = named[fixed[0][0]][fixed[0][1]]
-            name = here if isinstance(here, str) and here else f"{fixed[0][0]}_{fixed[0][1]}"
-            name = re.sub(r"\W", "_", name)
+            name, fixed, tied = _per_input_dim(fixed, named)
+        same = next((d for d in resolved if d.name == name), None)
+        if same is not None and not _same_range(same, f):
+            if f.name or tied:  # one dim, or axes the model ties, with two ranges
+                what = f"dim {name!r}" if f.name else \
+                    f"axes the model ties together (dim {name!r})"
+                raise BadInputError(f"{same.label} and --dynamic {f.flag} give {what} "
+                                    f"different ranges ({_ranges_text(same)} and "
+                                    f"{_ranges_text(f)}); give them one range")
+            same, base, k = None, name, 2  # an unnamed axis with its own range: its own dim
+            while any(d.name == name for d in resolved):
+                name, k = f"{base}{k}", k + 1
         for key in fixed:
-            if key in owner:
+            owner = next((d for d in resolved if key in d.axes), None)
+            if owner is not None and owner is not same:
                 raise BadInputError(f"{f.label}: axis {key[1]} of {key[0]!r} is already ranged "
-                                    f"by dim {owner[key]!r}")
-            owner[key] = name
-        if any(d.name == name for d in resolved):
-            raise BadInputError(f"{f.label}: dim {name!r} is given twice")
-        resolved.append(DimRange(name, f.min, f.opt, f.max, tuple(fixed), f.flag))
+                                    f"by dim {owner.name!r} ({owner.label})")
+        if same is not None:  # the same dim and range again: its axes join the dim's
+            axes = tuple(dict.fromkeys([*same.axes, *fixed]))
+            flag = f"{same.flag} and --dynamic {f.flag}" if f.flag != same.flag else f.flag
+            resolved[resolved.index(same)] = DimRange(name, f.min, f.opt, f.max, axes, flag)
+        else:
+            resolved.append(DimRange(name, f.min, f.opt, f.max, tuple(fixed), f.flag))
     return resolved
 
 
@@ -479,14 +522,13 @@ def _template_from_spec(spec: str, named: dict[int, str]) -> InputTemplate:
 
 
 def _template_from_tensor(name: str, tensor: Any, row: list[int | str]) -> InputTemplate:
+    """An example input's template: its dtype and dims, no range (the inputs made at other
+    sizes come from generated_inputs, by role; an example's own range is only a hint)."""
     arr = tensor.detach().cpu().numpy()
-    low = high = None
-    if arr.dtype.kind in "iu" and arr.size:
-        low, high = float(arr.min()), float(arr.max()) + 1
-    return InputTemplate(name, _np_dtype_name(arr.dtype), tuple(row), low, high)
+    return InputTemplate(name, _np_dtype_name(arr.dtype), tuple(row))
 
 
-def _with_plan_names(t: InputTemplate, dims: Sequence[DimRange]) -> InputTemplate:
+def with_plan_names(t: InputTemplate, dims: Sequence[DimRange]) -> InputTemplate:
     row = list(t.dims)
     for d in dims:
         for inp, axis in d.axes:
@@ -525,7 +567,7 @@ def _program_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> D
                               f"{name}=MIN:OPT:MAX for another range)")
         plan.dims.append(DimRange(name, lo, min(max(opt, lo), hi), hi, axes))
     if specs:
-        plan.templates = [_with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
+        plan.templates = [with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
                                            plan.dims) for s in specs]
     elif loaded.example_inputs is not None:
         plan.templates = [_template_from_tensor(n, t, named.get(n, list(t.shape)))
@@ -549,7 +591,7 @@ def _module_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str],
         named = {k: list(v.shape) for k, v in load_npz(npz).items()}
     plan.dims = resolve_flags(flags, named, torch_model=True)
     if specs:
-        plan.templates = [_with_plan_names(_template_from_spec(s, spec_names[s]), plan.dims)
+        plan.templates = [with_plan_names(_template_from_spec(s, spec_names[s]), plan.dims)
                           for s in specs]
     return plan
 
@@ -563,7 +605,7 @@ def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> Dyna
     plan.dims = resolve_flags(flags, named, torch_model=False)
     check_onnx_axes(plan.dims, named)
     if specs:
-        plan.templates = [_with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
+        plan.templates = [with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
                                            plan.dims) for s in specs]
     else:
         from export_gelu.exporter.feeds import _ONNX_TO_NUMPY

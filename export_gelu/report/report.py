@@ -45,6 +45,8 @@ class Report:
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
     weights: dict[str, Any] | None = None  # weights streamed into the output (onnx_weights)
     options: dict[str, Any] | None = None  # the run's options (export_gelu.options), as JSON
+    #: inputs export-gelu made up (exporter/generated_inputs.py), name → how; real data: {}
+    generated_inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -76,6 +78,7 @@ class Report:
             "notes": self.notes,
             "command": self.command,
             "inputs": self.inputs,
+            "generated_inputs": self.generated_inputs,
             "precision_note": self.precision_note,
             "calibration": self.calibration.to_json() if self.calibration else None,
             "forms": self.forms.to_json() if self.forms else None,
@@ -117,6 +120,7 @@ class Report:
             verdict = "parses as is" if not reasons else "; ".join(reasons)
             lines.append(f"Check: {target}: {verdict}")
         lines.append(self._parity_line())
+        lines += self._generated_lines()
         lines += self._output_lines()
         lines += self._dynamic_lines()
         lines += self._form_error_lines()
@@ -133,6 +137,15 @@ class Report:
         for note in self.notes:
             lines.append(f"Note: {note}")
         return "\n".join(lines)
+
+    def _generated_lines(self) -> list[str]:
+        """On a parity failure: which inputs were made up, and how (not real data)."""
+        if self.parity.status != "failed" or not self.generated_inputs:
+            return []
+        made = "; ".join(f"{n}: {how}" for n, how in self.generated_inputs.items())
+        return [f"  inputs generated, not real data ({made}); a mismatch on values the model "
+                "never sees in use is not a defect of the export: check with --inputs "
+                "FILE.npz of real inputs"]
 
     def _output_lines(self) -> list[str]:
         lines = []
@@ -214,6 +227,7 @@ class Report:
         if self.precision_note:
             lines.append(f"Precision: {self.precision} ({self.precision_note})")
         lines.append(self._parity_line())
+        lines += self._generated_lines()
         lines += self._output_lines()
         lines += self._latency_lines()
         lines += self._calibration_lines()
