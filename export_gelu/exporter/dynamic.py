@@ -291,61 +291,90 @@ def _fixed_axes(f: DimRange, named: dict[str, list[int | str]], torch_model: boo
     return fixed
 
 
-def _per_input_dim(fixed: list[tuple[str, int]], named: dict[str, list[int | str]]
-                   ) -> tuple[str, list[tuple[str, int]], bool]:
-    """(name, axes, tied) for the INPUT:AXIS form: an axis the model names covers every axis
-    of that name (the model ties them: tied=True); an unnamed one is named by its position
-    (batch at axis 0, seq at axis 1, dimN elsewhere) and covers itself."""
-    inp, axis = fixed[0]
-    here = named[inp][axis]
-    if isinstance(here, str) and here:
-        return re.sub(r"\W", "_", here), list(_axes_named(named, here)), True
-    return _AXIS_NAMES.get(axis, f"dim{axis}"), fixed, False
+def _model_name(named: dict[str, list[int | str]], key: tuple[str, int]) -> str:
+    """The name the model gives an axis ('' when it gives none)."""
+    here = named[key[0]][key[1]]
+    return here if isinstance(here, str) else ""
+
+
+def _with_tied(fixed: list[tuple[str, int]], named: dict[str, list[int | str]]
+               ) -> list[tuple[str, int]]:
+    """`fixed` and every axis the model names like one of them (one symbol in an ONNX graph
+    or an ExportedProgram, one name in `--input`: the model ties them)."""
+    out = list(fixed)
+    for key in fixed:
+        if _model_name(named, key):
+            out += [k for k in _axes_named(named, _model_name(named, key)) if k not in out]
+    return out
+
+
+def _flag_name(f: DimRange, fixed: list[tuple[str, int]], named: dict[str, list[int | str]]
+               ) -> tuple[str, bool]:
+    """(the dim's name, whether it comes from the flag or the model rather than the axis's
+    position): the INPUT:AXIS form takes the model's name for the axis, else batch at axis 0,
+    seq at axis 1, dimN elsewhere."""
+    if f.name:
+        return f.name, True
+    here = _model_name(named, fixed[0])
+    if here:
+        return re.sub(r"\W", "_", here), True
+    axis = fixed[0][1]
+    return _AXIS_NAMES.get(axis, f"dim{axis}"), False
 
 
 def _same_range(a: DimRange, b: DimRange) -> bool:
     return (a.min, a.opt, a.max) == (b.min, b.opt, b.max)
 
 
-def _ranges_text(d: DimRange) -> str:
+def _range_text(d: DimRange) -> str:
     return f"{d.min}:{d.opt}:{d.max}"
+
+
+def _fresh(name: str, resolved: Sequence[DimRange]) -> str:
+    base, k = name, 2
+    while any(d.name == name for d in resolved):
+        name, k = f"{base}{k}", k + 1
+    return name
 
 
 def resolve_flags(flags: Sequence[DimRange], named: dict[str, list[int | str]],
                   torch_model: bool) -> list[DimRange]:
     """Each flag with its name and axes filled in from the model's named axes.
 
-    Flags that resolve to one dim with one range become that dim (its axes joined): the
-    INPUT:AXIS form given once per input, as TensorRT tools write it. Exit 2 when a name,
-    input or axis does not exist, when one dim (or axes the model ties) gets two ranges, or
-    when an axis is ranged by two dims.
+    A flag covers the axes it names and every axis the model names like them. Flags that
+    reach one dim (by its name or a shared axis) with one range become that dim: the INPUT:AXIS
+    form given once per input, as TensorRT tools write it. An INPUT:AXIS flag on an axis the
+    model does not name, with a range of its own, is a dim of its own (`batch2`). Exit 2 when
+    a name, input or axis does not exist, when one dim (or axes the model ties) gets two
+    ranges, or when a flag would join two dims.
     """
     resolved: list[DimRange] = []
     for f in flags:
-        fixed = _fixed_axes(f, named, torch_model)
-        name, tied = f.name, bool(f.name) and not f.axes
-        if not name:
-            name, fixed, tied = _per_input_dim(fixed, named)
-        same = next((d for d in resolved if d.name == name), None)
-        if same is not None and not _same_range(same, f):
-            if f.name or tied:  # one dim, or axes the model ties, with two ranges
-                what = f"dim {name!r}" if f.name else \
-                    f"axes the model ties together (dim {name!r})"
-                raise BadInputError(f"{same.label} and --dynamic {f.flag} give {what} "
-                                    f"different ranges ({_ranges_text(same)} and "
-                                    f"{_ranges_text(f)}); give them one range")
-            same, base, k = None, name, 2  # an unnamed axis with its own range: its own dim
-            while any(d.name == name for d in resolved):
-                name, k = f"{base}{k}", k + 1
-        for key in fixed:
-            owner = next((d for d in resolved if key in d.axes), None)
-            if owner is not None and owner is not same:
-                raise BadInputError(f"{f.label}: axis {key[1]} of {key[0]!r} is already ranged "
-                                    f"by dim {owner.name!r} ({owner.label})")
-        if same is not None:  # the same dim and range again: its axes join the dim's
-            axes = tuple(dict.fromkeys([*same.axes, *fixed]))
-            flag = f"{same.flag} and --dynamic {f.flag}" if f.flag != same.flag else f.flag
-            resolved[resolved.index(same)] = DimRange(name, f.min, f.opt, f.max, axes, flag)
+        fixed = _with_tied(_fixed_axes(f, named, torch_model), named)
+        name, chosen = _flag_name(f, fixed, named)
+        joined = [d for d in resolved if d.name == name or set(d.axes) & set(fixed)]
+        if len(joined) > 1:
+            raise BadInputError(f"--dynamic {f.flag}: its axes are ranged by "
+                                f"{' and '.join(d.label for d in joined)} already")
+        join = joined[0] if joined else None
+        by_axes = join is not None and bool(set(join.axes) & set(fixed))
+        if join is not None and f.name and join.name != f.name:
+            raise BadInputError(f"--dynamic {f.flag}: {', '.join(f'{i}:{a}' for i, a in fixed)}"
+                                f" is ranged by dim {join.name!r} ({join.label}) already")
+        if join is not None and not _same_range(join, f):
+            if not by_axes and not chosen:  # an unnamed axis with its own range
+                join, name = None, _fresh(name, resolved)
+            else:
+                what = f"dim {join.name!r}" if f.name and not f.axes else \
+                    f"axes the model ties together (dim {join.name!r})"
+                raise BadInputError(f"{join.label} and --dynamic {f.flag} give {what} "
+                                    f"different ranges ({_range_text(join)} and "
+                                    f"{_range_text(f)}); give them one range")
+        if join is not None:  # the same dim and range again: its axes join the dim's
+            axes = tuple(dict.fromkeys([*join.axes, *fixed]))
+            flag = join.flag if f.flag == join.flag else f"{join.flag} and --dynamic {f.flag}"
+            resolved[resolved.index(join)] = DimRange(join.name, f.min, f.opt, f.max, axes,
+                                                      flag)
         else:
             resolved.append(DimRange(name, f.min, f.opt, f.max, tuple(fixed), f.flag))
     return resolved

@@ -121,8 +121,10 @@ def merge_tied(plan: DynamicPlan, exc: BaseException) -> bool:
     """Merge dims torch says must be equal when their ranges agree; exit 2 naming both flags
     when they do not. False when `exc` names no such pair of the plan's dims."""
     by_name = {d.name: d for d in plan.dims}
-    pairs = [(by_name[a], by_name[b]) for a, b in _tied_pairs(exc)
-             if a in by_name and b in by_name and a != b]
+    order = [d.name for d in plan.dims]
+    pairs = [(by_name[a], by_name[b]) for a, b in (sorted(p, key=order.index)
+                                                   for p in _tied_pairs(exc)
+                                                   if set(p) <= set(by_name) and p[0] != p[1])]
     if not pairs:
         return False
     for a, b in pairs:

@@ -143,9 +143,9 @@ class Report:
         if self.parity.status != "failed" or not self.generated_inputs:
             return []
         made = "; ".join(f"{n}: {how}" for n, how in self.generated_inputs.items())
-        return [f"  inputs generated, not real data ({made}); a mismatch on values the model "
-                "never sees in use is not a defect of the export: check with --inputs "
-                "FILE.npz of real inputs"]
+        return [f"  inputs generated, not real data ({made}): values a model never sees in use "
+                "may differ with no fault in the export; --inputs FILE.npz of real inputs "
+                "tells"]
 
     def _output_lines(self) -> list[str]:
         lines = []
