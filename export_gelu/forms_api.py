@@ -119,7 +119,7 @@ def forms_report(model: str | Path, options: FormsOptions, *, report: str | Path
                  ) -> Report:
     """`export-gelu MODEL --compare-forms`: the comparison as a Report (table, ranges, notes)."""
     from export_gelu.check.calibration import gelu_input_ranges
-    from export_gelu.exporter.feeds import resolve_feed
+    from export_gelu.exporter.feeds import generated_inputs, resolve_feed
     from export_gelu.exporter.load import load_model
     from export_gelu.exporter.save import check_output_path
     from export_gelu.report.report import write_reports
@@ -134,6 +134,7 @@ def forms_report(model: str | Path, options: FormsOptions, *, report: str | Path
                         model_factory=options.model_factory, imports=options.imports)
     rep.model_format = loaded.format.value
     feed = resolve_feed(loaded, list(options.inputs), options.inputs_npz)
+    rep.generated_inputs = generated_inputs(feed)
     label = ("real data from " + Path(options.inputs_npz).name if options.inputs_npz
              else "not real data (example or --input), ranges are indicative")
     rep.inputs = label

@@ -5,9 +5,14 @@
 - torch capture (dynamic_capture.py) on small modules: an input the flags leave out is tied
   to their dim when the model makes it equal, stays static when it only has the same size,
   and dims torch says must be equal merge (same range) or exit 2 (different ranges).
+- The README's dynamic-shapes section: it shows each spelling, and every command in it runs.
 """
 
 from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +21,7 @@ from torch import nn
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.dynamic import DynamicPlan, parse_dynamic_flag, resolve_flags
 from export_gelu.exporter.dynamic_capture import export_dynamic
+from tests.conftest import ROOT
 
 #: Two inputs named like `--input input_ids:batchxseq --input attention_mask:batchxseq`.
 NAMED = {"input_ids": ["batch", "seq"], "attention_mask": ["batch", "seq"]}
@@ -132,3 +138,45 @@ def test_dims_torch_makes_equal_with_different_ranges_exit_2_naming_both():
     text = str(info.value)
     assert "--dynamic x:1=2:5:9 and --dynamic w:0=2:5:16 range axes the model ties together" \
         in text and "different ranges (2:5:9 and 2:5:16)" in text
+
+
+# -- the README's examples, run as written ------------------------------------------------------
+
+def readme_commands() -> list[list[str]]:
+    """The shell commands of the README's dynamic-shapes section, continuation lines joined."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Dynamic shapes (`--dynamic`)", 1)[1].split("\n### ", 1)[0]
+    blocks = re.findall(r"```\n(.*?)```", section, flags=re.S)
+    joined = "\n".join(blocks).replace("\\\n", " ")
+    return [shlex.split(line) for line in joined.splitlines() if line.strip()]
+
+
+def test_the_readme_section_shows_each_spelling():
+    commands = [" ".join(c) for c in readme_commands()]
+    exports = [c for c in commands if c.startswith("export-gelu")]
+    assert any("--dynamic batch=1:4:8" in c for c in exports)  # DIM=MIN:OPT:MAX
+    assert any("--dynamic batch=input_ids:0,attention_mask:0=1:4:8" in c for c in exports)
+    assert any("--dynamic input_ids:0=1:4:8 --dynamic attention_mask:0=1:4:8" in c
+               for c in exports)
+    assert any("--dynamic" not in c for c in exports)  # an ExportedProgram saved dynamic
+    assert all(c.startswith(("export-gelu ", "python -m examples.save_model ")) for c in commands)
+
+
+def test_every_readme_example_runs(tmp_path, monkeypatch):
+    """Each command as written, in a fresh folder: the examples are saved, each export exits
+    0 with `batch` and `seq` on its graph's inputs."""
+    import onnx
+
+    from examples.save_model import main as save_main
+    from tests.conftest import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    for argv in readme_commands():
+        if argv[0] == "python":
+            assert save_main(argv[3:]) == 0, argv
+            continue
+        res = run_cli(*argv[1:])
+        assert res.code == 0, (argv, res.err + res.out)
+        out = tmp_path / Path(argv[1]).with_suffix(f".{argv[argv.index('--target') + 1]}.onnx")
+        for vi in onnx.load(str(out)).graph.input:
+            assert [d.dim_param for d in vi.type.tensor_type.shape.dim] == ["batch", "seq"], argv
