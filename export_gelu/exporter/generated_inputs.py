@@ -23,6 +23,8 @@ the inputs nobody gave.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -198,9 +200,16 @@ def hints_for(loaded: Any) -> ModelHints:
 
 def onnx_vocab(path: Any) -> dict[str, int]:
     """Graph input → rows of the table a Gather looks it up in (through Cast, Reshape, …)."""
+    stat = os.stat(path)
+    return dict(_onnx_vocab(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _onnx_vocab(path: str, _mtime: int, _size: int) -> tuple[tuple[str, int], ...]:
+    """onnx_vocab, read once per version of the file (parity reads it at every shape)."""
     import onnx
 
-    model = onnx.load(str(path), load_external_data=False)
+    model = onnx.load(path, load_external_data=False)
     tables = {i.name: list(i.dims) for i in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
@@ -214,7 +223,7 @@ def onnx_vocab(path: Any) -> dict[str, int]:
         elif node.op_type == "Gather" and len(node.input) == 2 and node.input[1] in origin \
                 and tables.get(node.input[0]):
             found.setdefault(origin[node.input[1]], int(tables[node.input[0]][0]))
-    return found
+    return tuple(found.items())
 
 
 _FX_PASSTHROUGH = {"to", "_to_copy", "view", "reshape", "unsqueeze", "squeeze", "expand",
