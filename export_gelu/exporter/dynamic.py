@@ -6,7 +6,12 @@ Three spellings of the flag, all ending in `=MIN:OPT:MAX`:
   (`dim_param`), a dim named in `--input` (`input_ids:batchxseq:int64`), or a dim of an
   ExportedProgram saved dynamic (named `batch` at axis 0, `seq` at axis 1, `dimN` elsewhere).
 - `DIM=INPUT:AXIS[,INPUT:AXIS…]=MIN:OPT:MAX` names the axes DIM covers explicitly.
-- `INPUT:AXIS=MIN:OPT:MAX` ranges one axis (the TensorRT-style form).
+- `INPUT:AXIS=MIN:OPT:MAX` ranges one axis (the TensorRT-style form, given once per input):
+  the dim is named as the model names the axis, else by position (batch, seq, dimN).
+
+Each covers the axes the model names alike too, and flags reaching one dim with one range
+join it (`resolve_flags`). For a torch module, torch ties the axes no flag names
+(dynamic_capture.py).
 
 The result is a `DynamicPlan`: each dim with its range and axes, the `DynamicAxis` list per
 input axis (the TensorRT optimization profile and trtexec's shapes), the torch.export
