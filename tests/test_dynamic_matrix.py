@@ -221,8 +221,8 @@ def test_one_export_serves_every_shape(case_id, matrix_file, eager_models, tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not FULL, reason="the rest of the full product (141 exports, about 20 minutes "
-                    "an hour on two cores): EXPORT_GELU_FULL_MATRIX=1 pytest "
+@pytest.mark.skipif(not FULL, reason="the rest of the full product (141 exports, about 20 "
+                    "minutes on two cores): EXPORT_GELU_FULL_MATRIX=1 pytest "
                     "tests/test_dynamic_matrix.py")
 @pytest.mark.parametrize("case_id", REST, ids=["-".join(c) for c in REST])
 def test_the_full_product(case_id, matrix_file, eager_models, tmp_path):
