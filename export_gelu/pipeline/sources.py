@@ -6,7 +6,7 @@ from __future__ import annotations
 from export_gelu.exporter.call_plan import ordered_feed, plan_for
 from export_gelu.exporter.cast_down import cast_down_on_request
 from export_gelu.exporter.dynamic import plan_dynamic
-from export_gelu.exporter.feeds import resolve_feed
+from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.exporter.load import load_model
 from export_gelu.exporter.model_dtype import feed_precision
 from export_gelu.notes import Note, tagged
@@ -32,6 +32,7 @@ def export_inputs(state: RunState) -> None:
     state.dynamic, specs = plan_dynamic(loaded, state.checked.dynamic, list(o.inputs),
                                         o.inputs_npz)
     feed = resolve_feed(loaded, specs, o.inputs_npz)
+    rep.generated_inputs = generated_inputs(feed)  # made up by role, not given: reported
     state.call_plan = plan_for(loaded, list(feed))
     feed = ordered_feed(state.call_plan, feed)
     cast, cast_notes = cast_down_on_request(loaded, o.precision, o.cast_down)

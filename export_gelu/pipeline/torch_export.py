@@ -51,10 +51,10 @@ def capture(state: RunState) -> None:
     state.big = module_weight_bytes(state.module) > external_data_threshold()
     state.progress.step("capturing the model with torch.export")
     dplan = state.dynamic
-    shapes = dplan.torch_dynamic_shapes(list(state.feed)) if dplan.ranged else None
     state.program, why_not = capture_program(state.loaded, state.module,
                                              torch_args(state, state.module), o.precision,
-                                             state.call_plan, shapes)
+                                             state.call_plan, dplan if dplan.ranged else None)
+    # (with ranged dims, capture adds the axes torch ties to them to the plan)
     rep.notes.extend(tagged("precision-fit", fit_program_precision(state.program, o.precision)))
     if state.program is None:
         rep.notes.append(Note(f"fx GELU passes skipped: torch.export capture failed ({why_not}); "
