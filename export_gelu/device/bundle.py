@@ -28,6 +28,7 @@ import numpy as np
 from export_gelu.device import script as ds
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.save import signals_deferred, staging_dir
+from export_gelu.notes import Note
 from export_gelu.trt_parser.versions import in_range
 
 MANIFEST = "manifest.json"
@@ -461,9 +462,9 @@ def note_bundle(report: Any, out: Path, model_path: Path, target: str, trt_versi
     reason = report.trt.get("reason") or ""
     if "--bundle DIR" in reason:
         report.trt["reason"] = reason.replace("--bundle DIR", f"the bundle in {out}/")
-    report.notes.append(
+    report.notes.append(Note(
         f"device bundle for {target} written to {out}/: on the TensorRT {trt_version} box run "
         f"`sh run_on_device.sh` in it, copy outputs.json and times.json back into it, then "
         f"`export-gelu verify {model_path} --bundle {out} --device-outputs {out}/outputs.json "
-        f"--device-times {out}/times.json`")
+        f"--device-times {out}/times.json`", "bundle-written"))
 

@@ -17,7 +17,8 @@ from export_gelu.check.reference import reference_runner
 from export_gelu.check.tolerances import Tolerances, resolve_tolerances
 from export_gelu.check.trt_runner import trt_runner
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.feeds import resolve_feed
+from export_gelu.exporter.feeds import generated_inputs, resolve_feed
+from export_gelu.notes import Note, tagged
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.state import RunState
 
@@ -58,7 +59,8 @@ def _record_if_big(state: RunState) -> None:
                         "output")
     feed = deployed_feed(state.feed, state.graph, state.run_precision)
     state.reference = record_reference(state.reference, [feed], o.iterations, o.warmup)
-    rep.notes.append(IN_TURN_NOTE.format(reference=state.reference.name, output="the output"))
+    rep.notes.append(Note(IN_TURN_NOTE.format(reference=state.reference.name,
+                                              output="the output"), "one-model-at-a-time"))
     state.reference_module = None
     state.loaded.module = state.loaded.exported = None
     if state.cast:
@@ -93,7 +95,7 @@ def _check_graph(state: RunState) -> None:
     o, rep = state.options, state.report
     feed = deployed_feed(state.feed, state.graph, state.run_precision)
     if plugin_nodes(state.graph):
-        rep.notes.append(STANDIN_NOTE.format(which="the output"))
+        rep.notes.append(Note(STANDIN_NOTE.format(which="the output"), "plugin-standin"))
     runs = [] if state.run_precision == "bf16" else _ort_runs(state)
     if isinstance(runs, str):
         rep.parity = skipped(runs)
@@ -113,7 +115,7 @@ def _check_graph(state: RunState) -> None:
     if state.engine is not None:
         rep.trt["parity"] = outcome.by_runner["tensorrt"].to_json()
     if state.cast:
-        rep.notes.extend(n for n in [state.cast.measured_note(rep.parity)] if n)
+        rep.notes.extend(tagged("cast-down-error", [state.cast.measured_note(rep.parity)]))
 
 
 def check(state: RunState) -> None:
@@ -149,8 +151,10 @@ def checks_shapes(state: RunState) -> bool:
 
 def check_shapes(state: RunState) -> None:
     """Parity at MIN, OPT, an odd size and MAX of the `--dynamic` ranges: ONNX Runtime (and
-    the engine) against a fresh reference at each; one entry per shape in `dynamic.shapes`;
-    a failure at any shape fails the run, naming the shape."""
+    the engine) against a fresh reference at each, on inputs made by role
+    (exporter/generated_inputs.py); one entry per shape in `dynamic.shapes`, saying which
+    inputs were made and how (`generated`); a failure at any shape fails the run, naming the
+    shape and the generated inputs."""
     rep, plan = state.report, state.dynamic
     state.progress.step("checking parity at every size of the --dynamic ranges")
     tol = export_tolerances(state)
@@ -158,16 +162,22 @@ def check_shapes(state: RunState) -> None:
     for label, sizes in plan.points():
         feed = resolve_feed(state.loaded, plan.specs(sizes), None)
         dep_feed = deployed_feed(feed, state.graph, state.options.precision)
+        made = generated_inputs(feed)
+        for name, how in made.items():
+            rep.generated_inputs.setdefault(name, how)
         runners = [ort_runner(state.output, threads=state.options.threads, name="onnxruntime")]
         if state.engine is not None:
             runners.append(trt_runner(state.engine))
         outcome = run_check(CheckJob(_reference(state, feed), runners, [dep_feed], tol))
         entry: dict[str, Any] = {"label": label, "sizes": sizes,
-                                 "inputs": {n: list(a.shape) for n, a in dep_feed.items()}}
+                                 "inputs": {n: list(a.shape) for n, a in dep_feed.items()},
+                                 "generated": made}
         for name, result in outcome.by_runner.items():
             entry[name] = _shape_summary(result)
             if result.status == "failed":
-                failed.append((f"{name} at {label} ({_sizes_text(sizes)})", result))
+                where = f"{name} at {label} ({_sizes_text(sizes)})"
+                failed.append((where + (f", on generated {', '.join(made)}" if made else ""),
+                               result))
         shapes.append(entry)
     rep.dynamic = {**(rep.dynamic or {}), "dims": plan.to_json(), "shapes": shapes}
     if failed and rep.parity.status != "failed":

@@ -28,6 +28,7 @@ from export_gelu.device.returned import (
 )
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError
+from export_gelu.notes import Note, tagged
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
 
@@ -117,17 +118,18 @@ def _describe_device_run(state: RunState) -> None:
                "outputs_format": state.device_format,
                "times_file": str(o.device_times) if o.device_times else None}
     if state.device_format == "trtexec":
-        rep.notes.append("trtexec prints values with 6 significant digits: up to 5e-6 relative "
-                         "rounding, far below any default rtol")
+        rep.notes.append(Note("trtexec prints values with 6 significant digits: up to 5e-6 "
+                              "relative rounding, far below any default rtol", "trtexec-rounding"))
     if state.device_times is not None:
         samples, dropped = state.device_times
         rep.latency[DEVICE_RUNNER] = summarize([t / 1e3 for t in samples], dropped,
                                                "trtexec computeMs (GPU compute per inference)")
         if dropped:
-            rep.notes.append(f"{dropped} warm-up inference(s) dropped from {o.device_times} "
-                             "(trtexec before 8.6 exports them too)")
+            rep.notes.append(Note(f"{dropped} warm-up inference(s) dropped from {o.device_times} "
+                                  "(trtexec before 8.6 exports them too)", "warmups-dropped"))
     if manifest:
-        rep.notes.append(f"bundle for {manifest.get('target')} (TensorRT "
-                         f"{manifest.get('tensorrt')}); outputs read from {state.device_format} "
-                         "JSON")
-    rep.notes += device_version_notes(rep, Path(o.device_outputs), version)
+        rep.notes.append(Note(f"bundle for {manifest.get('target')} (TensorRT "
+                              f"{manifest.get('tensorrt')}); outputs read from "
+                              f"{state.device_format} JSON", "bundle-read"))
+    rep.notes += tagged("device-tensorrt", device_version_notes(rep, Path(o.device_outputs),
+                                                                version))

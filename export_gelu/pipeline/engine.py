@@ -7,6 +7,7 @@ from pathlib import Path
 
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.trt_runner import build_engine, build_engine_loader, installed_profile
+from export_gelu.notes import Note
 from export_gelu.pipeline.plan import local_engine_blocker_of
 from export_gelu.pipeline.state import RunState
 
@@ -27,7 +28,8 @@ def trt_build(state: RunState) -> None:
                "precision_api": builder.precision_api if builder else "",
                "engine_here": blocker is None}
     if builder is not None and builder.name != profile.name:
-        rep.notes.append(f"engine built with the installed TensorRT ({builder.name}); the "
-                         f"{profile.name} fit was checked statically")
+        rep.notes.append(Note(f"engine built with the installed TensorRT ({builder.name}); the "
+                              f"{profile.name} fit was checked statically", "engine-version"))
     if blocker:
-        rep.notes.append(f"no engine of {profile.name} itself here: {blocker}")
+        rep.notes.append(Note(f"no engine of {profile.name} itself here: {blocker}",
+                              "engine-version"))

@@ -81,13 +81,14 @@ def forms_inputs(state: RunState) -> None:
     """loaded → the feed every form is checked and timed on."""
     import torch
 
-    from export_gelu.exporter.feeds import resolve_feed
+    from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 
     if state.is_onnx:
         raise BadInputError(f"{state.model_path}: comparing GELU forms needs the PyTorch model "
                             "(forms are applied while exporting it)")
     o = state.options
     state.feeds = [resolve_feed(state.loaded, list(o.inputs), o.inputs_npz)]
+    state.report.generated_inputs = generated_inputs(state.feed)
     torch.set_num_threads(o.threads)
 
 

@@ -19,6 +19,7 @@ from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter import dynamic as dyn
 from export_gelu.exporter.load import load_onnx_model
 from export_gelu.exporter.model_names import apply_output_names
+from export_gelu.notes import Note, tagged
 from export_gelu.passes.compat import fit_to_profile
 from export_gelu.passes.compat.upconvert import convert_up, convert_up_for
 from export_gelu.passes.gc_pause import gc_paused
@@ -38,12 +39,14 @@ def onnx_input(state: RunState) -> None:
     o, rep = state.options, state.report
     model = load_onnx_model(state.loaded.path)
     dyn.name_graph_dims(model, state.dynamic.dims)
-    rep.notes.extend(n for n in [dyn.name_output_dims(model, state.dynamic.ranged)] if n)
+    rep.notes.extend(tagged("output-dims", [dyn.name_output_dims(model, state.dynamic.ranged)]))
     rep.exporter = "none (ONNX input)"
     if plugin_nodes(model) and o.verify:
-        rep.notes.append(STANDIN_NOTE.format(which="the input (the parity reference)"))
+        rep.notes.append(Note(STANDIN_NOTE.format(which="the input (the parity reference)"),
+                              "plugin-standin"))
     if state.checked.output_names is not None:
-        rep.notes.extend(apply_output_names(model, state.checked.output_names, forced=True))
+        rep.notes.extend(tagged("output-names", apply_output_names(
+            model, state.checked.output_names, forced=True)))
     have = model_opset(model)
     if o.opset is None:
         model, notes = convert_up_for(model, state.profile, o.gelu, state.feed)
@@ -54,7 +57,7 @@ def onnx_input(state: RunState) -> None:
                  f"{o.opset}"] if o.opset < have else []
     if o.opset is not None:
         state.profile = state.profile.at_opset(o.opset)
-    rep.notes.extend(notes)
+    rep.notes.extend(tagged("opset-conversion", notes))
     state.graph = model
 
 
@@ -66,7 +69,7 @@ def onnx_passes(state: RunState) -> None:
         state.graph, onnx_sites = run_onnx_passes(state.graph, state.profile, state.options.gelu,
                                                   state.options.precision)
         state.graph, fit_notes = fit_to_profile(state.graph, state.profile)
-    rep.notes.extend(fit_notes)
+    rep.notes.extend(tagged("target-fit", fit_notes))
     rep.gelu_sites = merge_sites(state.fx_sites, onnx_sites)
     rep.opset = model_opset(state.graph)
     rep.op_counts = dict(op_counts(state.graph))
@@ -84,8 +87,8 @@ def target_check(state: RunState) -> None:
     if profile.runtime == "trt":
         takers = [n for n, r in compatibility_table(state.graph, list(TRT_PROFILES)).items()
                   if not r]
-        rep.notes.append(f"TensorRT versions that parse the output as is: "
-                         f"{format_targets(takers)}")
+        rep.notes.append(Note(f"TensorRT versions that parse the output as is: "
+                              f"{format_targets(takers)}", "trt-takers"))
     dplan = state.dynamic
     if dplan.dims:
         shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph,

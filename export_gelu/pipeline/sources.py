@@ -7,10 +7,11 @@ from export_gelu.errors import BadInputError
 from export_gelu.exporter.call_plan import ordered_feed, plan_for
 from export_gelu.exporter.cast_down import cast_down_on_request
 from export_gelu.exporter.dynamic import plan_dynamic
-from export_gelu.exporter.feeds import resolve_feed
+from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.exporter.hf_dims import declared_plan
 from export_gelu.exporter.load import load_model
 from export_gelu.exporter.model_dtype import feed_precision
+from export_gelu.notes import Note, tagged
 from export_gelu.options import ExportOptions
 from export_gelu.pipeline.state import RunState
 
@@ -30,7 +31,7 @@ def load(state: RunState) -> None:
                             "take a one-graph task (pass --task, e.g. feature-extraction)")
     if state.report is not None:
         state.report.model_format = state.loaded.format.value
-        state.report.notes.extend(state.loaded.notes)
+        state.report.notes.extend(tagged("loader", state.loaded.notes))
         state.report.task = state.loaded.task or None
 
 
@@ -44,6 +45,7 @@ def export_inputs(state: RunState) -> None:
     if loaded.dims and not (state.checked.dynamic or o.inputs or o.inputs_npz):
         state.dynamic = declared_plan(loaded.dims)  # a Hugging Face graph's own dims
     feed = resolve_feed(loaded, specs, o.inputs_npz)
+    rep.generated_inputs = generated_inputs(feed)  # made up by role, not given: reported
     state.call_plan = plan_for(loaded, list(feed))
     feed = ordered_feed(state.call_plan, feed)
     cast, cast_notes = cast_down_on_request(loaded, o.precision, o.cast_down)
@@ -54,12 +56,13 @@ def export_inputs(state: RunState) -> None:
     state.real_inputs = bool(o.inputs_npz)
     state.reference_module = (cast.reference if cast else
                               None if loaded.is_onnx else loaded.reference_module())
-    notes = list(state.dynamic.notes)
+    notes = tagged("dynamic-plan", state.dynamic.notes)
     if state.call_plan.uses_keywords:
-        notes.append(f"the model is called as model({state.call_plan.describe()})")
-    notes += [cast.note()] if cast else cast_notes
+        notes.append(Note(f"the model is called as model({state.call_plan.describe()})",
+                          "keyword-call"))
+    notes += tagged("cast-down", [cast.note()] if cast else cast_notes)
     state.run_precision = (cast.precision if cast else
                            feed_precision(state.reference_module, o.precision))
     if state.run_precision == "fp64":
-        notes.append("a float64 model: inputs, graph and parity in float64")
+        notes.append(Note("a float64 model: inputs, graph and parity in float64", "float64-model"))
     rep.notes.extend(notes)

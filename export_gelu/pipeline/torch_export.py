@@ -18,6 +18,7 @@ from export_gelu.exporter.save import external_data_threshold
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
 from export_gelu.exporter.weight_size import module_weight_bytes
 from export_gelu.exporter.workdir import exporting_weights_to, weights_workdir
+from export_gelu.notes import Note, tagged
 from export_gelu.passes.compat import (
     fit_module_precision,
     fit_program_precision,
@@ -46,18 +47,18 @@ def capture(state: RunState) -> None:
     o, rep = state.options, state.report
     state.opset = o.opset or state.profile.opset
     state.module = module_for_precision(state.loaded, o.precision)
-    rep.notes.extend(fit_module_precision(state.module, o.precision))
+    rep.notes.extend(tagged("precision-fit", fit_module_precision(state.module, o.precision)))
     state.big = module_weight_bytes(state.module) > external_data_threshold()
     state.progress.step("capturing the model with torch.export")
     dplan = state.dynamic
-    shapes = dplan.torch_dynamic_shapes(list(state.feed)) if dplan.ranged else None
     state.program, why_not = capture_program(state.loaded, state.module,
                                              torch_args(state, state.module), o.precision,
-                                             state.call_plan, shapes)
-    rep.notes.extend(fit_program_precision(state.program, o.precision))
+                                             state.call_plan, dplan if dplan.ranged else None)
+    # (with ranged dims, capture adds the axes torch ties to them to the plan)
+    rep.notes.extend(tagged("precision-fit", fit_program_precision(state.program, o.precision)))
     if state.program is None:
-        rep.notes.append(f"fx GELU passes skipped: torch.export capture failed ({why_not}); "
-                         "GELU passes ran at the ONNX level only")
+        rep.notes.append(Note(f"fx GELU passes skipped: torch.export capture failed ({why_not}); "
+                              "GELU passes ran at the ONNX level only", "fx-passes-skipped"))
 
 
 def fx_passes(state: RunState) -> None:
@@ -67,13 +68,15 @@ def fx_passes(state: RunState) -> None:
     state.progress.step("finding and canonicalizing GELU sites (fx)")
     state.fx_sites = run_fx_passes(state.program, state.options.gelu)
     if state.loaded.format.value == "TorchScript":
-        rep.notes.append("TorchScript converted to an ExportedProgram (TS2EPConverter); "
-                         "the fx GELU passes ran on it")
+        rep.notes.append(Note("TorchScript converted to an ExportedProgram (TS2EPConverter); "
+                              "the fx GELU passes ran on it", "torchscript-converted"))
     if state.opset < DYNAMO_MIN_OPSET and (state.dynamic.ranged or state.big):
         note = dyn.DOWNCONVERT_NOTE if state.dynamic.ranged else BIG_DOWNCONVERT_NOTE
-        rep.notes.append(note.format(opset=DYNAMO_MIN_OPSET, target=state.opset))
+        rep.notes.append(Note(note.format(opset=DYNAMO_MIN_OPSET, target=state.opset),
+                              "dynamo-opset-then-down"))
         state.opset = DYNAMO_MIN_OPSET  # fit_to_profile converts the graph down to the target's
-    rep.notes.extend(prepare_program_for_opset(state.program, state.opset))
+    rep.notes.extend(tagged("attention-lowered",
+                            prepare_program_for_opset(state.program, state.opset)))
 
 
 def _module_to_export(state: RunState) -> Any:
@@ -95,7 +98,8 @@ def export(state: RunState) -> None:
     rep, dplan = state.report, state.dynamic
     if state.program is None and state.opset >= DYNAMO_MIN_OPSET:
         state.opset = DYNAMO_MIN_OPSET - 1
-        rep.notes.append(f"exported with the TorchScript exporter at opset {state.opset}")
+        rep.notes.append(Note(f"exported with the TorchScript exporter at opset {state.opset}",
+                              "torchscript-exporter"))
     state.progress.step(f"exporting to ONNX (opset {state.opset})")
     args = torch_args(state, state.module)
     axes = dyn.torchscript_dynamic_axes(dplan) if state.program is None else None
@@ -103,9 +107,9 @@ def export(state: RunState) -> None:
         model, rep.exporter, notes = export_with_fallback(
             _module_to_export(state), args, list(state.feed), state.opset,
             program=state.program, plan=state.call_plan, dynamic_axes=axes)
-    rep.notes.extend(notes)
+    rep.notes.extend(tagged("exporter-fallback", notes))
     dyn.name_graph_dims(model, dplan.dims)
-    rep.notes.extend(n for n in [dyn.name_output_dims(model, dplan.ranged)] if n)
+    rep.notes.extend(tagged("output-dims", [dyn.name_output_dims(model, dplan.ranged)]))
     baked = dyn.static_ranged_axes(model, dplan.dims)
     if baked:
         raise TargetUnmetError(f"the {rep.exporter} exporter made ranged axes static "
@@ -113,5 +117,6 @@ def export(state: RunState) -> None:
                                "Python constant; export an nn.Module or ExportedProgram instead")
     own = model_output_names(state.loaded, state.module, state.program, state.call_plan, args)
     given = state.checked.output_names
-    rep.notes.extend(apply_output_names(model, given or own, forced=given is not None, own=own))
+    rep.notes.extend(tagged("output-names", apply_output_names(
+        model, given or own, forced=given is not None, own=own)))
     state.graph = model

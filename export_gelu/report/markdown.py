@@ -123,6 +123,9 @@ def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -
                                                 if rep.precision_note else "")))
     if rep.inputs:
         facts.append(("Inputs", rep.inputs))
+    if rep.generated_inputs:
+        facts.append(("Generated inputs", "; ".join(f"`{n}`: {how}" for n, how
+                                                    in rep.generated_inputs.items())))
     if rep.command != "verify":
         facts.append(("TensorRT", f"{rep.trt.get('status')}: {rep.trt.get('reason') or ''}"))
     lines += [f"- **{k}**: {v}" for k, v in facts] + [""]
