@@ -14,10 +14,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import jsonschema
 import onnx
 import pytest
 
-from tests.conftest import run_cli
+from export_gelu.notes import UNCLASSIFIED
+from tests.conftest import ROOT, note_codes, run_cli
 from tests.hf_folders import MODELS, build, counting_gelus, save_folder
 
 pytest.importorskip("transformers")
@@ -27,6 +29,7 @@ TARGETS = ("ort", "trt8.6", "trt8.2")
 OPSETS = {"ort": 20, "trt8.6": 17, "trt8.2": 13}
 FAST = [("bert", "trt8.6"), ("gpt2", "ort"), ("bart", "ort"), ("clip", "ort")]
 MULTI = {"t5", "bart", "whisper"}
+SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 DECODERS = {"gpt2", "phi", "falcon"}
 
 
@@ -152,6 +155,8 @@ def _check_names(name: str, out: Path, report: dict) -> None:
 def _check(hf_export, name: str, target: str) -> None:
     code, report, out, err = hf_export(name, target)
     assert code == 0, err
+    jsonschema.validate(report, SCHEMA)
+    assert UNCLASSIFIED not in note_codes(report), report["notes"]
     assert report["model_format"] == "Hugging Face folder"
     assert report["task"] == MODELS[name][1] or name == "bert-cls"
     assert report["parity"]["status"] == "passed", report["parity"]

@@ -41,7 +41,7 @@ def test_sharded_safetensors_folder_loads_every_shard(tmp_path: Path) -> None:
     assert res.code == 0, res.err
     report = _report(rep)
     assert report["parity"]["status"] == "passed"
-    assert any("shards" in n for n in report["notes"])
+    assert any("shards" in n["message"] for n in report["notes"] if n["code"] == "hf-folder")
 
 
 def test_shard_outside_the_folder_is_refused(tmp_path: Path) -> None:
@@ -100,7 +100,8 @@ def test_task_flag_picks_another_head_and_says_what_is_new(bert: Path, tmp_path:
     report = _report(rep)
     assert report["task"] == "text-classification"
     assert [o.name for o in onnx.load(str(tmp_path / "c.onnx")).graph.output] == ["logits"]
-    assert any("initialised at random" in n and "classifier" in n for n in report["notes"])
+    assert any("initialised at random" in n["message"] and "classifier" in n["message"]
+               for n in report["notes"] if n["code"] == "hf-new-weights")
 
 
 def test_without_transformers_exit_2_says_what_to_install(bert: Path, tmp_path: Path) -> None:
@@ -175,6 +176,7 @@ def test_api_exports_a_module_in_memory(tmp_path: Path) -> None:
     assert [s.kind for s in report.gelu_sites] == ["tanh"]
     assert report.written == [str(out)] and out.is_file()
     assert report.model_format == "nn.Module (in memory)"
+    assert "eval-mode" in [n.code for n in report.notes]
     assert model.training  # put back as it was
     assert [i.name for i in onnx.load(str(out)).graph.input] == ["x", "scale"]
 

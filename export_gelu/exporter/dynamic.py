@@ -177,6 +177,11 @@ class DynamicPlan:
     def specs(self, sizes: dict[str, int]) -> list[str]:
         return [t.spec(sizes) for t in self.templates]
 
+    def free_axes(self) -> set[tuple[str, int]]:
+        """Axes torch.export may leave as symbols of their own (`Dim.AUTO`, never made static):
+        none here; a model's declared plan names its derived dims' axes (hf_dims.py)."""
+        return set()
+
     def torch_dynamic_shapes(self, input_names: Sequence[str]) -> tuple[Any, ...]:
         """torch.export's `dynamic_shapes`: one Dim per named dim, shared by its axes (capture
         itself uses dynamic_capture.dynamic_shapes, which lets torch tie the other axes)."""

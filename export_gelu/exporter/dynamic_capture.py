@@ -48,6 +48,9 @@ def dynamic_shapes(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]],
         for axis, size in enumerate(shape):
             if axis not in per_input[name] and size in opts and (name, axis) not in static:
                 per_input[name][axis] = torch.export.Dim.AUTO
+    for name, axis in plan.free_axes():
+        if name in per_input:
+            per_input[name][axis] = torch.export.Dim.AUTO
     return tuple(per_input[n] or None for n in shapes)
 
 
@@ -87,7 +90,7 @@ def loose_axes(plan: DynamicPlan, program: Any, names: Sequence[str],
     symbols = _symbols(program, names)
     mine = _dim_symbols(plan, symbols)
     auto = {(n, a) for n, s in zip(names, spec) if s for a, v in s.items()
-            if v is torch.export.Dim.AUTO}
+            if v is torch.export.Dim.AUTO} - plan.free_axes()
     return {key for key in auto if key in symbols and symbols[key] not in mine}
 
 

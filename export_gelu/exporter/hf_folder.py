@@ -20,6 +20,7 @@ from typing import Any
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.hf_tasks import ResolvedTask, resolve_task
+from export_gelu.notes import Note
 
 HF_EXTRA = "pip install 'export-gelu[hf]'"
 CONFIG = "config.json"
@@ -191,8 +192,9 @@ def _loading_notes(info: Any, folder: Path) -> list[str]:
     if not missing:
         return []
     shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-    return [f"weights not in the folder, initialised at random by transformers: {shown} "
-            "(the task's head is new: export the task the folder was trained for)"]
+    return [Note(f"weights not in the folder, initialised at random by transformers: {shown} "
+                 "(the task's head is new: export the task the folder was trained for)",
+                 "hf-new-weights")]
 
 
 def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = False
@@ -215,8 +217,9 @@ def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = Fals
     model.eval()
     how = "inferred from config.json's architectures" if resolved.inferred else "--task"
     shards = f", {len(weights.files)} shards" if weights.index else ""
-    notes = [f"Hugging Face folder: task {resolved.name} ({how}), class {resolved.class_name}, "
-             f"weights from {'safetensors' if weights.safetensors else 'a pickle'}{shards}"]
+    notes = [Note(f"Hugging Face folder: task {resolved.name} ({how}), class "
+                  f"{resolved.class_name}, weights from "
+                  f"{'safetensors' if weights.safetensors else 'a pickle'}{shards}", "hf-folder")]
     notes += _loading_notes(info, folder)
     return FolderModel(folder, resolved, model, config, weights, notes, _preprocessor(folder))
 

@@ -17,6 +17,7 @@ from typing import Any
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.detect import ModelFormat
 from export_gelu.exporter.load import LoadedModel, nonfinite_weights
+from export_gelu.notes import Note
 
 
 def is_in_memory(model: Any) -> bool:
@@ -80,7 +81,7 @@ def from_memory(model: Any, args: Sequence[Any] | None = None,
         raise BadInputError(f"{where}: weight {bad[0]!r} holds NaN")
     notes = []
     if model.training:
-        notes.append("the module was in training mode: exported and checked in eval mode "
-                     "(its mode is restored afterwards)")
+        notes.append(Note("the module was in training mode: exported and checked in eval mode "
+                          "(its mode is restored afterwards)", "eval-mode"))
     return LoadedModel(where, ModelFormat.IN_MEMORY_MODULE, module=model, example_inputs=example,
                        input_names=names, notes=notes)

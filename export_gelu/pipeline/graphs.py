@@ -17,6 +17,7 @@ from typing import Any
 from export_gelu.check import greedy_decode as gd
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.errors import BadInputError
+from export_gelu.notes import Note
 from export_gelu.pipeline.checking import ort_missing
 from export_gelu.pipeline.stage import Stage, run_stages
 from export_gelu.pipeline.state import RunState
@@ -76,8 +77,9 @@ def generation_check(state: RunState, graphs: dict[str, Path] | None = None,
     result = _decode(state, graphs, first or state.loaded)
     rep.generation = result.to_json()
     if result.status == "differs":
-        rep.notes.append(f"greedy decoding differs from generate ({result.reason}); not judged: "
-                         f"--gelu {state.options.gelu} / {state.run_precision} changes the math")
+        rep.notes.append(Note(f"greedy decoding differs from generate ({result.reason}); not "
+                              f"judged: --gelu {state.options.gelu} / {state.run_precision} "
+                              "changes the math", "generation-differs"))
 
 
 # -- several graphs ----------------------------------------------------------------------------
