@@ -87,7 +87,8 @@ GRAPH_STAGES = (Stage("plan", plan.plan_export, timed_as=None), *LOAD_EXPORT[1:]
                 *CHECK_GRAPH[:-1])
 
 EXPORT = (Stage("plan", plan.plan_export, timed_as=None), *LOAD_EXPORT[:2],
+          _for_one(LOAD_EXPORT[2]),
           Stage("graphs", lambda state: graphs.export_graphs(state, GRAPH_STAGES),
                 applies=graphs.is_many, timed_as=None),
-          *(_for_one(s) for s in (LOAD_EXPORT[2], *MAKE_GRAPH, *CHECK_GRAPH[:-1], GENERATION)),
+          *(_for_one(s) for s in (*MAKE_GRAPH, *CHECK_GRAPH[:-1], GENERATION)),
           CHECK_GRAPH[-1])
