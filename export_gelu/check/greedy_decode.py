@@ -121,17 +121,22 @@ def seq2seq_tokens(graphs: Mapping[str, Path], encoder_inputs: Mapping[str, np.n
 
 
 def generate_tokens(model: Any, inputs: Mapping[str, Any], steps: int = STEPS) -> list[int]:
-    """transformers' greedy search for `steps` new tokens, end of sequence disabled."""
+    """transformers' greedy search for `steps` new tokens: end of sequence disabled, no forced
+    or suppressed tokens (the model's own generation config is set aside for the call, since
+    generate fills unset values from it)."""
     import torch
     from transformers import GenerationConfig, GenerationMixin
 
+    start = getattr(model.config, "decoder_start_token_id", None)
     config = GenerationConfig(max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
-                              num_beams=1, eos_token_id=None, pad_token_id=0,
-                              decoder_start_token_id=getattr(model.config,
-                                                             "decoder_start_token_id", None),
-                              forced_bos_token_id=None, forced_eos_token_id=None)
-    with torch.no_grad():
-        out = GenerationMixin.generate(model, **inputs, generation_config=config)
+                              num_beams=1, pad_token_id=0, decoder_start_token_id=start)
+    saved = getattr(model, "generation_config", None)
+    model.generation_config = config
+    try:
+        with torch.no_grad():
+            out = GenerationMixin.generate(model, **inputs, generation_config=config)
+    finally:
+        model.generation_config = saved
     sequences = out.sequences if hasattr(out, "sequences") else out
     return [int(t) for t in sequences[0, -steps:]]
 
