@@ -140,9 +140,46 @@ MODELS: dict[str, tuple[Callable[[], Any], str]] = {
 }
 
 
+def _more() -> dict[str, Callable[[], Any]]:
+    """Architectures beyond the issue's list (rotary, ALiBi, relative attention, GQA, windowed
+    vision, two towers with sigmoid loss, tied encoder-decoders): what an unseen folder may be."""
+    import transformers as t
+
+    text = dict(TEXT)
+    seq2seq = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                   encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                   decoder_ffn_dim=64, max_position_embeddings=64, init_std=0.5)
+    return {
+        "deberta": lambda: t.DebertaV2ForSequenceClassification(t.DebertaV2Config(
+            **text, relative_attention=True, position_buckets=8, pos_att_type=["p2c", "c2p"])),
+        "swin": lambda: t.SwinModel(t.SwinConfig(image_size=32, patch_size=4, embed_dim=16,
+                                                 depths=[1, 1], num_heads=[2, 2],
+                                                 window_size=4)),
+        "llama": lambda: t.LlamaForCausalLM(t.LlamaConfig(**text, num_key_value_heads=2,
+                                                          initializer_range=0.5)),
+        "bloom": lambda: t.BloomForCausalLM(t.BloomConfig(vocab_size=VOCAB, hidden_size=32,
+                                                          n_layer=2, n_head=4,
+                                                          initializer_range=0.5)),
+        "gemma": lambda: t.GemmaForCausalLM(t.GemmaConfig(**text, num_key_value_heads=2,
+                                                          head_dim=8, initializer_range=0.5)),
+        "marian": lambda: t.MarianMTModel(t.MarianConfig(
+            **seq2seq, activation_function="gelu", decoder_start_token_id=0, pad_token_id=0)),
+        "siglip": lambda: t.SiglipModel(t.SiglipConfig(
+            text_config=dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, intermediate_size=64,
+                             max_position_embeddings=64),
+            vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                               intermediate_size=64, image_size=32, patch_size=8))),
+    }
+
+
 def build(name: str) -> Any:
     torch.manual_seed(SEED)
-    return MODELS[name][0]().eval()
+    return (MODELS[name][0] if name in MODELS else _more()[name])().eval()
+
+
+#: More architectures (tests run them on a slow path), by name.
+MORE_MODELS = ("deberta", "swin", "llama", "bloom", "gemma", "marian", "siglip")
 
 
 def save_folder(name: str, folder: Path, **save: Any) -> Path:

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import torch
 
-from examples.hf_folders import MODELS, build, save_folder
+from examples.hf_folders import MODELS, MORE_MODELS, build, save_folder
 
-__all__ = ["MODELS", "build", "save_folder", "counting_gelus"]
+__all__ = ["MODELS", "MORE_MODELS", "build", "save_folder", "counting_gelus"]
 
 # -- the GELUs a forward calls -----------------------------------------------------------------
 

@@ -313,7 +313,7 @@ def layernorm_primitives(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProt
 
 #: Ops that pass sizes through, or combine them into sizes that stay >= 1 (data input first).
 _SIZE_KEEPING = {"Concat": None, "Mul": None, "Add": None, "Unsqueeze": 1, "Squeeze": 1,
-                 "Cast": 1, "Identity": 1, "Gather": 1, "Slice": 1}
+                 "Cast": 1, "Identity": 1, "Gather": 1, "Slice": 1, "Reshape": 1}
 
 
 def _nonzero_sizes(name: str, step: Step, producers: dict[str, onnx.NodeProto],
