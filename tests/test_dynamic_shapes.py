@@ -319,6 +319,24 @@ def test_reshape_allowzero_with_a_shape_built_from_sizes_comes_down():
     assert_same_after(one_node_model(node, {"x": x}, 14, inits=inits, extra=extra), {"x": x}, 13)
 
 
+def test_reshape_allowzero_with_a_size_reshaped_into_the_shape_comes_down():
+    """Rotary/GQA decoders (Llama, Gemma, Bloom with past): a size is reshaped to 1-D before
+    the Concat that makes the shape; a Reshape passes its values through."""
+    from onnx import helper
+
+    from tests.test_downconvert import assert_same_after, one_node_model
+
+    x = np.random.default_rng(0).standard_normal((3, 5, 8)).astype(np.float32)
+    extra = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["b"]),
+             helper.make_node("Reshape", ["b", "one"], ["b1"]),
+             helper.make_node("Concat", ["b1", "tail"], ["shape"], axis=0)]
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], allowzero=1)
+    inits = {"zero": np.array(0, np.int64), "one": np.array([1], np.int64),
+             "tail": np.array([5, -1], np.int64)}
+    assert_same_after(one_node_model(node, {"x": x}, 14, inits=inits, extra=extra), {"x": x}, 13)
+
+
 def test_reshape_allowzero_with_a_shape_that_may_hold_zero_is_refused():
     from onnx import helper
 
