@@ -15,15 +15,18 @@ __all__ = ["MODELS", "MORE_MODELS", "build", "save_folder", "counting_gelus"]
 
 # -- the GELUs a forward calls -----------------------------------------------------------------
 
-_TANH_CLASSES = ("NewGELU", "FastGELU", "GELUTanh", "PytorchGELUTanh", "AccurateGELU")
+#: Activation classes that compute the tanh form (Bloom's writes it by hand).
+_TANH_CLASSES = ("newgelu", "fastgelu", "gelutanh", "pytorchgelutanh", "accurategelu",
+                 "bloomgelu")
 
 
 def _kind_of_class(name: str) -> str | None:
-    if "QuickGELU" in name:
+    low = name.lower()
+    if "quickgelu" in low:
         return "quick"
-    if any(c in name for c in _TANH_CLASSES):
+    if any(c in low for c in _TANH_CLASSES):
         return "tanh"
-    if "GELU" in name:
+    if "gelu" in low:
         return "exact"
     return None
 
