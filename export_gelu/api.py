@@ -145,10 +145,11 @@ def _export_torch(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], profi
     export_module = module if program is None else None
     dynamic_axes = dyn.torchscript_dynamic_axes(dplan) if program is None else None
     if dynamic_axes and loaded.format.value == "TorchScript" and module is loaded.module:
-        import torch  # exporting a ScriptModule leaves it (and its deep copies) failing under
+        from export_gelu.exporter.load import load_script_module  # exporting a ScriptModule
 
-        export_module = torch.jit.load(str(loaded.path), map_location="cpu").eval()
-        # inference_mode; the reference keeps an untouched one
+        export_module = load_script_module(loaded.path, loaded.trusted).eval()
+        # leaves it (and its deep copies) failing under inference_mode; the reference keeps
+        # an untouched one (loaded, and checked, again)
     with exporting_weights_to(weights_workdir(out) if big and out else None):
         model, report.exporter, notes = export_with_fallback(export_module, args, list(feed),
                                                              opset, program, plan, dynamic_axes)

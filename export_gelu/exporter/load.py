@@ -7,7 +7,12 @@ Pickle policy: no Python pickle from the file is executed unless `allow_pickle` 
   `weights_only` (torch.export.load otherwise falls back to full unpickling of sample inputs
   and pickled weights), and archives holding AOTInductor libraries or pickled opaque objects
   are refused outright.
-- TorchScript archives are read by TorchScript's own unpickler, which builds no Python objects.
+- TorchScript archives are read by TorchScript's own unpickler, which builds no Python objects;
+  but TorchScript is code, so it is loaded only after `containment` finds nothing in it that
+  would run while loading (`__setstate__`, custom C++ classes), and kept only if every
+  compiled function computes on tensors (no `torch.from_file`, `torch.save`, RPC, ops of
+  other namespaces). ExportedPrograms' graphs get the same check after loading, before
+  anything runs them. `allow_pickle` (`--trust-model`) skips these checks.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError
+from export_gelu.exporter import containment
 from export_gelu.exporter.detect import Detected, ModelFormat, detect_format
 
 PICKLE_RISK = (
@@ -50,6 +56,7 @@ class LoadedModel:
     output_names: list[str] = field(default_factory=list)  # the model's own, when it has them
     notes: list[str] = field(default_factory=list)
     data_files: list[Path] = field(default_factory=list)  # an ONNX input's external data
+    trusted: bool = False  # loaded with --trust-model: its code was not checked
 
     @property
     def is_onnx(self) -> bool:
@@ -254,6 +261,9 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
         shown = ", ".join(detected.code_members[:3])
         raise BadInputError(f"{path}: the ExportedProgram archive holds compiled or pickled "
                             f"code ({shown}); {PICKLE_RISK}")
+    if not allow_pickle:
+        containment.refuse(path, "ExportedProgram archive",
+                           containment.clash_findings(path))
     notes = register_archive_types(path)
     guard = contextlib.nullcontext() if allow_pickle else forced_weights_only()
     try:
@@ -266,6 +276,8 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: corrupt ExportedProgram archive "
                             f"({type(exc).__name__}: {_first_line(exc)})") from exc
+    if not allow_pickle:
+        containment.refuse(path, "ExportedProgram", containment.program_findings(ep))
     _refuse_nan(path, ep.state_dict)
     args, kwargs = ep.example_inputs or ((), {})
     names = [s for s in ep.graph_signature.user_inputs if isinstance(s, str)]
@@ -273,21 +285,52 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     if example is not None and any(not isinstance(t, torch.Tensor) for t in example):
         example = None  # non-tensor example inputs cannot be fed to ONNX Runtime
     return LoadedModel(path, ModelFormat.EXPORTED_PROGRAM, exported=ep, example_inputs=example,
-                       input_names=names, notes=notes,
+                       input_names=names, notes=notes, trusted=allow_pickle,
                        output_names=names_from_spec(ep.call_spec.out_spec))
 
 
-def _load_torchscript(path: Path) -> LoadedModel:
+def load_script_module(path: Path, trusted: bool = False) -> Any:
+    """A TorchScript file as a ScriptModule, checked (`containment`) before it loads and
+    before anything calls it, unless `trusted`."""
     import torch
+    from torch.jit._recursive import wrap_cpp_module
 
+    if not trusted:
+        containment.refuse(path, "TorchScript file", containment.archive_findings(path))
     try:
-        module = torch.jit.load(str(path), map_location="cpu")
+        unit = torch._C.CompilationUnit()  # what torch.jit.load does, keeping the unit
+        fs_path = utf8_path(path)
+        if fs_path is not None:
+            cpp = torch._C.import_ir_module(unit, fs_path, torch.device("cpu"), {}, False)
+        else:  # a name C++ cannot take: the bytes
+            cpp = torch._C.import_ir_module_from_buffer(unit, path.read_bytes(),
+                                                        torch.device("cpu"), {}, False)
+        module = wrap_cpp_module(cpp)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: corrupt TorchScript archive "
                             f"({type(exc).__name__}: {_first_line(exc)})") from exc
+    if not trusted:
+        containment.refuse(path, "TorchScript code", containment.script_findings(unit, module))
+    return module
+
+
+def _load_torchscript(path: Path, trusted: bool) -> LoadedModel:
+    module = load_script_module(path, trusted)
     _refuse_nan(path, module.state_dict())
     module.eval()
-    return LoadedModel(path, ModelFormat.TORCHSCRIPT, module=module)
+    notes = ["TorchScript loaded with --trust-model: its code was not checked"] if trusted else []
+    return LoadedModel(path, ModelFormat.TORCHSCRIPT, module=module, notes=notes,
+                       trusted=trusted)
+
+
+def utf8_path(path: Path) -> str | None:
+    """`path` as a str that C++ (torch, onnx) can take, or None when its bytes are not UTF-8."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return text
 
 
 def load_model(path: str | Path, *, allow_pickle: bool = False,
@@ -310,7 +353,7 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
     if fmt is ModelFormat.EXPORTED_PROGRAM:
         return _load_exported(path, detected, allow_pickle)
     if fmt is ModelFormat.TORCHSCRIPT:
-        return _load_torchscript(path)
+        return _load_torchscript(path, allow_pickle)
 
     # A torch.save pickle: weights_only first; that never runs code from the file.
     with path.open("rb") as fh:
