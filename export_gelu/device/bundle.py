@@ -48,8 +48,22 @@ def sha256_file(path: Path) -> str:
 
 
 def check_bundle_dir(path: str | Path) -> Path:
-    """DIR may not exist yet, or be an earlier bundle (replaced); anything else is refused."""
-    path = Path(path)
+    """DIR may not exist yet, or be an earlier bundle (replaced); anything else is refused,
+    and so is the working directory or one holding it (`--bundle .`): the bundle is renamed
+    into place, which a folder cannot be while it is in use as the working directory (and the
+    shell would be left in a deleted folder)."""
+    given = Path(path)
+    path = Path(os.path.abspath(path))  # `.`, `..`, `x/..` → a name in a parent folder
+    if given.name not in ("", ".", ".."):
+        path = given  # as the user wrote it (reports show it so)
+    if not path.name:
+        raise BadInputError(f"--bundle {given}: not a directory that can be replaced")
+    cwd = Path(os.path.abspath(os.getcwd()))
+    full = Path(os.path.abspath(path))
+    if full == cwd or full in cwd.parents:
+        raise BadInputError(f"--bundle {given}: is the working directory or holds it, and the "
+                            "bundle is written beside it and renamed into place; give "
+                            "another directory, or run from outside this one")
     if not path.parent.is_dir():
         raise BadInputError(f"--bundle {path}: directory {path.parent} does not exist")
     if path.exists():

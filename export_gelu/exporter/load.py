@@ -30,6 +30,7 @@ from typing import Any
 from export_gelu.errors import BadInputError
 from export_gelu.exporter import containment
 from export_gelu.exporter.detect import Detected, ModelFormat, detect_format
+from export_gelu.fspaths import utf8_path
 
 PICKLE_RISK = (
     "loading it runs arbitrary Python code from the file; "
@@ -323,16 +324,6 @@ def _load_torchscript(path: Path, trusted: bool) -> LoadedModel:
                        trusted=trusted)
 
 
-def utf8_path(path: Path) -> str | None:
-    """`path` as a str that C++ (torch, onnx) can take, or None when its bytes are not UTF-8."""
-    text = str(path)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    return text
-
-
 def load_model(path: str | Path, *, allow_pickle: bool = False,
                model_factory: str | None = None, imports: Sequence[str] = ()) -> LoadedModel:
     """Load any supported model file, refusing to run pickled code unless allowed.
@@ -415,11 +406,18 @@ def check_external_data(path: Path) -> list[Path]:
 
 
 def check_onnx_valid(path: Path) -> None:
-    """Refuse an ONNX file that onnx.checker rejects: no output made from it could pass."""
+    """Refuse an ONNX file that onnx.checker rejects: no output made from it could pass.
+    A path C++ cannot take (not UTF-8) is checked as the model read in Python (its external
+    data was checked by `check_external_data`)."""
     import onnx
 
     try:
-        onnx.checker.check_model(str(path))
+        fs_path = utf8_path(path)
+        if fs_path is None:
+            with path.open("rb") as fh:
+                onnx.checker.check_model(onnx.load_model(fh, load_external_data=False))
+            return
+        onnx.checker.check_model(fs_path)
     except Exception as exc:  # noqa: BLE001 - ValidationError and C++ errors
         raise BadInputError(f"{path}: not a valid ONNX model (onnx.checker: "
                             f"{_first_line(exc)})") from exc
