@@ -56,6 +56,7 @@ DEFAULT_NAME_MAX = 255
 #: Output names longer than this (bytes), or not UTF-8, are shortened in staging names.
 STAGING_STEM_MAX = 64
 _HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"
+_PLAIN_NAME = re.compile(rf"[A-Za-z0-9._+-]{{1,{STAGING_STEM_MAX}}}")
 _STAGING_RE = re.compile(rf"^\..+\.{STAGING_TAG}-(\d+)@([A-Za-z0-9_-]+)\.[^/]+$")
 
 
@@ -162,18 +163,14 @@ def clean_stale_staging(directory: Path) -> list[Path]:
 
 
 def staging_stem(name: str) -> str:
-    """`name` as it goes into a staging folder's name: itself when short and UTF-8, else an
-    ASCII stem of it and a hash of its bytes (so any legal output name stages)."""
-    raw = os.fsencode(name)
-    try:
-        raw.decode("utf-8")
-        plain = len(raw) <= STAGING_STEM_MAX
-    except UnicodeDecodeError:
-        plain = False
-    if plain:
+    """`name` as it goes into a staging folder's name: itself when short and plain (ASCII
+    letters, digits, `._+-`), else an ASCII stem of it and a hash of its bytes, so that any
+    legal output name (255 bytes, not UTF-8, with spaces or newlines) stages, and
+    `clean_stale_staging` recognises the folder."""
+    if _PLAIN_NAME.fullmatch(name):
         return name
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", os.fsdecode(raw[:32]).encode("ascii", "replace")
-                  .decode("ascii"))
+    raw = os.fsencode(name)
+    stem = re.sub(r"[^A-Za-z0-9._+-]", "_", raw[:32].decode("ascii", "replace"))
     return f"{stem}~{hashlib.sha256(raw).hexdigest()[:16]}"
 
 
@@ -183,16 +180,23 @@ def staging_prefix(out: Path, kind: str = "") -> str:
 
 
 @contextlib.contextmanager
-def naming_output(path: Path) -> Iterator[None]:
-    """An OSError raised inside without a file name (a refused `write`, `fsync`) gets `path`:
-    the message can say which output the disk refused."""
+def naming_output(path: Path, staging: Path | None = None) -> Iterator[None]:
+    """An OSError raised inside without a file name (a refused `write`, `fsync`), or naming
+    a file in the hidden `staging` folder, is raised again naming `path`: the message says
+    which output the disk refused (errors.py maps it to exit 2)."""
     try:
         yield
     except OSError as exc:
-        if exc.filename is None and exc.errno is not None:
+        if exc.errno is not None and (exc.filename is None or _inside(exc.filename, staging)):
             raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno),
                           _shown(path)) from exc
         raise
+
+
+def _inside(filename: object, folder: Path | None) -> bool:
+    if folder is None or not isinstance(filename, (str, bytes, os.PathLike)):
+        return False
+    return Path(os.fsdecode(filename)).is_relative_to(folder)
 
 
 @contextlib.contextmanager
@@ -201,7 +205,7 @@ def staging_dir(out: Path) -> Iterator[Path]:
     clean_stale_staging(out.parent)
     tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
     try:
-        with naming_output(out):
+        with naming_output(out, tmp):
             yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -294,13 +298,13 @@ def save_onnx_streaming(model: onnx.ModelProto, out: Path, external_data: bool |
         staged_data = tmp / data_name
         if external_data:
             try:
-                with naming_output(final_data):
+                with naming_output(final_data, tmp):
                     written = onnx_weights.stream_weights(
                         model, staged_data, data_name, on_bytes=on_bytes,
                         inline_attributes=lazy)
             except onnx_weights.NanWeightError as exc:
                 raise BadInputError(str(exc)) from exc
-        with naming_output(out), staged.open("wb") as fh:
+        with naming_output(out, tmp), staged.open("wb") as fh:
             onnx.save_model(model, fh)  # a file object: no path is handed to C++ or resolved
             fh.flush()
             os.fsync(fh.fileno())
