@@ -33,6 +33,13 @@ class TargetUnmetError(ExportGeluError):
     exit_code = 3
 
 
+class WorldError(ExportGeluError):
+    """The machine or file system refused what the run needed, with no errno to name it
+    (a write that stored only part of its bytes): exit 2, like an OSError from the world."""
+
+    exit_code = 2
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM: unwinds like Ctrl-C so staging files are removed on the way out."""
 
@@ -110,6 +117,12 @@ def _world_oserror(exc: BaseException) -> OSError | None:
             return exc
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
     return None
+
+
+def is_world_fault(exc: BaseException) -> bool:
+    """Whether `exc` is the world's refusal (a world errno, or a WorldError): code that
+    turns failures into "this exporter cannot" must let these through."""
+    return isinstance(exc, WorldError) or _world_oserror(exc) is not None
 
 
 def failure_outcome(exc: BaseException, prog: str = PROG) -> Outcome:

@@ -233,6 +233,10 @@ class NanWeightError(ValueError):
     """A streamed weight holds NaN (the model is corrupt)."""
 
 
+class TruncatedWeightsError(ValueError):
+    """A weight's file ends before its bytes do (the input changed under the run)."""
+
+
 @dataclass
 class WrittenWeights:
     """What `stream_weights` wrote: tensors, bytes, the data file's SHA-256, seconds."""
@@ -275,8 +279,9 @@ def _copy_span(src: Path, offset: int, length: int, out: _Writer, name: str,
         left = length
         while left:
             chunk = fh.read(min(CHUNK, left))
-            if not chunk:
-                raise OSError(f"{src}: ends before the {length} bytes of tensor {name!r}")
+            if not chunk:  # the file shrank since it was checked
+                raise TruncatedWeightsError(f"{src}: ends before the {length} bytes of tensor "
+                                            f"{name!r} (was it changed during the run?)")
             if nan_dtype is not None and len(chunk) % np.dtype(nan_dtype).itemsize == 0 \
                     and np.isnan(np.frombuffer(chunk, dtype=nan_dtype)).any():
                 raise NanWeightError(f"{src}: initializer {name!r} holds NaN (a corrupt model); "

@@ -69,6 +69,9 @@ def check_bundle_dir(path: str | Path) -> Path:
     if path.exists():
         if not path.is_dir():
             raise BadInputError(f"--bundle {path}: exists and is not a directory")
+        if os.path.ismount(path):
+            raise BadInputError(f"--bundle {path}: is a mount point, and the bundle is renamed "
+                                "into place; give a directory inside it")
         if any(path.iterdir()) and not (path / MANIFEST).is_file():
             raise BadInputError(f"--bundle {path}: exists, is not empty and is not an "
                                 "export-gelu bundle (no manifest.json); give a new directory")

@@ -43,7 +43,7 @@ from typing import Any
 import onnx
 
 from export_gelu import onnx_weights
-from export_gelu.errors import BadInputError
+from export_gelu.errors import BadInputError, WorldError
 from export_gelu.onnx_weights import WrittenWeights
 
 #: Models whose tensors exceed this many bytes keep them in a side `.data` file (protobuf
@@ -187,7 +187,11 @@ def naming_output(path: Path, staging: Path | None = None) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if exc.errno is not None and (exc.filename is None or _inside(exc.filename, staging)):
+        if exc.errno is None:  # numpy, onnx_ir: "N requested and M written", no errno
+            raise WorldError(f"writing {_shown(path)}: the file system took only part of a "
+                             f"write ({exc}); is the disk full, or a file-size limit "
+                             "(ulimit -f) set?") from exc
+        if exc.filename is None or _inside(exc.filename, staging):
             raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno),
                           _shown(path)) from exc
         raise
@@ -203,7 +207,8 @@ def _inside(filename: object, folder: Path | None) -> bool:
 def staging_dir(out: Path) -> Iterator[Path]:
     """A hidden directory beside `out`, named after this process, removed whatever happens."""
     clean_stale_staging(out.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
+    with naming_output(out, out.parent):
+        tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
     try:
         with naming_output(out, tmp):
             yield tmp
@@ -302,7 +307,7 @@ def save_onnx_streaming(model: onnx.ModelProto, out: Path, external_data: bool |
                     written = onnx_weights.stream_weights(
                         model, staged_data, data_name, on_bytes=on_bytes,
                         inline_attributes=lazy)
-            except onnx_weights.NanWeightError as exc:
+            except (onnx_weights.NanWeightError, onnx_weights.TruncatedWeightsError) as exc:
                 raise BadInputError(str(exc)) from exc
         with naming_output(out, tmp), staged.open("wb") as fh:
             onnx.save_model(model, fh)  # a file object: no path is handed to C++ or resolved

@@ -56,3 +56,17 @@ def current_workdir() -> Path | None:
 
     folder = _CURRENT.get()
     return None if folder is None else Path(utf8_alias(folder))
+
+
+def refused_write(exc: BaseException) -> BaseException | None:
+    """An exporter's OSError without an errno while it wrote a big model's weights into the
+    work folder (numpy's "4096 requested and 1920 written": the file system took part of a
+    write, when full or at a file-size limit) as the WorldError it is; else None."""
+    from export_gelu.errors import WorldError
+
+    folder = _CURRENT.get()
+    if folder is None or not isinstance(exc, OSError) or exc.errno is not None:
+        return None
+    return WorldError(f"writing the model's weights into {folder}: the file system took only "
+                      f"part of a write ({exc}); is the disk full, or a file-size limit "
+                      "(ulimit -f) set?")
