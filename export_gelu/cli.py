@@ -15,7 +15,7 @@ import sys
 from export_gelu.interrupts import install_startup_handlers
 
 if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "export-gelu":
-    install_startup_handlers()  # this process is the command: one line for a signal from here
+    install_startup_handlers(program=True)  # one line for a signal from here on
 
 import argparse  # noqa: E402
 from collections.abc import Sequence  # noqa: E402

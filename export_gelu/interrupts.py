@@ -38,6 +38,7 @@ RESEND_AFTER = 0.05
 class _State:
     working: bool = False
     entered: bool = False  # inside handled_signals
+    program: bool = False  # this process is the command line (not a library caller)
     previous: dict[int, Any] = field(default_factory=dict)  # the handlers we replaced
     signum: int | None = None  # the first signal received
     lost: bool = False  # its Interrupted was swallowed where Python cannot raise
@@ -80,14 +81,14 @@ def _on_unraisable(previous: Any) -> Any:
     return hook
 
 
-def install_startup_handlers() -> None:
+def install_startup_handlers(program: bool = False) -> None:
     """Start-up phase handlers (one line, exit at once), as early as possible: cli.py calls
-    this on its first line when it is the program being run, so that a signal during its own
-    imports is already one line. Idempotent; `handled_signals` adopts and later undoes it."""
+    this on its first line when it is the program being run (`program`), so that a signal
+    during its own imports is already one line. Idempotent; `handled_signals` adopts it."""
     global _STATE
     if threading.current_thread() is not threading.main_thread() or _STATE is not None:
         return
-    _STATE = _State()
+    _STATE = _State(program=program)
     # a signal ignored when we started (`cmd &` in a script, nohup) stays ignored
     _STATE.previous = {s: signal.signal(s, _exit_now) for s in SIGNALS
                        if signal.getsignal(s) is not signal.SIG_IGN}
@@ -112,7 +113,10 @@ def handled_signals() -> Iterator[None]:
         yield
     finally:
         for sig, handler in state.previous.items():
-            signal.signal(sig, handler)
+            # the program is ending: a late signal (a burst of Ctrl-C, one during interpreter
+            # shutdown) must not print a traceback after the one line; a library caller gets
+            # its handlers back
+            signal.signal(sig, signal.SIG_IGN if state.program else handler)
         sys.unraisablehook = old_hook
         _STATE = None
 
