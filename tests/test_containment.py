@@ -443,6 +443,181 @@ def test_program_naming_a_python_function_never_runs_it(secret, tmp_path):
         assert not marker.exists()
 
 
+def _edit_program(src: Path, dst: Path, change: Callable[[dict], None],
+                  extra: dict[str, bytes] | None = None) -> Path:
+    """`src` with its models/model.json changed by `change` (and members `extra` added)."""
+    def edit(name: str, data: bytes) -> list[tuple[str, bytes]]:
+        if name.endswith("models/model.json"):
+            doc = json.loads(data)
+            change(doc)
+            data = json.dumps(doc).encode()
+        return [(name, data)]
+
+    out = _edit_archive(src, dst, edit)
+    if extra:
+        with zipfile.ZipFile(out, "a") as zf:
+            root = zf.namelist()[0].split("/", 1)[0]
+            for name, data in extra.items():
+                zf.writestr(f"{root}/{name}", data)
+    return out
+
+
+def _rename(doc: object, old: str, new: str) -> object:
+    """Every string (and key) equal to `old` in `doc` replaced by `new`."""
+    if isinstance(doc, dict):
+        return {(new if k == old else k): _rename(v, old, new) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_rename(v, old, new) for v in doc]
+    return new if doc == old else doc
+
+
+def _in_place(rewrite: Callable[[dict], object]) -> Callable[[dict], None]:
+    def change(doc: dict) -> None:
+        new = rewrite(doc)
+        doc.clear()
+        doc.update(new)
+    return change
+
+
+class _Payload:
+    """Unpickling runs `exec`, which writes the marker."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('ran')",))
+
+
+def _set_size_expr(expr: str) -> Callable[[dict], None]:
+    def change(doc: dict) -> None:
+        values = doc["graph_module"]["graph"]["tensor_values"]
+        meta = values[next(iter(values))]
+        meta["sizes"][0] = {"as_expr": {"expr_str": expr,
+                                        "hint": {"as_int": meta["sizes"][0]["as_int"]}}}
+    return change
+
+
+def _set_guards(guard: str) -> Callable[[dict], None]:
+    def change(doc: dict) -> None:
+        doc["guards_code"] = [guard]
+    return change
+
+
+def _touch(marker: Path) -> str:
+    return f'__import__("os").system("touch {marker}")'
+
+
+PROGRAM_ATTACKS = {
+    # (edit, words of the refusal, whether torch 2.13 itself runs the marker command)
+    # a placeholder's name is pasted into `def forward(...)`: runs as torch.export.load
+    # compiles the graph
+    "input name runs as a default argument":
+        (lambda m: _in_place(lambda d: _rename(d, "x", f"x={_touch(m)}")),
+         "is not a Python identifier", True),
+    # guards_code is pasted into a function that ExportedProgram.module() executes
+    "guards_code":
+        (lambda m: _set_guards(f"__import__('os').system('touch {m}') == 0"),
+         "is not a plain size check", True),
+    # symbolic sizes go through sympy.sympify, which evaluates Python
+    "symbolic size":
+        (lambda m: _set_size_expr(f"__import__('os').system('touch {m}')"),
+         "sympy.sympify", True),
+    # names torch 2.13 happens to sanitize or trip over first, checked all the same: node
+    # names become variable names, parameter names `getattr(self, "...")` (unescaped)
+    "node name":
+        (lambda m: _in_place(lambda d: _rename(d, "zeros", f"z={_touch(m)}")),
+         "is not a Python identifier", False),
+    "parameter name breaks out of its quotes":
+        (lambda m: _in_place(lambda d: _rename(
+            d, "fc2.bias", f'fc2.b"), getattr(__import__("os"), "system")("touch {m}"), ("')),
+         "is not a Python identifier", False),
+}
+
+
+def _torch_runs(model: Path, marker: Path) -> bool:
+    """Whether plain torch (no export-gelu) runs the marker command: load, .module(), call."""
+    code = ("import torch, sys\n"
+            "try:\n"
+            f"    torch.export.load({str(model)!r}).module()(torch.randn(4, 10, 8))\n"
+            "except Exception:\n"
+            "    pass\n")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=300)
+    return marker.exists()
+
+
+@pytest.mark.parametrize("attack", list(PROGRAM_ATTACKS))
+def test_program_json_that_torch_would_run_is_refused_before_loading(attack, saved_model,
+                                                                     tmp_path):
+    """Each edit of the serialized program is text torch turns into code; export-gelu
+    refuses the file before torch reads it. Where torch 2.13 does run it, the test shows
+    so afterwards (the marker appears), so the refusal is what kept it from running."""
+    marker = tmp_path / "ran.marker"
+    make, needle, live = PROGRAM_ATTACKS[attack]
+    model = _edit_program(saved_model("lstm", "exported"), tmp_path / "ep.pt", make(marker))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    before = _sha(model)
+    proc = _cli(model, "--target", "onnx", "-o", out_dir / "m.onnx")
+    _assert_refused(proc, ["refusing to run this ExportedProgram archive", needle], out_dir,
+                    model, before, [marker])
+    if live:
+        assert _torch_runs(model, marker), "the attack was not live"
+
+
+def test_program_constant_unpickled_whatever_its_member_is_called(saved_model, tmp_path):
+    """The constants config says `opaque_obj_0` (torch.export.load: pickle.loads); the member
+    is named in capitals, which torch's reader matches but a name check in Python would
+    not. Refused from the config."""
+    import pickle
+
+    marker = tmp_path / "opaque.marker"
+
+    def edit(name: str, data: bytes) -> list[tuple[str, bytes]]:
+        if name.endswith("data/constants/model_constants_config.json"):
+            cfg = json.loads(data)
+            cfg["config"]["evil"] = {"path_name": "opaque_obj_0", "is_param": False,
+                                     "use_pickle": True, "tensor_meta": None}
+            data = json.dumps(cfg).encode()
+        out = [(name, data)]
+        if name.endswith("archive_format"):
+            root = name.split("/", 1)[0]
+            out.append((f"{root}/DATA/CONSTANTS/OPAQUE_OBJ_0", pickle.dumps(_Payload(marker))))
+        return out
+
+    model = _edit_archive(saved_model("lstm", "exported"), tmp_path / "opaque.pt", edit)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = _cli(model, "--target", "onnx", "-o", out_dir / "m.onnx")
+    _assert_refused(proc, ["opaque_obj_0", "unpickle"], out_dir, model, _sha(model), [marker])
+
+
+def test_program_json_checks_accept_what_torch_writes(saved_model, saved_real):
+    """No false alarm on real programs: the examples and transformers models (symbolic
+    sizes, guards, nested names) pass the checks."""
+    from export_gelu.exporter.containment import program_archive_findings
+
+    for path in (saved_model("lstm", "exported"), saved_model("gpt2", "exported"),
+                 saved_real("gpt_neox", "exported"), saved_real("deberta", "exported")):
+        assert program_archive_findings(path) == [], path
+
+
+def test_symbolic_and_guard_grammar():
+    from export_gelu.exporter.program_json import guard_expression, sympy_expression
+
+    assert sympy_expression("Mul(Integer(2), Symbol('s17', positive=True, integer=True))")
+    assert sympy_expression("Max(1, FloorDiv(s0, 2)) + 3")
+    assert not sympy_expression("__import__('os').system('x')")
+    assert not sympy_expression("exec(chr(112))")
+    assert not sympy_expression("Symbol('a b')")
+    assert not sympy_expression("(lambda: 1)()")
+    assert guard_expression("(L['x'].size()[0] // 2) <= L['x'].size()[0]")
+    assert guard_expression("L['x'].size()[0] == (2*L['y'].size()[0])")
+    assert not guard_expression("L['x'].__class__")
+    assert not guard_expression("L['x\\'].size()[0] == 1")
+    assert not guard_expression("getattr(L, 'x')")
+
+
 def _assert_refused_any(proc: subprocess.CompletedProcess, out_dir: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr

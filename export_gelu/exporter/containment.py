@@ -27,8 +27,11 @@ ExportedProgram's graph is code too: `torch.export.load` resolves a node's targe
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import operator
+import re
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,10 +137,111 @@ def _clashes(names: list[str]) -> list[Finding]:
             for clash in _case_clashes(names)]
 
 
-def clash_findings(path: Path) -> list[Finding]:
-    """Members whose names differ only in case (an ExportedProgram archive's check)."""
+#: ExportedProgram archive members that torch.export.load would run rather than read:
+#: AOTInductor shared libraries, pickled opaque objects (`pickle.loads`), torchbind objects
+#: (C++ `__setstate__`); lower case (torch's reader matches names in any case).
+_PROGRAM_CODE_MEMBERS = ("data/aotinductor/", "data/constants/opaque_obj_",
+                         "data/constants/custom_obj_", "data/executorch/")
+#: Prefixes of a constant's `path_name` (in data/constants/*_constants_config.json) that make
+#: torch.export.load unpickle it (torch/export/pt2_archive/_package.py, torch 2.13).
+_UNPICKLED_CONSTANTS = ("opaque_obj_", "custom_obj_")
+
+
+LEGACY_PROGRAM = "serialized_exported_program.json"
+_PROGRAM_JSON = re.compile(r"models/[^/]*\.json")
+_PAYLOAD_CONFIG = re.compile(r"data/(constants|weights)/[^/]*_config\.json")
+#: Largest serialized program read for the check (its graph is in it, not its weights).
+MAX_PROGRAM_JSON = 256 << 20
+
+
+def program_archive_findings(path: Path) -> list[Finding]:
+    """What an ExportedProgram archive would run while torch.export.load reads it or
+    `.module()` builds its forward: members holding code (by name, in any case), constants
+    its config says to unpickle (whatever the member is called), and any text of the
+    serialized program that torch turns into Python source or evaluates (program_json),
+    plus members whose names differ only in case."""
     with _torch_reader(path) as reader:
-        return _clashes(list(reader.get_all_records()))
+        names = list(reader.get_all_records())
+        findings = _clashes(names)
+        for name in names:
+            lower = name.lower()
+            if any(lower.startswith(m) for m in _PROGRAM_CODE_MEMBERS):
+                findings.append(Finding(name, "the archive",
+                                        "is code or a pickled object that loading would run"))
+            elif _PAYLOAD_CONFIG.fullmatch(lower):
+                findings.extend(_config_findings(reader, name))
+            elif _PROGRAM_JSON.fullmatch(lower):
+                findings.extend(_document_findings(reader, name))
+    return findings + _legacy_findings(path)
+
+
+def _legacy_findings(path: Path) -> list[Finding]:
+    """torch.export.load falls back to torch 2.7's layout, read with Python's zipfile: a
+    `serialized_exported_program.json` at the archive's root (every copy is checked)."""
+    from export_gelu.exporter.program_json import program_json_problems
+
+    findings: list[Finding] = []
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if info.filename != LEGACY_PROGRAM:
+                    continue
+                if info.file_size > MAX_PROGRAM_JSON:
+                    findings.append(Finding("an oversized program", info.filename,
+                                            "cannot be checked"))
+                    continue
+                try:
+                    doc = json.loads(zf.read(info))
+                except (ValueError, RecursionError):
+                    findings.append(Finding("malformed JSON", info.filename,
+                                            "cannot be checked"))
+                    continue
+                findings += [Finding(what, info.filename, why)
+                             for what, why in program_json_problems(doc)[:20]]
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError,
+            NotImplementedError, RuntimeError) as exc:
+        raise BadInputError(f"{path}: corrupt or unreadable archive ({exc})") from exc
+    return findings
+
+
+def _json_record(reader: Any, name: str) -> tuple[Any, list[Finding]]:
+    if reader.get_record_size(name) > MAX_PROGRAM_JSON:
+        return None, [Finding(f"{reader.get_record_size(name)} bytes of JSON", name,
+                              "is more than a serialized program holds; it was not read")]
+    try:
+        return json.loads(bytes(reader.get_record(name))), []
+    except (ValueError, RecursionError):
+        return None, [Finding("malformed JSON", name, "cannot be checked")]
+
+
+def _document_findings(reader: Any, name: str) -> list[Finding]:
+    from export_gelu.exporter.program_json import program_json_problems
+
+    doc, findings = _json_record(reader, name)
+    if doc is None:
+        return findings
+    return [Finding(what, name, why) for what, why in program_json_problems(doc)[:20]]
+
+
+def _config_findings(reader: Any, name: str) -> list[Finding]:
+    from export_gelu.exporter.program_json import dotted_name
+
+    config, findings = _json_record(reader, name)
+    if config is None:
+        return findings
+    entries = config.get("config") if isinstance(config, dict) else None
+    if not isinstance(entries, dict):
+        return [Finding("a malformed payload config", name, "cannot be checked")]
+    for fqn, meta in entries.items():
+        path_name = str(meta.get("path_name", "")) if isinstance(meta, dict) else ""
+        if path_name.startswith(_UNPICKLED_CONSTANTS):
+            findings.append(Finding(f"constant {fqn!r} ({path_name})", name,
+                                    "is a pickled object that loading would unpickle (run)"))
+        if not dotted_name(fqn):
+            findings.append(Finding(f"the name {fqn[:80]!r}", name,
+                                    "is not a dotted Python name; torch writes such names "
+                                    "into the code it generates"))
+    return findings
 
 
 def archive_findings(path: Path) -> list[Finding]:
@@ -154,16 +258,25 @@ def archive_findings(path: Path) -> list[Finding]:
     return findings
 
 
+def _names_custom_class(reader: Any, name: str) -> list[Finding]:
+    """A custom C++ class named anywhere in a member (a pickle cannot build the name from
+    parts, and a class attribute's type names it in the code)."""
+    if CUSTOM_CLASS_PREFIX.encode()[len("__torch__."):] not in bytes(reader.get_record(name)):
+        return []
+    return [Finding("torch.classes", name,
+                    "names a custom C++ class, whose code runs while the file loads (its "
+                    "__setstate__) and cannot be checked")]
+
+
 def _source_findings(reader: Any, name: str) -> list[Finding]:
     size = reader.get_record_size(name)
     if size > MAX_SOURCE_BYTES:
         return [Finding(f"{size} bytes of code", name,
                         "is more than any model's code holds; it was not read")]
-    text = bytes(reader.get_record(name)).decode("utf-8", "replace")
-    if "__setstate__" in text:
+    if b"__setstate__" in bytes(reader.get_record(name)):
         return [Finding("__setstate__", name,
                         "runs while the file loads, before its code can be checked")]
-    return []
+    return _names_custom_class(reader, name)
 
 
 def _pickle_findings(reader: Any, name: str) -> list[Finding]:
@@ -172,11 +285,12 @@ def _pickle_findings(reader: Any, name: str) -> list[Finding]:
     try:
         globals_ = pickle_globals(bytes(reader.get_record(name)))
     except BadInputError:
-        return []  # torch.jit.load reports a corrupt pickle in its own words
-    return [Finding(g.replace(" ", "."), name,
-                    "is a custom C++ class, whose code runs while the file loads and cannot be "
-                    "checked")
-            for g in globals_ if g.startswith(CUSTOM_CLASS_PREFIX.rstrip("."))]
+        globals_ = []  # torch.jit.load reports a corrupt pickle in its own words
+    named = [Finding(g.replace(" ", "."), name,
+                     "is a custom C++ class, whose code runs while the file loads and cannot "
+                     "be checked")
+             for g in globals_ if g.startswith(CUSTOM_CLASS_PREFIX.rstrip("."))]
+    return named or _names_custom_class(reader, name)
 
 
 # -- 2. TorchScript, loaded, before it runs ------------------------------------------------

@@ -34,7 +34,7 @@ from export_gelu.fspaths import utf8_path
 
 PICKLE_RISK = (
     "loading it runs arbitrary Python code from the file; "
-    "pass --allow-pickle only if you trust where it came from"
+    "pass --trust-model (alias --allow-pickle) only if you trust where it came from"
 )
 _FACTORY_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: Keys under which training checkpoints nest the model's state_dict.
@@ -264,7 +264,7 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
                             f"code ({shown}); {PICKLE_RISK}")
     if not allow_pickle:
         containment.refuse(path, "ExportedProgram archive",
-                           containment.clash_findings(path))
+                           containment.program_archive_findings(path))
     notes = register_archive_types(path)
     guard = contextlib.nullcontext() if allow_pickle else forced_weights_only()
     try:
