@@ -742,3 +742,42 @@ def test_all_tensors_walks_every_place_a_tensor_can_be():
     for case, make in ONNX_CASES.items():
         names = {t.name for t in all_tensors(make("x.bin"))}
         assert names & {"s", "c", "k", "w", "v"}, case
+
+
+@pytest.mark.parametrize("location, words", [
+    ("loop.bin", "cannot be resolved"), ("w\x00.bin", "no usable external-data location")],
+    ids=["symlink loop", "NUL in the location"])
+def test_onnx_external_data_odd_locations(location, words, tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "loop.bin").symlink_to("loop2.bin")
+    (folder / "loop2.bin").symlink_to("loop.bin")
+    model = folder / "m.onnx"
+    model.write_bytes(helper.make_model(_tiny_graph(
+        initializer=[_external("w", location)])).SerializeToString())
+    proc = _cli(model, "--target", "onnx", "-o", tmp_path / "o.onnx", "--no-verify")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_verify_reads_no_deployed_data_outside_its_folder(secret, saved_model, tmp_path):
+    """`verify MODEL DEPLOYED.onnx`: ONNX Runtime would read DEPLOYED's external data; it is
+    checked first, like an input's (and --save-outputs could have carried it away)."""
+    folder = tmp_path / "deployed"
+    folder.mkdir()
+    weight = _external("w", os.path.relpath(secret, folder), dims=(4,))
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [weight])
+    deployed = folder / "d.onnx"
+    deployed.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    saved = tmp_path / "out.json"
+    proc = _cli("verify", saved_model("lstm", "exported"), deployed, "--input", "x:4x10x8",
+                "--save-outputs", saved)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "outside the model's folder" in lines[0]
+    assert not saved.exists() and CANARY_TEXT not in proc.stdout + proc.stderr

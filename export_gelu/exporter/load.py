@@ -377,15 +377,23 @@ def check_external_data(path: Path) -> list[Path]:
     import onnx
 
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        with path.open("rb") as fh:
+            model = onnx.load_model(fh, load_external_data=False)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: not a readable ONNX file ({_first_line(exc)})") from exc
     base = path.resolve().parent
     sizes: dict[Path, int] = {}
     for name, info in _external_refs(model):
         location = info.get("location", "")
-        target = (base / location).resolve()
-        if not location or Path(location).is_absolute() or not target.is_relative_to(base):
+        if "\x00" in location or not location:
+            raise BadInputError(f"{path}: tensor {name!r} has no usable external-data "
+                                f"location ({location!r})")
+        try:
+            target = (base / location).resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
+            raise BadInputError(f"{path}: tensor {name!r} keeps its data at {location!r}, "
+                                f"which cannot be resolved ({exc})") from exc
+        if Path(location).is_absolute() or not target.is_relative_to(base):
             raise BadInputError(f"{path}: tensor {name!r} points its data at {location!r}, "
                                 "outside the model's folder; refusing to read it")
         if target not in sizes:
