@@ -60,22 +60,38 @@ def bert_model() -> nn.Module:
     return BertModel(cfg, add_pooling_layer=False).eval()
 
 
-def gpt2() -> nn.Module:
+def _gpt2(**extra: object) -> nn.Module:
     from transformers import GPT2Config, GPT2Model
 
     torch.manual_seed(SEED)
     cfg = GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64,
-                     activation_function="gelu_new", bos_token_id=0, eos_token_id=0)
-    return HiddenStates(GPT2Model(cfg), "input_ids").eval()
+                     activation_function="gelu_new", bos_token_id=0, eos_token_id=0, **extra)
+    return GPT2Model(cfg).eval()
+
+
+def gpt2() -> nn.Module:
+    return HiddenStates(_gpt2(), "input_ids").eval()
+
+
+def gpt2_model() -> nn.Module:
+    """GPT-2 as transformers ships it: input_ids and attention_mask (causal attention with
+    padding), returning its output object; no cache, so `last_hidden_state` is the output."""
+    return _gpt2(use_cache=False)
 
 
 def vit() -> nn.Module:
+    return HiddenStates(vit_model(), "pixel_values").eval()
+
+
+def vit_model() -> nn.Module:
+    """ViT as transformers ships it: pixel_values (3x32x32, 16 patches of 8x8), returning its
+    output object (no pooler)."""
     from transformers import ViTConfig, ViTModel
 
     torch.manual_seed(SEED)
     cfg = ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=256, image_size=32, patch_size=8, hidden_act="gelu")
-    return HiddenStates(ViTModel(cfg, add_pooling_layer=False), "pixel_values").eval()
+    return ViTModel(cfg, add_pooling_layer=False).eval()
 
 
 def clip() -> nn.Module:

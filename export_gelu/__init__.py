@@ -10,13 +10,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
-
-from export_gelu.errors import BadInputError, ExportGeluError, TargetUnmetError  # noqa: E402
+from export_gelu.errors import BadInputError, ExportGeluError, TargetUnmetError
+from export_gelu.version import __version__
 
 #: Public names defined in submodules, imported when first asked for.
 _LAZY = {"export": "export_gelu.api", "inspect_model": "export_gelu.api",
-         "verify": "export_gelu.check.verify", "compare_forms": "export_gelu.forms_api"}
+         "verify": "export_gelu.api", "compare_forms": "export_gelu.api"}
 
 __all__ = ["export", "inspect_model", "verify", "compare_forms", "ExportGeluError",
            "BadInputError", "TargetUnmetError", "__version__"]

@@ -231,8 +231,9 @@ def verify_parser() -> argparse.ArgumentParser:
     p.add_argument("--bundle", metavar="DIR",
                    help="with DEPLOYED.onnx: also write a device bundle for --target; with "
                         "--device-outputs: the bundle the device ran")
-    p.add_argument("--target", default="trt", choices=TARGET_NAMES, metavar="TARGET",
-                   help="the TensorRT version a bundle is written for (default trt)")
+    p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
+                   help=f"the TensorRT version a bundle is written for: {TARGET_HELP} "
+                        "(default trt)")
     p.add_argument("--device-outputs", metavar="OUTPUTS.json",
                    help="outputs a device produced (trtexec --exportOutput or polygraphy "
                         "--save-outputs): judged against MODEL instead of running DEPLOYED")
@@ -249,49 +250,33 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
         imports=args.imports, threads=args.threads, iterations=args.iterations,
         warmup=args.warmup, device=args.device, save_inputs=args.save_inputs,
         save_outputs=args.save_outputs, report=args.report, report_md=args.report_md,
-        calibrate=not args.no_calibration, bundle=args.bundle, bundle_target=args.target)
+        calibrate=not args.no_calibration, bundle=args.bundle, bundle_target=args.target,
+        device_outputs=args.device_outputs, device_times=args.device_times)
 
 
 def _run_verify(argv: Sequence[str]) -> int:
     parser = verify_parser()
     args = parser.parse_args(argv)
-    if args.device_outputs or args.device_times:
-        return _run_device_verify(parser, args)
-    if not args.deployed:
-        parser.error("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
-    from export_gelu.check.verify import verify
-    from export_gelu.progress import Progress
-
-    work_begins()
-    rep = verify(args.model, args.deployed, options=verify_options(args), progress=Progress())
-    print(rep.summary())
-    return rep.exit_code
-
-
-def _run_device_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """`verify MODEL --bundle DIR --device-outputs F`: judge what a device produced."""
-    if not args.device_outputs:
+    if args.device_times and not args.device_outputs:
         parser.error("--device-times needs --device-outputs from the same run")
-    if args.input or args.save_inputs or args.save_outputs:
+    if args.device_outputs and (args.input or args.save_inputs or args.save_outputs):
         parser.error("--device-outputs judges recorded outputs: drop --input, --save-inputs "
                      "and --save-outputs")
-    from export_gelu.device.verify import verify_device
+    if not args.deployed and not args.device_outputs:
+        parser.error("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
+    from export_gelu import api
     from export_gelu.progress import Progress
 
     work_begins()
-    rep = verify_device(args.model, device_outputs=args.device_outputs, bundle=args.bundle,
-                        deployed=args.deployed, device_times=args.device_times,
-                        inputs_file=args.inputs, precision=args.precision, atol=args.atol,
-                        rtol=args.rtol, allow_pickle=args.allow_pickle,
-                        model_factory=args.model_factory, threads=args.threads,
-                        report=args.report, report_md=args.report_md, progress=Progress())
+    rep = api.verify(args.model, args.deployed, options=verify_options(args),
+                     progress=Progress())
     print(rep.summary())
     return rep.exit_code
 
 
 def _run_forms(args: argparse.Namespace) -> int:
-    """`--compare-forms` and `--gelu auto`: measure the GELU forms (forms_api)."""
-    from export_gelu import forms_api
+    """`--compare-forms` and `--gelu auto`: measure the GELU forms."""
+    from export_gelu import api
     from export_gelu.progress import Progress
 
     if args.compare_forms:
@@ -300,20 +285,16 @@ def _run_forms(args: argparse.Namespace) -> int:
             targets=targets, inputs=args.input, inputs_npz=args.inputs,
             precision=args.precision, allow_pickle=args.allow_pickle,
             model_factory=args.model_factory, imports=args.imports, threads=args.threads,
-            iterations=args.iterations, warmup=args.warmup, device=args.device)
-        rep = forms_api.forms_report(args.model, options, report=args.report,
-                                     report_md=args.report_md, progress=Progress())
+            iterations=args.iterations, warmup=args.warmup, device=args.device,
+            report=args.report, report_md=args.report_md)
+        rep = api.forms_report(args.model, options, progress=Progress())
         print(rep.summary())
         return 0
-    rep = forms_api.export_with_best_form(args.model, export_options(args), Progress())
-    return _finish_export(rep, args)
+    rep = api.export_with_best_form(args.model, export_options(args), Progress())
+    return _finish_export(rep)
 
 
-def _finish_export(rep, args: argparse.Namespace) -> int:  # noqa: ANN001 - a Report
-    if getattr(args, "report_md", None):
-        from export_gelu.report.markdown import write_markdown
-
-        write_markdown(rep, args.report_md)
+def _finish_export(rep) -> int:  # noqa: ANN001 - a Report (its --report-md written by the API)
     print(rep.summary())
     return rep.exit_code
 
@@ -323,7 +304,8 @@ def export_options(args: argparse.Namespace) -> ExportOptions:
     return ExportOptions(
         target=args.target or "trt", output=args.output, gelu=args.gelu, opset=args.opset,
         inputs=args.input, inputs_npz=args.inputs, precision=args.precision, engine=args.engine,
-        report=args.report, atol=args.atol, rtol=args.rtol, verify=not args.no_verify,
+        report=args.report, report_md=args.report_md, atol=args.atol, rtol=args.rtol,
+        verify=not args.no_verify,
         allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
         iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
         dynamic=args.dynamic, device=args.device, bundle=args.bundle,
@@ -338,12 +320,6 @@ def _run_export(argv: Sequence[str]) -> int:
     from export_gelu.progress import Progress
 
     work_begins()
-    if args.report_md:
-        from pathlib import Path
-
-        from export_gelu.exporter.save import check_output_path
-
-        check_output_path(Path(args.report_md), [Path(args.model)])
     if args.compare_forms and (args.output or args.gelu not in ("keep", "auto")):
         parser.error("--compare-forms exports every form itself and writes no model: "
                      "drop -o and --gelu")
@@ -354,7 +330,7 @@ def _run_export(argv: Sequence[str]) -> int:
     if args.compare_forms or args.gelu == "auto":
         return _run_forms(args)
     rep = api.export(args.model, options=export_options(args), progress=Progress())
-    return _finish_export(rep, args)
+    return _finish_export(rep)
 
 
 def _run_inspect(argv: Sequence[str]) -> int:

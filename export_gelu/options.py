@@ -87,6 +87,7 @@ class ExportOptions(RunOptions):
     inputs_npz: str | None = None  # --inputs FILE.npz
     engine: str | None = None
     report: str | None = None
+    report_md: str | None = None  # --report-md FILE.md (plots beside it)
     verify: bool = True
     require_trt: bool = False
     dynamic: tuple[str, ...] = ()  # --dynamic DIM=MIN:OPT:MAX
@@ -108,6 +109,8 @@ class VerifyOptions(RunOptions):
     calibrate: bool = True
     bundle: str | None = None
     bundle_target: str = "trt"
+    device_outputs: str | None = None  # outputs a device wrote: judged instead of running
+    device_times: str | None = None  # trtexec --exportTimes of the same device run
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,8 @@ class FormsOptions(RunOptions):
     forms: tuple[str, ...] = COMPARED_FORMS
     inputs_npz: str | None = None
     workdir: str | None = None  # keeps the graphs (default: a temporary directory)
+    report: str | None = None
+    report_md: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,7 @@ class Checked:
     target_note: str = ""
     output_names: list[str] | None = None
     dynamic: list[Any] = dataclasses.field(default_factory=list)  # exporter.dynamic.DimRange
+    outputs: Any = None  # output_plan.OutputPlan: what the run writes, checked
 
 
 def check_form(form: str, profile: Any) -> None:
@@ -183,15 +189,29 @@ def _check_export(o: ExportOptions) -> Checked:
         raise BadInputError(f"--opset {o.opset}: ONNX opsets that exporters emit start at "
                             f"{MIN_OPSET}")
     flags = [parse_dynamic_flag(d) for d in o.dynamic]  # refused here, not only on a GPU
+    if o.bundle:
+        _check_bundle_target(profile)
     return Checked(profile, note, names, flags)
 
 
+def _check_bundle_target(profile: Any) -> None:
+    if profile.runtime != "trt":
+        raise BadInputError(f"--bundle is for TensorRT targets (trt7.0 … trt11); {profile.name} "
+                            "runs in ONNX Runtime here")
+
+
 def _check_verify(o: VerifyOptions) -> Checked:
+    from export_gelu.targets import resolve_target
+
     _check_threads(o)
     _check_runs(o, _WORDING["verify"])
     _check_precision(o.precision, optional=True)
     _check_tolerances(o, _WORDING["verify"])
-    return Checked()
+    if not o.bundle:
+        return Checked()
+    profile, note = resolve_target(o.bundle_target)  # --target: the bundle's TensorRT version
+    _check_bundle_target(profile)
+    return Checked(profile, note)
 
 
 def _check_forms(o: FormsOptions) -> Checked:
@@ -208,8 +228,8 @@ def validate(options: RunOptions) -> Checked:
     """Check every option of one command before any work (the only place they are checked).
 
     Bad values raise BadInputError (exit 2), values the target cannot take TargetUnmetError
-    (exit 3), each naming the flag. Output paths are checked against the model by the command
-    itself (they depend on the model's files).
+    (exit 3), each naming the flag. The files a run writes are checked against each other and
+    against what it reads by `output_plan.check_outputs`, right after (pipeline.new_state).
     """
     if isinstance(options, ExportOptions):
         return _check_export(options)

@@ -24,6 +24,16 @@ class CliResult:
         return json.loads(path.read_text())
 
 
+def note_messages(report: dict) -> list[str]:
+    """The words of a JSON report's notes (each note is {"code", "message"})."""
+    return [n["message"] for n in report["notes"]]
+
+
+def note_codes(report: dict) -> list[str]:
+    """The codes of a JSON report's notes."""
+    return [n["code"] for n in report["notes"]]
+
+
 def run_cli(*argv: str | os.PathLike) -> CliResult:
     """Run `export-gelu` in-process (same code path as the console script)."""
     from export_gelu.cli import main

@@ -23,7 +23,7 @@ from export_gelu.check.recorded import RecordedRunner, both_fit, record_referenc
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.weight_size import check_disk_space, module_weight_bytes
 from export_gelu.progress import Progress
-from tests.conftest import run_cli
+from tests.conftest import note_codes, note_messages, run_cli
 
 WIDTH = 640  # a 640×640 fp32 weight is 1.6 MB: over onnx_weights.INLINE_LIMIT
 
@@ -162,8 +162,10 @@ def test_big_torch_model_writes_its_weights_once_and_verifies_one_model_at_a_tim
     rep = json.loads(report.read_text())
     assert rep["opset"] == 17 and rep["exporter"].startswith("dynamo")
     assert any(n.startswith("big model: exported with the dynamo exporter at opset 18")
-               for n in rep["notes"])
-    assert any(n.startswith("big model: pytorch ran first and was freed") for n in rep["notes"])
+               for n in note_messages(rep))
+    assert any(n.startswith("big model: pytorch ran first and was freed")
+               for n in note_messages(rep))
+    assert "one-model-at-a-time" in note_codes(rep)
     assert rep["parity"]["status"] == "passed"
     assert set(rep["latency"]) == {"pytorch", "onnxruntime"}
     assert rep["weights"]["streamed"] >= 2
@@ -185,7 +187,7 @@ def test_models_that_fit_twice_are_verified_and_timed_as_before(
                   "--iterations", "2")
     assert res.code == 0, res.err
     rep = json.loads(report.read_text())
-    assert not any("one model in memory at a time" in n for n in rep["notes"])
+    assert not any("one model in memory at a time" in n for n in note_messages(rep))
     assert set(rep["latency"]) == {"input-onnx", "onnxruntime"}
 
 
@@ -253,7 +255,7 @@ def test_verify_command_runs_the_reference_first_for_a_big_deployed_graph(
     rep = json.loads(report.read_text())
     assert rep["parity"]["status"] == "passed"
     assert any(n.startswith("big model: pytorch ran first and was freed before DEPLOYED")
-               for n in rep["notes"])
+               for n in note_messages(rep))
     assert set(rep["latency"]) == {"pytorch", "onnxruntime"}
     assert rep["calibration"] is not None  # taken while the model was loaded
 
@@ -277,7 +279,7 @@ def test_a_double_weight_left_in_its_file_is_cast_for_tensorrt_7(tmp_path: Path,
     assert res.code == 0, res.err
     rep = json.loads(report.read_text())
     assert any(n.startswith("DOUBLE tensors converted to FLOAT (1 constant(s)")
-               for n in rep["notes"])
+               for n in note_messages(rep))
     written = onnx.load(str(out), load_external_data=True)
     got = numpy_helper.to_array(written.graph.initializer[0])
     assert got.dtype == np.float32

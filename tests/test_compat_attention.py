@@ -68,7 +68,7 @@ def test_lowered_attention_matches_pytorch(case, opset):
     notes = prepare_program_for_opset(program, opset)
     assert notes and "1 scaled_dot_product_attention" in notes[0]
     names = ["q", "k", "v", "mask"][:len(args)]
-    model, exporter = export_to_onnx(None, args, names, opset, program)
+    model, exporter = export_to_onnx(None, args, names, opset, program=program)
     assert exporter == "torchscript"
     ops = {n.op_type for n in model.graph.node}
     assert not ops & {"Where", "IsNaN", "Trilu"}
@@ -95,7 +95,7 @@ def test_fp16_attention_stays_fp16_in_the_onnx_graph():
                                                                           dtype=torch.bool),)
     program = torch.export.export(Attention().eval(), args, strict=False)
     prepare_program_for_opset(program, 13)
-    model, _ = export_to_onnx(None, args, ["q", "k", "v", "mask"], 13, program)
+    model, _ = export_to_onnx(None, args, ["q", "k", "v", "mask"], 13, program=program)
     casts = [a.i for n in model.graph.node if n.op_type == "Cast" for a in n.attribute]
     assert casts and set(casts) == {onnx.TensorProto.FLOAT16}
     assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from export_gelu.errors import TargetUnmetError
 from export_gelu.passes.compat.upconvert import convert_up, opset_floor
 from export_gelu.targets import PROFILES
-from tests.conftest import run_cli
+from tests.conftest import note_messages, run_cli
 
 #: (example, exporter, opset, GELU approximate)
 FILES = {"bert-ts13": ("bert", False, 13, b"none"), "gpt2-dynamo18": ("gpt2", True, 18, b"tanh")}
@@ -79,7 +79,7 @@ def test_converted_up_to_native_gelu(onnx_inputs, tmp_path, key, target):
             for n in gelus] == [approx, approx]
     ops = Counter(n.op_type for n in model.graph.node)
     assert ops["Erf"] == 0 and ops["Tanh"] == 0
-    (note,) = [n for n in report["notes"] if "converted up" in n]
+    (note,) = [n for n in note_messages(report) if "converted up" in n]
     assert note.startswith(f"the opset-{opset} input converted up to opset 20 (for {target}: ")
     assert "native Gelu for its 2 GELU site(s)" in note and "onnx's version converter" in note
     if key == "bert-ts13":  # the TorchScript exporter expands LayerNorm below opset 17
@@ -99,7 +99,7 @@ def test_opset_of_the_file_keeps_it_there(onnx_inputs, tmp_path, key, target):
                                          "--opset", str(opset))
     assert _opset(model) == opset and report["opset"] == opset
     assert not any(n.op_type == "Gelu" for n in model.graph.node)
-    assert not any("converted up" in n for n in report["notes"])
+    assert not any("converted up" in n for n in note_messages(report))
     assert report["parity"]["status"] == "passed"
 
 
@@ -131,10 +131,10 @@ def test_opset_floor_of_tensorrt_10(tmp_path):
     _code, report, model, _out = _export(src, tmp_path, "--target", "trt10")
     assert _opset(model) == 9
     assert any("the opset-8 input converted up to opset 9 (for trt10: trt10 takes opset 9 and up)"
-               in n for n in report["notes"])
+               in n for n in note_messages(report))
     assert report["parity"]["status"] == "passed"
     _code, report, model, _out = _export(src, tmp_path, "--target", "trt9")
-    assert _opset(model) == 8 and not any("converted up" in n for n in report["notes"])
+    assert _opset(model) == 8 and not any("converted up" in n for n in note_messages(report))
 
 
 def test_converter_failure_keeps_the_opset_with_a_note():
@@ -170,13 +170,13 @@ def test_expanded_layernorm_fused_for_trt86(onnx_inputs, tmp_path):
     assert _opset(model) == 17 and ops["LayerNormalization"] == 5 and ops["ReduceMean"] == 0
     assert ops["Gelu"] == 0 and ops["Erf"] == 2
     assert any("(for trt8.6: LayerNormalization for its 5 expanded LayerNorm(s))" in n
-               for n in report["notes"])
+               for n in note_messages(report))
     x = np.random.default_rng(6).integers(0, 1000, (2, 16)).astype(np.int64)
     for ref, got in zip(_run(onnx_inputs["bert-ts13"], x), _run(Path(out), x)):
         assert np.abs(ref - got).max() <= 1e-5 * np.abs(ref).max()
     _code, report, model, _out = _export(onnx_inputs["bert-ts13"], tmp_path, "--target",
                                          "trt8.5")  # no LayerNormalization there: stays
-    assert _opset(model) == 13 and not any("converted up" in n for n in report["notes"])
+    assert _opset(model) == 13 and not any("converted up" in n for n in note_messages(report))
 
 
 @pytest.mark.parametrize("square,affine", [("Pow", True), ("Mul", False)])

@@ -20,7 +20,7 @@ import torch
 from onnx import numpy_helper
 
 from examples.models import VOCAB, bert, gpt2
-from tests.conftest import run_cli
+from tests.conftest import note_messages, run_cli
 
 #: Capture sizes no model dim equals (hidden 64, heads 4, head dim 16, MLP 256, positions 64).
 BATCH, SEQ = 3, 13
@@ -221,7 +221,7 @@ def test_unranged_symbolic_onnx_dims_are_fed_at_one_with_a_note(saved, tmp_path)
     out = tmp_path / "o.onnx"
     report = _export(saved("gpt2-onnx"), out, "onnx", "--dynamic", "batch=1:3:8")
     assert report["parity"]["status"] == "passed"
-    assert any("input_ids:1 (seq)" in n and "fed at 1" in n for n in report["notes"])
+    assert any("input_ids:1 (seq)" in n and "fed at 1" in n for n in note_messages(report))
     assert {d["name"] for d in report["dynamic"]["dims"]} == {"batch"}
 
 

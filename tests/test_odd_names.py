@@ -192,13 +192,15 @@ def test_a_stray_data_file_in_the_working_directory(model, tmp_path):
 
 @pytest.mark.parametrize("where", [".", ".."])
 def test_bundle_of_the_working_directory_is_refused_up_front(model, tmp_path, where):
-    bundle = tmp_path / "b"
+    area = tmp_path / "area"  # holds only the earlier bundle (the model lies elsewhere)
+    area.mkdir()
+    bundle = area / "b"
     proc = _cli(model, "--target", "trt8.6", "-o", tmp_path / "first.onnx", "--bundle", bundle,
                 *QUICK)
     assert proc.returncode == 0, _err(proc)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    proc = _cli(model, "--target", "trt8.6", "--bundle", where, *QUICK,
-                env={"PYTHONPATH": str(ROOT)}, cwd=bundle)
+    proc = _cli(model, "--target", "trt8.6", "-o", tmp_path / "second.onnx", "--bundle", where,
+                *QUICK, env={"PYTHONPATH": str(ROOT)}, cwd=bundle)
     lines = _err(proc).strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, _err(proc)
     assert "working directory" in lines[0]

@@ -15,7 +15,7 @@ import onnx
 import pytest
 import torch
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, note_messages, run_cli
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
@@ -59,7 +59,7 @@ def test_t5_exported_with_keywords_on_dynamo_and_torchscript(saved_real, tmp_pat
     onnx_report = json.loads((tmp_path / f"{model.stem}.onnx.json").read_text())
     assert onnx_report["exporter"] == "dynamo"
     assert any("decompositions first" in n and "Cannot view a tensor" in n and "\x1b" not in n
-               for n in onnx_report["notes"])
+               for n in note_messages(onnx_report))
     res = run_cli("verify", model, tmp_path / f"{model.stem}.onnx.onnx", *NO_TIMING,
                   "--no-calibration")
     assert res.code == 0, res.err
@@ -79,7 +79,7 @@ def test_t5_factory_takes_inputs_named_after_forward_parameters(tmp_path: Path) 
     specs = [a for s in KEYWORD_INPUTS["t5"] for a in ("--input", s)]
     report, out = _export(weights, "trt8.2", tmp_path, "--model-factory",
                           "examples.real_models:t5", *specs)
-    assert "the model is called as model(input_ids=, decoder_input_ids=)" in report["notes"]
+    assert "the model is called as model(input_ids=, decoder_input_ids=)" in note_messages(report)
     _assert_parity(report, ["last_hidden_state", "encoder_last_hidden_state"], 1e-4)
 
 
@@ -135,7 +135,7 @@ def test_deberta_fp16_torchscript_clamps_the_float32_mask(saved_real, tmp_path: 
     assert [r.getMessage()[:80] for r in logged.records] == []
     report = json.loads(rep.read_text())
     assert report["exporter"] == "torchscript"
-    assert any("torch.finfo(torch.float32).min) clamped" in n for n in report["notes"])
+    assert any("torch.finfo(torch.float32).min) clamped" in n for n in note_messages(report))
     _assert_parity(report, ["last_hidden_state"], 2e-2)
     graph = onnx.load(str(out))
     assert graph.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64

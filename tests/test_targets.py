@@ -9,7 +9,7 @@ import json
 import onnx
 import pytest
 
-from export_gelu.check.trt_runner import trt_unavailable_reason
+from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
 from export_gelu.compat import PLUGIN_OP
 from export_gelu.targets import (
     EMITTED_OPS,
@@ -21,8 +21,7 @@ from export_gelu.targets import (
     resolve_profile,
     resolve_target,
 )
-from export_gelu.trt_parser.capability import local_engine_blocker
-from tests.conftest import run_cli
+from tests.conftest import note_messages, run_cli
 
 NAMES = [p.name for p in TRT_PROFILES]
 
@@ -155,7 +154,7 @@ def test_plugin_only_where_it_ships(saved_model, tmp_path):
     report = json.loads(rep.read_text())
     assert report["parity"]["status"] == "passed"  # the plugin run as its math in ORT
     assert any(n.startswith(f"{PLUGIN_OP} node(s) of the output ran in ONNX Runtime as the "
-                            "plugin's math") for n in report["notes"])
+                            "plugin's math") for n in note_messages(report))
     assert report["compatibility"] == {"trt8.6": []}
 
 

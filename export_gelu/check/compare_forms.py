@@ -1,24 +1,19 @@
 """GELU forms side by side, measured: each exported graph's end-to-end error against PyTorch
 and its latency (one interleaved run), the table, and a form picked by measurement.
 
-The graphs come from `export()` itself, once per form (export_gelu/forms_api.py drives it);
-this module only measures and compares what it is given.
+The graphs come from the export stages, once per form (export_gelu/pipeline/forms.py drives
+it); this module holds the table, its rows and the choice among them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from export_gelu.check.latency import Latency
 from export_gelu.check.parity import OutputError
 from export_gelu.errors import BadInputError
-from export_gelu.progress import Progress
 
 _GELU_OPS = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu", "Erf", "Tanh", "Pow", "Sigmoid")
 _FUSED_OPS = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu")
@@ -147,76 +142,6 @@ def graph_ops(model: Any) -> tuple[str, str]:
 def fingerprint(model: Any) -> str:
     """Equal for graphs that are the same (two forms that exported identically share a row)."""
     return hashlib.sha256(model.graph.SerializeToString()).hexdigest()
-
-
-def _positional_outputs(outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    return list(outputs.values())
-
-
-def measure_forms(result: FormsComparison, loaded: Any, feed: OrderedDict[str, np.ndarray],
-                  device: str, precision: str, threads: int, iterations: int, warmup: int,
-                  progress: Progress, keep_paths: bool) -> None:
-    """Check every exported row of `result` against PyTorch (`loaded`'s reference module) on
-    `feed` and time them all with PyTorch in one interleaved run, in ONNX Runtime on `device`
-    with `threads` intra-op threads; fill the rows, ratios and notes in place."""
-    from export_gelu.check.deployed import feed_for, open_deployed
-    from export_gelu.check.devices import ready_runners
-    from export_gelu.check.latency import measure_latency
-    from export_gelu.check.parity import errors_of
-    from export_gelu.check.torch_runner import TorchRunner
-    from export_gelu.exporter.call_plan import plan_for
-    from export_gelu.exporter.model_dtype import model_float_dtype
-
-    measured = [r for r in result.rows if r.path]
-    if not measured:
-        raise BadInputError("no GELU form could be exported: "
-                            + "; ".join(f"{r.form}@{r.target}: {r.error}" for r in result.rows))
-    exporters = {r.target: f"{r.target}: opset {r.opset}, {r.exporter} exporter"
-                 for r in measured}
-    with contextlib.ExitStack() as stack:
-        module = loaded.reference_module()
-        reference = TorchRunner(module, feed, [], device=device, name="pytorch",
-                                plan=plan_for(loaded, list(feed)),
-                                float_dtype=model_float_dtype(module))
-        runners = [reference]
-        feeds = {}
-        for r in measured:
-            dep = open_deployed(r.path)  # type: ignore[arg-type]
-            runner = next(run.runner for run in ready_runners(r.path, device, precision, threads)
-                          if run.status == "ready")  # the CUDA EP on cuda, else the CPU
-            runner.name = r.key
-            feeds[r.key] = feed_for(dep, feed)
-            runners.append(runner)
-        for runner in runners:
-            stack.enter_context(runner)
-        progress.step("checking every form against PyTorch")
-        ref_out = _positional_outputs(reference.infer(feed, check_inputs=False))
-        for r, runner in zip(measured, runners[1:]):
-            outs = runner.infer(feeds[r.key], check_inputs=False)
-            if len(outs) != len(ref_out):
-                r.error = f"{len(outs)} outputs, PyTorch gives {len(ref_out)}"
-                continue
-            for (name, out), ref in zip(outs.items(), ref_out):
-                r.outputs[name] = errors_of([ref], [out], 0.0, 0.0)[0]
-            r.max_abs = max(o.max_abs for o in r.outputs.values())
-            r.mean_abs = float(np.mean([o.mean_abs for o in r.outputs.values()]))
-        progress.step("timing every form (interleaved)")
-        lat = measure_latency(runners, feed, iterations, warmup, progress, feeds_by_runner=feeds)
-        progress.done()
-    result.reference = lat.pop("pytorch")
-    for r in measured:
-        r.latency = lat[r.key]
-        r.path = r.path if keep_paths else None
-    fastest = result.fastest()
-    for r in result.measured:
-        r.ratio = r.latency.median_ms / fastest.latency.median_ms  # type: ignore[union-attr]
-    if len(exporters) > 1:
-        result.notes.append("targets differ beyond GELU (" + "; ".join(exporters.values())
-                            + "): other ops can differ between their graphs too")
-    result.notes.append("ONNX Runtime's own optimizer may fuse an expanded GELU at load time "
-                        "(docs/onnxruntime.md); latencies are of the optimized sessions")
-    result.notes.append("plugin form not compared: ONNX Runtime cannot run "
-                        "CustomGeluPluginDynamic")
 
 
 def choose_form(comparison: FormsComparison, atol: float, target: str | None = None

@@ -9,14 +9,6 @@ from typing import Any
 
 import numpy as np
 
-#: Default tolerances by precision (polygraphy semantics: fail only if abs > atol AND rel > rtol).
-#: "fp64": a float64 model checked in float64 (exporter/model_dtype.py).
-DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (2e-2, 2e-2), "bf16": (1e-1, 5e-2),
-                      "fp64": (1e-10, 1e-9)}
-
-#: How many times a form's worst-case pointwise error a whole model may amplify it, by default.
-FORM_ERROR_HEADROOM = 20.0
-
 #: At most this many absolute errors per output are kept for histograms (an even subsample).
 MAX_ERROR_SAMPLES = 200_000
 
@@ -63,12 +55,6 @@ class ParityResult:
 
 def skipped(reason: str) -> ParityResult:
     return ParityResult("skipped", reason)
-
-
-def default_tolerances(precision: str, added_form_error: float = 0.0) -> tuple[float, float]:
-    """(atol, rtol) for a precision, widened when a GELU form change adds known error."""
-    atol, rtol = DEFAULT_TOLERANCES.get(precision, DEFAULT_TOLERANCES["fp32"])
-    return max(atol, added_form_error * FORM_ERROR_HEADROOM), rtol
 
 
 def _shape_mismatch(ref: np.ndarray) -> OutputError:
@@ -134,21 +120,35 @@ def _feeds(feed: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]]) 
 def compare_runners(reference: Any, deployed: Any,
                     feed: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]],
                     atol: float, rtol: float) -> ParityResult:
-    """Run both polygraphy runners through Comparator on the same feed(s) and compare outputs.
+    """Run both polygraphy runners on the same feed(s) and compare outputs (`compare_all`
+    with one deployed runner)."""
+    return compare_all(reference, [deployed], _feeds(feed), atol, rtol)[0]
 
-    `feed` is one feed dict or a list of them (one iteration each, as polygraphy saves them);
-    statistics are over all iterations together.
-    """
-    from polygraphy.comparator import Comparator, SimpleCompareFunc
 
-    feeds = _feeds(feed)
+def compare_all(reference: Any, deployed: Sequence[Any],
+                feeds: Sequence[Mapping[str, np.ndarray]], atol: float, rtol: float
+                ) -> list[ParityResult]:
+    """Run the reference once and every deployed runner on the same feeds (one iteration each,
+    as polygraphy saves them) through polygraphy's Comparator; one result per deployed runner,
+    its statistics over all iterations together."""
+    from polygraphy.comparator import Comparator, RunResults, SimpleCompareFunc
+
     with _polygraphy_silent():
-        results = Comparator.run([reference, deployed], data_loader=feeds)
-        # (deployed, reference): polygraphy's rtol is relative to the second of the pair.
-        verdict = Comparator.compare_accuracy(
-            results, comparisons=[(1, 0)],
-            compare_func=SimpleCompareFunc(atol=atol, rtol=rtol, check_shapes=True))
-    (ref_name, ref_iters), (dep_name, dep_iters) = results[0], results[1]
+        results = Comparator.run([reference, *deployed], data_loader=list(feeds))
+        out = []
+        for i in range(1, len(results)):
+            pair = RunResults([results[0], results[i]])
+            # (deployed, reference): polygraphy's rtol is relative to the second of the pair.
+            verdict = Comparator.compare_accuracy(
+                pair, comparisons=[(1, 0)],
+                compare_func=SimpleCompareFunc(atol=atol, rtol=rtol, check_shapes=True))
+            out.append(_result_of(pair, bool(verdict), atol, rtol, len(feeds)))
+    return out
+
+
+def _result_of(pair: Any, verdict: bool, atol: float, rtol: float, n_feeds: int
+               ) -> ParityResult:
+    (ref_name, ref_iters), (dep_name, dep_iters) = pair[0], pair[1]
     outputs: dict[str, OutputError] = {}
     samples: dict[str, np.ndarray] = {}
     for name in dep_iters[0].keys():
@@ -156,7 +156,7 @@ def compare_runners(reference: Any, deployed: Any,
             continue
         outputs[name], samples[name] = errors_of([it[name] for it in ref_iters],
                                                  [it[name] for it in dep_iters], atol, rtol)
-    passed = bool(verdict) and all(o.passed for o in outputs.values()) and bool(outputs)
+    passed = verdict and all(o.passed for o in outputs.values()) and bool(outputs)
     failed = [n for n, o in outputs.items() if not o.passed]
     if passed:
         reason = ""
@@ -170,6 +170,5 @@ def compare_runners(reference: Any, deployed: Any,
                   f"{dep_name}: {dep_keys})")
     else:
         reason = "polygraphy's comparison failed (shapes or missing outputs)"
-
     return ParityResult("passed" if passed else "failed", reason, atol, rtol,
-                        [ref_name, dep_name], outputs, len(feeds), samples, results)
+                        [ref_name, dep_name], outputs, n_feeds, samples, pair)

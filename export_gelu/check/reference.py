@@ -1,34 +1,44 @@
-"""The runner that export's parity checks compare against: the PyTorch model, or for an ONNX
-input the input file itself in ONNX Runtime (its outputs paired by position when renamed)."""
+"""The runner every parity check compares against: the PyTorch model, or for an ONNX input the
+input file itself in ONNX Runtime (its outputs paired by position when renamed)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from export_gelu.check.deployed import renamed_outputs
+from export_gelu.check.ort_runner import ort_runner, output_names
 
-def reference_runner(loaded: Any, reference_module: Any, feed: OrderedDict[str, np.ndarray],
-                     model: Any, threads: int, device: str = "cpu") -> Any:
-    """A polygraphy runner for the reference of `model` (the produced onnx.ModelProto), from
-    `loaded` (exporter.load.LoadedModel) and its untouched `reference_module`."""
-    from export_gelu.check.ort_runner import ort_runner, output_names
+
+def model_runner(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: Sequence[str],
+                 threads: int, device: str = "cpu", *, module: Any = None,
+                 onnx_name: str = "input-onnx") -> Any:
+    """A polygraphy runner for `loaded` (exporter.load.LoadedModel) whose outputs carry the
+    deployed graph's names `outputs`. `module`: the untouched module to run (default: the
+    loaded model's own); an ONNX input runs in ONNX Runtime as `onnx_name`."""
+    if loaded.is_onnx:
+        runner = ort_runner(loaded.path, threads=threads, name=onnx_name)  # plugins as math
+        if output_names(loaded.path) != list(outputs):  # --output-names: pair by position
+            runner = renamed_outputs(runner, list(outputs))
+        return runner
+    import torch
+
     from export_gelu.check.torch_runner import TorchRunner
     from export_gelu.exporter.call_plan import plan_for
     from export_gelu.exporter.model_dtype import model_float_dtype
 
-    outputs = [o.name for o in model.graph.output]
-    if loaded.is_onnx:
-        runner = ort_runner(loaded.path, threads=threads, name="input-onnx")  # plugins as math
-        if output_names(loaded.path) != outputs:  # --output-names: pair by position
-            from export_gelu.check.deployed import renamed_outputs
-
-            runner = renamed_outputs(runner, outputs)
-        return runner
-    import torch
-
     torch.set_num_threads(threads)
-    return TorchRunner(reference_module, feed, outputs, device=device, name="pytorch",
-                       float_dtype=model_float_dtype(reference_module),
-                       plan=plan_for(loaded, list(feed)))
+    module = loaded.reference_module() if module is None else module
+    return TorchRunner(module, feed, list(outputs), device=device, name="pytorch",
+                       float_dtype=model_float_dtype(module), plan=plan_for(loaded, list(feed)))
+
+
+def reference_runner(loaded: Any, reference_module: Any, feed: OrderedDict[str, np.ndarray],
+                     model: Any, threads: int, device: str = "cpu") -> Any:
+    """The reference of `model` (the produced onnx.ModelProto), from `loaded` and its
+    untouched `reference_module`."""
+    return model_runner(loaded, feed, [o.name for o in model.graph.output], threads, device,
+                        module=reference_module)

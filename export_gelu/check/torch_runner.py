@@ -35,7 +35,7 @@ class TorchRunner(BaseRunner):
     """
 
     def __init__(self, module: Any, inputs: dict[str, np.ndarray], output_names: Sequence[str],
-                 device: str = "cpu", name: str | None = None,
+                 device: str = "cpu", *, name: str | None = None,
                  float_dtype: torch.dtype | None = torch.float32, plan: Any = None) -> None:
         """`inputs`: example arrays, in forward() order (their names, dtypes and shapes);
         `plan` (a CallPlan): which of them the model takes by keyword (default: none)."""

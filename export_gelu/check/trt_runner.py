@@ -6,63 +6,13 @@ Polygraphy constructs its loaders without tensorrt and fails only on the first r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import onnx
-
-from export_gelu.errors import BadInputError
+from export_gelu.exporter.dynamic_axes import DynamicAxis, check_dynamic, parse_dynamic
 from export_gelu.targets import TargetProfile, installed_tensorrt_version
-
-
-@dataclass(frozen=True)
-class DynamicAxis:
-    """One input axis's range: input `name`, `axis`, MIN/OPT/MAX, and the dim it carries."""
-
-    name: str
-    axis: int
-    min: int
-    opt: int
-    max: int
-    dim: str = ""  # the named dim (batch, seq) this axis carries, when it has one
-
-
-def parse_dynamic(text: str) -> DynamicAxis:
-    try:
-        name, rest = text.split(":", 1)
-        axis_s, dims = rest.split("=")
-        lo, opt, hi = (int(v) for v in dims.split(":"))
-        axis = int(axis_s)
-    except ValueError:
-        raise BadInputError(f"--dynamic {text!r}: expected NAME:AXIS=MIN:OPT:MAX, "
-                            "e.g. input_ids:1=16:128:512") from None
-    if not 0 < lo <= opt <= hi:
-        raise BadInputError(f"--dynamic {text!r}: need 0 < MIN <= OPT <= MAX")
-    return DynamicAxis(name, axis, lo, opt, hi)
-
-
-def check_dynamic(dynamic: list[DynamicAxis], model: onnx.ModelProto,
-                  shapes: dict[str, tuple[int, ...]]) -> None:
-    """Refuse `--dynamic` ranges the produced graph or the feed cannot honour (exit 2)."""
-    inputs = {i.name: i for i in model.graph.input}
-    for d in dynamic:
-        flag = f"--dynamic {d.name}:{d.axis}={d.min}:{d.opt}:{d.max}"
-        if d.name not in shapes or d.name not in inputs:
-            raise BadInputError(f"{flag}: the graph has no input {d.name!r} (inputs: "
-                                f"{', '.join(shapes) or 'none'})")
-        dims = inputs[d.name].type.tensor_type.shape.dim
-        if not -len(dims) <= d.axis < len(dims):
-            raise BadInputError(f"{flag}: input {d.name!r} has rank {len(dims)}")
-        dim = dims[d.axis]
-        if dim.HasField("dim_value"):
-            raise BadInputError(f"{flag}: axis {d.axis} of {d.name!r} is static "
-                                f"({dim.dim_value}) in the graph; TensorRT can only range a "
-                                "dynamic axis (export the model with that axis dynamic)")
-        size = shapes[d.name][d.axis]
-        if not d.min <= size <= d.max:
-            raise BadInputError(f"{flag}: the parity input has {size} there, outside "
-                                f"[{d.min}, {d.max}]")
+from export_gelu.trt_parser.capability import POLYGRAPHY_MIN_TRT
+from export_gelu.trt_parser.versions import in_range
 
 
 @lru_cache(maxsize=1)
@@ -79,6 +29,23 @@ def trt_unavailable_reason() -> str | None:
             return "no CUDA GPU is visible (TensorRT needs one to build or run engines)"
     except Exception:  # noqa: BLE001
         return "cannot check for a CUDA GPU (torch.cuda unavailable)"
+    return None
+
+
+def local_engine_blocker(trt_version: str) -> str | None:
+    """None when this machine can build and run engines for `trt_version`; else why not.
+
+    Checks the version (polygraphy's floor, trt_parser/capability.py), then an importable
+    tensorrt and a visible CUDA GPU. An engine for an older line is built with the installed
+    TensorRT, which the report names.
+    """
+    if in_range(trt_version, fixed_in=POLYGRAPHY_MIN_TRT):
+        return (f"TensorRT {trt_version} cannot be driven from here: polygraphy supports "
+                f"TensorRT {POLYGRAPHY_MIN_TRT} and newer only; build and check it on the "
+                "device with --bundle DIR")
+    why = trt_unavailable_reason()
+    if why:
+        return f"{why}; or build and check it on the device with --bundle DIR"
     return None
 
 
@@ -171,3 +138,8 @@ def engine_runner_from_path(path: Path, name: str = "tensorrt"):
     from polygraphy.backend.trt import EngineFromPath
 
     return trt_runner(EngineFromPath(str(path)), name=name)
+
+
+__all__ = ["DynamicAxis", "check_dynamic", "parse_dynamic", "trt_unavailable_reason",
+           "local_engine_blocker", "installed_profile", "build_engine_loader", "build_engine",
+           "trt_runner", "engine_runner_from_path"]

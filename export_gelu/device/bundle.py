@@ -4,12 +4,15 @@ engine, run it on our inputs and hand back what it produced (see docs/device-ver
 DIR holds model.onnx (+ its external data), inputs/<name>.bin (raw, little-endian, in the
 dtype the device's engine binds), inputs.json (polygraphy), inputs.npz (the feed as the graph
 takes it), reference_outputs.json (the reference's outputs, polygraphy RunResults),
-manifest.json, run_on_device.sh and README.txt. The directory is staged beside DIR and renamed
-into place; an existing bundle there is replaced, anything else is refused.
+manifest.json, run_on_device.sh and README.txt. The directory is staged beside DIR and swapped
+into place. An existing bundle there is replaced, and only its own files go (those its manifest
+lists, and those its run_on_device.sh writes): every other entry is kept. A folder that is not
+empty and not an export-gelu bundle is refused (docs/outputs.md).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -24,12 +27,22 @@ import numpy as np
 
 from export_gelu.device import script as ds
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.save import signals_deferred, staging_dir
+from export_gelu.notes import Note
 from export_gelu.trt_parser.versions import in_range
 
 MANIFEST = "manifest.json"
 BUNDLE_FORMAT = "export-gelu device bundle"
-BUNDLE_VERSION = 1
+#: 2: the manifest lists the bundle's own `files` and the `device_files` its script writes.
+BUNDLE_VERSION = 2
 GRAPH = "model.onnx"
+INPUTS_DIR = "inputs"
+#: Every bundle's files besides the graph's external data and inputs/<name>.bin.
+FIXED_FILES = (GRAPH, "inputs.npz", "inputs.json", "reference_outputs.json", MANIFEST,
+               "run_on_device.sh", "README.txt")
+#: What run_on_device.sh writes into the bundle (the engine, the device's outputs, times and
+#: log, copied back there): results of this bundle's graph, so they go when it is replaced.
+DEVICE_FILES = ("model.plan", "outputs.json", "times.json", "trtexec.log", "trtexec.rc")
 
 #: TensorRT binds ONNX int64 inputs as int32 before 9 (DataType::kINT64 first appears in
 #: NVIDIA/TensorRT v9.1.0 include/NvInferRuntimeBase.h); from 9 they bind as int64.
@@ -47,22 +60,22 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_bundle_dir(path: str | Path) -> Path:
-    """DIR may not exist yet, or be an earlier bundle (replaced); anything else is refused,
-    and so is the working directory or one holding it (`--bundle .`): the bundle is renamed
-    into place, which a folder cannot be while it is in use as the working directory (and the
-    shell would be left in a deleted folder)."""
+def check_bundle_dir(path: str | Path, new_files: Sequence[str] = ()) -> Path:
+    """DIR may not exist yet, be empty, or be an earlier bundle (replaced: its own files go,
+    every other entry stays); anything else is refused (exit 2). `new_files`: the files the new
+    bundle writes, relative to DIR; an entry of an earlier bundle that is not its own may not
+    stand where one of them (or inputs/) goes. Refused too: the working directory or one
+    holding it (`--bundle .`: the folder is swapped for the new one, which would leave the
+    shell in a deleted folder) and a mount point (which cannot be renamed)."""
     given = Path(path)
-    path = Path(os.path.abspath(path))  # `.`, `..`, `x/..` → a name in a parent folder
-    if given.name not in ("", ".", ".."):
-        path = given  # as the user wrote it (reports show it so)
+    path = Path(os.path.abspath(path)) if given.name in ("", ".", "..") else given
     if not path.name:
         raise BadInputError(f"--bundle {given}: not a directory that can be replaced")
     cwd = Path(os.path.abspath(os.getcwd()))
     full = Path(os.path.abspath(path))
     if full == cwd or full in cwd.parents:
         raise BadInputError(f"--bundle {given}: is the working directory or holds it, and the "
-                            "bundle is written beside it and renamed into place; give "
+                            "bundle is written beside it and swapped into place; give "
                             "another directory, or run from outside this one")
     if not path.parent.is_dir():
         raise BadInputError(f"--bundle {path}: directory {path.parent} does not exist")
@@ -70,14 +83,76 @@ def check_bundle_dir(path: str | Path) -> Path:
         if not path.is_dir():
             raise BadInputError(f"--bundle {path}: exists and is not a directory")
         if os.path.ismount(path):
-            raise BadInputError(f"--bundle {path}: is a mount point, and the bundle is renamed "
+            raise BadInputError(f"--bundle {path}: is a mount point, and the bundle is swapped "
                                 "into place; give a directory inside it")
-        if any(path.iterdir()) and not (path / MANIFEST).is_file():
-            raise BadInputError(f"--bundle {path}: exists, is not empty and is not an "
-                                "export-gelu bundle (no manifest.json); give a new directory")
+        try:
+            filled = any(path.iterdir())
+        except OSError as exc:
+            raise BadInputError(f"--bundle {path}: cannot read it ({exc.strerror or exc})"
+                                ) from exc
+        if filled:
+            own = own_files(_manifest_to_replace(path))
+            taken = set(new_files) | set(FIXED_FILES)
+            clash = sorted(f for f in _entries_under(path) if f not in own and (
+                f in taken or (f.split("/")[0] == INPUTS_DIR and not (path / f).is_dir())))
+            if clash:
+                raise BadInputError(f"--bundle {path}: {', '.join(clash)} is not one of the "
+                                    "earlier bundle's own files (its manifest does not list it) "
+                                    "and the new bundle writes there; move it out")
     if not os.access(path.parent, os.W_OK):
         raise BadInputError(f"--bundle {path}: {path.parent} is not writable")
     return path
+
+
+def _manifest_to_replace(path: Path) -> dict[str, Any]:
+    """The manifest of the non-empty folder `path`, which must be an export-gelu bundle's."""
+    if not (path / MANIFEST).is_file():
+        raise BadInputError(f"--bundle {path}: exists, is not empty and is not an export-gelu "
+                            f"bundle (no {MANIFEST}); give a new or empty directory")
+    try:
+        return read_manifest(path)
+    except BadInputError as exc:
+        raise BadInputError(f"{exc}; the folder is left as it is: give a new or empty "
+                            "directory") from None
+
+
+def own_files(manifest: Mapping[str, Any]) -> set[str]:
+    """The files of a bundle, relative to its folder: those its manifest lists (`files`; a
+    version-1 manifest's are named by its graph, inputs and reference entries) and those its
+    run_on_device.sh writes (`device_files`). Paths leaving the folder are never its own."""
+    listed = manifest.get("files")
+    if not isinstance(listed, list):  # bundle_version 1
+        graph, ref = manifest.get("graph") or {}, manifest.get("reference") or {}
+        listed = [*FIXED_FILES, *(graph.get("external_data") or []), ref.get("file"),
+                  *(r.get("file") for r in manifest.get("inputs") or [] if isinstance(r, dict))]
+    device = manifest.get("device_files")
+    device = device if isinstance(device, list) else list(DEVICE_FILES)
+    own = set()
+    for name in [*listed, *device]:
+        if isinstance(name, str) and name:
+            rel = Path(name)
+            if not rel.is_absolute() and ".." not in rel.parts:
+                own.add(rel.as_posix())
+    return own
+
+
+def _entries_under(folder: Path) -> list[str]:
+    """Every entry below `folder` that is not a directory (symlinks as themselves), and every
+    empty directory, as relative POSIX paths. A folder that cannot be read is refused: what
+    is in it could not be kept."""
+    def refuse(exc: OSError) -> None:
+        raise BadInputError(f"--bundle {folder}: cannot read {exc.filename} "
+                            f"({exc.strerror or exc}); a bundle folder must be readable")
+
+    found = []
+    for root, dirs, files in os.walk(folder, onerror=refuse):
+        rel = Path(root).relative_to(folder)
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        dirs[:] = [d for d in dirs if d not in links]
+        found += [(rel / f).as_posix() for f in [*files, *links]]
+        if not dirs and not files and not links and rel != Path("."):
+            found.append(rel.as_posix())
+    return found
 
 
 def binding_dtype(onnx_dtype: str, trt_version: str) -> str:
@@ -204,11 +279,11 @@ def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -
 
 def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
     """Write the bundle for `req` into `out_dir` (staged, then renamed); return it."""
-    from export_gelu import __version__
     from export_gelu.check.saved_data import save_polygraphy_inputs
-    from export_gelu.exporter.save import staging_dir
+    from export_gelu.version import __version__
 
     out = check_bundle_dir(out_dir)
+    real = Path(os.path.realpath(out))  # a symlinked DIR: the folder it names is replaced
     inputs, outputs, has_plugin, opset = _graph_info(req.graph_path)
     missing = [n for n in inputs if n not in req.feed]
     if missing:
@@ -224,7 +299,7 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
     polygraphy = ds.polygraphy_args(req.precision, req.trt_version, profile)
     externals = _external_files(req.graph_path)
 
-    with staging_dir(out) as tmp:
+    with staging_dir(real) as tmp:
         stage = tmp / "bundle"
         (stage / "inputs").mkdir(parents=True)
         shutil.copyfile(req.graph_path, stage / GRAPH)
@@ -267,9 +342,8 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
                         "iterations": ds.ITERATIONS, "flags_from": ds.source_of(req.trt_version)},
             "polygraphy": {"args": polygraphy},
         }
-        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         script = ds.run_script(req.trt_version, req.target, req.precision, trtexec, polygraphy,
-                               has_plugin, __version__)
+                               has_plugin=has_plugin, tool_version=__version__)
         (stage / "run_on_device.sh").write_text(script)
         os.chmod(stage / "run_on_device.sh", 0o755)
         note = (f"Inputs {', '.join(int64)} are int64 in the graph; TensorRT "
@@ -277,16 +351,81 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
                 if int64 else "")
         (stage / "README.txt").write_text(
             ds.readme(req.target, req.trt_version, req.model_path.name, note, has_plugin))
-        _replace_dir(stage, out, tmp)
+        manifest["files"] = sorted([*_entries_under(stage), MANIFEST])
+        manifest["device_files"] = list(DEVICE_FILES)
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _replace_dir(stage, real, tmp)
     return out
 
 
 def _replace_dir(stage: Path, out: Path, tmp: Path) -> None:
-    """Move `stage` to `out`; an earlier bundle there is moved aside first, then removed."""
-    if out.exists():
-        old = tmp / "previous"
-        os.replace(out, old)
-    os.replace(stage, out)
+    """Put `stage` at `out` in one step. An earlier bundle there gives way: its own files go
+    (own_files); every other entry is hard-linked (copied where links fail) into `stage`
+    first, so it exists throughout, then the two folders are swapped."""
+    if out.is_dir():
+        own = own_files(read_manifest(out)) if any(out.iterdir()) else set()
+        _keep_entries(out, stage, own)
+        shutil.copymode(out, stage)
+    with signals_deferred():
+        if not out.exists():
+            os.replace(stage, out)
+        elif not _exchange(stage, out):  # no atomic swap here: aside, in, and back on failure
+            aside = tmp / "previous"
+            os.replace(out, aside)
+            try:
+                os.replace(stage, out)
+            except BaseException:
+                os.replace(aside, out)
+                raise
+
+
+def _keep_entries(old: Path, stage: Path, own: set[str]) -> None:
+    """Every entry of `old` that is not one of `own` into `stage`, at the same place (the
+    folders made for them take their old permissions)."""
+    ours = {p for p in stage.rglob("*") if p.is_dir()}
+    for rel in _entries_under(old):
+        if rel in own:
+            continue
+        src, dst = old / rel, stage / rel
+        if src.is_dir() and not src.is_symlink() and dst.is_dir() and not dst.is_symlink():
+            continue  # an empty folder the new bundle has too
+        if os.path.lexists(dst):
+            raise BadInputError(f"--bundle {old}: {rel} is not one of the earlier bundle's own "
+                                "files and the new bundle writes there; move it out")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if src.is_symlink():
+                os.symlink(os.readlink(src), dst)
+            elif src.is_dir():
+                dst.mkdir()
+            else:
+                _link_or_copy(src, dst)
+        except OSError as exc:
+            raise BadInputError(f"--bundle {old}: cannot keep {rel} in the new bundle "
+                                f"({exc.strerror or exc}); move it out") from exc
+    for made in sorted(p for p in stage.rglob("*") if p.is_dir() and not p.is_symlink()
+                       and p not in ours):
+        shutil.copystat(old / made.relative_to(stage), made, follow_symlinks=False)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        if not src.is_file():
+            raise
+        shutil.copy2(src, dst)  # another owner's file (protected_hardlinks), or no links
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 with RENAME_EXCHANGE); False where the
+    system or the filesystem has no such call."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError, TypeError):  # no such call (or no C library by None)
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def read_manifest(bundle: str | Path) -> dict[str, Any]:
@@ -298,18 +437,18 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadInputError(f"--bundle {bundle}: {MANIFEST} is not valid JSON ({exc})") from exc
+    except OSError as exc:
+        raise BadInputError(f"--bundle {bundle}: cannot read {MANIFEST} "
+                            f"({exc.strerror or exc})") from exc
     if not isinstance(data, dict) or data.get("format") != BUNDLE_FORMAT:
         raise BadInputError(f"--bundle {bundle}: {MANIFEST} is not an export-gelu bundle "
                             "manifest")
+    version = data.get("bundle_version")
+    if type(version) is not int or not 1 <= version <= BUNDLE_VERSION:
+        raise BadInputError(f"--bundle {bundle}: {MANIFEST} has bundle_version {version!r}; "
+                            f"this export-gelu reads 1 to {BUNDLE_VERSION} (a newer "
+                            "export-gelu wrote it?)")
     return data
-
-
-def check_bundle_request(bundle: str | Path, profile: Any) -> Path:
-    """Refuse `--bundle` early (exit 2): a non-TensorRT target or an unusable directory."""
-    if getattr(profile, "runtime", "") != "trt":
-        raise BadInputError(f"--bundle is for TensorRT targets (trt7.0 … trt11); {profile.name} "
-                            "runs in ONNX Runtime here")
-    return check_bundle_dir(bundle)
 
 
 def reference_outputs(report: Any, make_runner: Any, feed: Mapping[str, np.ndarray]
@@ -326,46 +465,15 @@ def reference_outputs(report: Any, make_runner: Any, feed: Mapping[str, np.ndarr
     return runner.name, OrderedDict((k, np.asarray(v)) for k, v in out.items())
 
 
-def bundle_after_export(report: Any, bundle: Path, model_path: Path, graph: Path, profile: Any,
-                        precision: str, feed: Mapping[str, np.ndarray], make_reference: Any,
-                        atol: float | None, rtol: float | None, dynamic: Sequence[Any]) -> Path:
-    """Write the bundle for an export's output and say so in the report."""
-    from export_gelu.check.parity import default_tolerances
-
-    added = max((s.added_max_error for s in report.gelu_sites), default=0.0)
-    d_atol, d_rtol = default_tolerances(precision, added)
-    name, outputs = reference_outputs(report, make_reference, feed)
-    req = BundleRequest(model_path=model_path, graph_path=graph, target=profile.name,
-                        trt_version=profile.trt_version, precision=precision, feed=feed,
-                        reference=outputs, reference_name=name,
-                        atol=d_atol if atol is None else atol,
-                        rtol=d_rtol if rtol is None else rtol, dynamic=dynamic)
-    out = write_bundle(req, bundle)
-    note_bundle(report, out, model_path, profile.name, profile.trt_version)
-    return out
-
-
 def note_bundle(report: Any, out: Path, model_path: Path, target: str, trt_version: str) -> None:
     """Say where the bundle is and what to run; the skipped-engine reason points at it."""
     report.trt["bundle"] = str(out)
     reason = report.trt.get("reason") or ""
     if "--bundle DIR" in reason:
         report.trt["reason"] = reason.replace("--bundle DIR", f"the bundle in {out}/")
-    report.notes.append(
+    report.notes.append(Note(
         f"device bundle for {target} written to {out}/: on the TensorRT {trt_version} box run "
         f"`sh run_on_device.sh` in it, copy outputs.json and times.json back into it, then "
         f"`export-gelu verify {model_path} --bundle {out} --device-outputs {out}/outputs.json "
-        f"--device-times {out}/times.json`")
+        f"--device-times {out}/times.json`", "bundle-written"))
 
-
-def bundle_after_verify(report: Any, bundle: Path, model_path: Path, graph: Path, profile: Any,
-                        precision: str, feed: Mapping[str, np.ndarray], make_reference: Any,
-                        atol: float, rtol: float) -> Path:
-    """Write the bundle of a graph verified locally (`verify MODEL DEPLOYED.onnx --bundle`)."""
-    name, outputs = reference_outputs(report, make_reference, feed)
-    req = BundleRequest(model_path=model_path, graph_path=graph, target=profile.name,
-                        trt_version=profile.trt_version, precision=precision, feed=feed,
-                        reference=outputs, reference_name=name, atol=atol, rtol=rtol)
-    out = write_bundle(req, bundle)
-    note_bundle(report, out, model_path, profile.name, profile.trt_version)
-    return out

@@ -166,7 +166,7 @@ def _quote(args: Sequence[str]) -> str:
 
 
 def run_script(trt_version: str, target: str, precision: str, trtexec: Sequence[str],
-               polygraphy: Sequence[str], has_plugin: bool, tool_version: str) -> str:
+               polygraphy: Sequence[str], *, has_plugin: bool, tool_version: str) -> str:
     """`run_on_device.sh`: POSIX sh, needs only TensorRT (polygraphy for its own mode)."""
     plugin = plugin_flag(trt_version)
     plugin_note = ("# The graph holds CustomGeluPluginDynamic: it is in libnvinfer_plugin, which "

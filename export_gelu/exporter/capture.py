@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from export_gelu.errors import BadInputError
+from export_gelu.exporter.dynamic_capture import export_dynamic
 from export_gelu.exporter.load import LoadedModel
 from export_gelu.exporter.to_onnx import quiet_exporter
 
@@ -84,41 +86,44 @@ def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
 
 
 def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: str,
-            plan: Any = None, dynamic_shapes: tuple[Any, ...] | None = None
-            ) -> tuple[Any, str | None]:
+            plan: Any = None, dynamic: Any = None) -> tuple[Any, str | None]:
     """An ExportedProgram for `module` on `args` (feed order; `plan` says which go by
     keyword), or (None, why not) when capture fails.
 
-    `dynamic_shapes` (torch.export's, one entry per argument in feed order) keeps those axes
-    symbolic; a range the model does not allow is bad input (exit 2), not a capture failure.
+    `dynamic` (a DynamicPlan with ranged dims) keeps those axes symbolic and lets torch tie
+    the axes its flags left out (dynamic_capture.py; the plan gains them); a range the model
+    does not allow is bad input (exit 2), not a capture failure.
     """
     from export_gelu.exporter.call_plan import CallPlan
 
     if loaded.exported is not None and precision in ("fp32", "fp64"):
         return loaded.exported, None
-    if dynamic_shapes is not None and isinstance(module, torch.jit.ScriptModule):
+    if dynamic is not None and isinstance(module, torch.jit.ScriptModule):
         return None, ("TS2EPConverter keeps the traced shapes; the TorchScript module is "
                       "exported with dynamic_axes instead")
     plan = plan or CallPlan(tuple(f"{i}" for i in range(len(args))))
     pos, kw = plan.split_values(args)
-    shapes = None
-    if dynamic_shapes is not None:  # torch.export wants them in the signature's order
-        ds_pos, ds_kw = plan.split_values(tuple(dynamic_shapes))
-        shapes = (*ds_pos, *ds_kw.values())
+
+    def export(dynamic_shapes: tuple[Any, ...] | None) -> Any:
+        shapes = None
+        if dynamic_shapes is not None:  # torch.export wants them in the signature's order
+            ds_pos, ds_kw = plan.split_values(tuple(dynamic_shapes))
+            shapes = (*ds_pos, *ds_kw.values())
+        return torch.export.export(module, pos, kw or None, dynamic_shapes=shapes, strict=False)
+
     try:
         with quiet_exporter(), torch.no_grad():
             if isinstance(module, torch.jit.ScriptModule):
                 if precision in ("fp16", "bf16") and loaded.module is not None:
                     return _script_at_precision(loaded.module, pos, kw, precision), None
                 return script_to_program(module, pos, kw), None
-            return torch.export.export(module, pos, kw or None, dynamic_shapes=shapes,
-                                       strict=False), None
+            if dynamic is None:
+                return export(None), None
+            names = [*plan.positional, *(n for n, _ in plan.keyword)]
+            sizes = {n: tuple(getattr(a, "shape", ())) for n, a in zip(names, args)}
+            return export_dynamic(dynamic, sizes, export), None
+    except BadInputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any capture failure means "no fx passes"
-        if dynamic_shapes is not None:
-            from export_gelu.exporter.dynamic import constraint_violation
-
-            refused = constraint_violation(exc, ())
-            if refused is not None:
-                raise refused from exc
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         return None, f"{type(exc).__name__}: {first}"

@@ -6,7 +6,12 @@ Three spellings of the flag, all ending in `=MIN:OPT:MAX`:
   (`dim_param`), a dim named in `--input` (`input_ids:batchxseq:int64`), or a dim of an
   ExportedProgram saved dynamic (named `batch` at axis 0, `seq` at axis 1, `dimN` elsewhere).
 - `DIM=INPUT:AXIS[,INPUT:AXIS…]=MIN:OPT:MAX` names the axes DIM covers explicitly.
-- `INPUT:AXIS=MIN:OPT:MAX` ranges one axis (the TensorRT-style form).
+- `INPUT:AXIS=MIN:OPT:MAX` ranges one axis (the TensorRT-style form, given once per input):
+  the dim is named as the model names the axis, else by position (batch, seq, dimN).
+
+Each covers the axes the model names alike too, and flags reaching one dim with one range
+join it (`resolve_flags`). For a torch module, torch ties the axes no flag names
+(dynamic_capture.py).
 
 The result is a `DynamicPlan`: each dim with its range and axes, the `DynamicAxis` list per
 input axis (the TensorRT optimization profile and trtexec's shapes), the torch.export
@@ -24,8 +29,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from export_gelu.check.trt_runner import DynamicAxis
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.dynamic_axes import DynamicAxis
 
 FLAG_FORMS = "DIM=MIN:OPT:MAX, DIM=INPUT:AXIS[,INPUT:AXIS]=MIN:OPT:MAX or INPUT:AXIS=MIN:OPT:MAX"
 FLAG_EXAMPLE = "e.g. --dynamic batch=1:8:32 --dynamic seq=1:128:512"
@@ -173,7 +178,8 @@ class DynamicPlan:
         return [t.spec(sizes) for t in self.templates]
 
     def torch_dynamic_shapes(self, input_names: Sequence[str]) -> tuple[Any, ...]:
-        """torch.export's `dynamic_shapes`: one Dim per named dim, shared by its axes."""
+        """torch.export's `dynamic_shapes`: one Dim per named dim, shared by its axes (capture
+        itself uses dynamic_capture.dynamic_shapes, which lets torch tie the other axes)."""
         import torch
 
         made = {d.name: torch.export.Dim(d.name, min=d.min, max=d.max) for d in self.ranged}
@@ -268,43 +274,114 @@ def _known_names(named: dict[str, list[int | str]]) -> str:
     return ", ".join(names) or "none"
 
 
+def _fixed_axes(f: DimRange, named: dict[str, list[int | str]], torch_model: bool
+                ) -> list[tuple[str, int]]:
+    """The axes a flag names, checked against the model (exit 2 naming what does not exist)."""
+    axes = f.axes or _axes_named(named, f.name)
+    if not axes:
+        how = ("name it in --input (e.g. input_ids:batchxseq:int64) or map it "
+               f"(--dynamic {f.name}=INPUT:AXIS=MIN:OPT:MAX)") if torch_model else \
+            f"the graph's input dims are named: {_known_names(named)}"
+        raise BadInputError(f"{f.label}: no input axis carries a dim named {f.name!r}; {how}")
+    fixed = []
+    for inp, axis in axes:
+        if inp not in named:
+            what = "model" if torch_model else "graph"
+            raise BadInputError(f"{f.label}: the {what} has no input {inp!r} (inputs: "
+                                f"{', '.join(named) or 'none'})")
+        rank = len(named[inp])
+        if not -rank <= axis < rank:
+            raise BadInputError(f"{f.label}: input {inp!r} has rank {rank}, no axis {axis}")
+        fixed.append((inp, axis % rank))
+    return fixed
+
+
+def _model_name(named: dict[str, list[int | str]], key: tuple[str, int]) -> str:
+    """The name the model gives an axis ('' when it gives none)."""
+    here = named[key[0]][key[1]]
+    return here if isinstance(here, str) else ""
+
+
+def _with_tied(fixed: list[tuple[str, int]], named: dict[str, list[int | str]]
+               ) -> list[tuple[str, int]]:
+    """`fixed` and every axis the model names like one of them (one symbol in an ONNX graph
+    or an ExportedProgram, one name in `--input`: the model ties them)."""
+    out = list(fixed)
+    for key in fixed:
+        if _model_name(named, key):
+            out += [k for k in _axes_named(named, _model_name(named, key)) if k not in out]
+    return out
+
+
+def _flag_name(f: DimRange, fixed: list[tuple[str, int]], named: dict[str, list[int | str]]
+               ) -> tuple[str, bool]:
+    """(the dim's name, whether it comes from the flag or the model rather than the axis's
+    position): the INPUT:AXIS form takes the model's name for the axis, else batch at axis 0,
+    seq at axis 1, dimN elsewhere."""
+    if f.name:
+        return f.name, True
+    here = _model_name(named, fixed[0])
+    if here:
+        return re.sub(r"\W", "_", here), True
+    axis = fixed[0][1]
+    return _AXIS_NAMES.get(axis, f"dim{axis}"), False
+
+
+def _same_range(a: DimRange, b: DimRange) -> bool:
+    return (a.min, a.opt, a.max) == (b.min, b.opt, b.max)
+
+
+def _range_text(d: DimRange) -> str:
+    return f"{d.min}:{d.opt}:{d.max}"
+
+
+def _fresh(name: str, resolved: Sequence[DimRange]) -> str:
+    base, k = name, 2
+    while any(d.name == name for d in resolved):
+        name, k = f"{base}{k}", k + 1
+    return name
+
+
 def resolve_flags(flags: Sequence[DimRange], named: dict[str, list[int | str]],
                   torch_model: bool) -> list[DimRange]:
-    """Each flag with its name and axes filled in from the model's named axes (exit 2 when a
-    name, input or axis does not exist, or an axis is ranged twice)."""
+    """Each flag with its name and axes filled in from the model's named axes.
+
+    A flag covers the axes it names and every axis the model names like them. Flags that
+    reach one dim (by its name or a shared axis) with one range become that dim: the INPUT:AXIS
+    form given once per input, as TensorRT tools write it. An INPUT:AXIS flag on an axis the
+    model does not name, with a range of its own, is a dim of its own (`batch2`). Exit 2 when
+    a name, input or axis does not exist, when one dim (or axes the model ties) gets two
+    ranges, or when a flag would join two dims.
+    """
     resolved: list[DimRange] = []
-    owner: dict[tuple[str, int], str] = {}
     for f in flags:
-        axes = f.axes or _axes_named(named, f.name)
-        if not axes:
-            how = ("name it in --input (e.g. input_ids:batchxseq:int64) or map it "
-                   f"(--dynamic {f.name}=INPUT:AXIS=MIN:OPT:MAX)") if torch_model else \
-                f"the graph's input dims are named: {_known_names(named)}"
-            raise BadInputError(f"{f.label}: no input axis carries a dim named {f.name!r}; "
-                                f"{how}")
-        fixed = []
-        for inp, axis in axes:
-            if inp not in named:
-                what = "model" if torch_model else "graph"
-                raise BadInputError(f"{f.label}: the {what} has no input {inp!r} (inputs: "
-                                    f"{', '.join(named) or 'none'})")
-            rank = len(named[inp])
-            if not -rank <= axis < rank:
-                raise BadInputError(f"{f.label}: input {inp!r} has rank {rank}, no axis {axis}")
-            fixed.append((inp, axis % rank))
-        name = f.name
-        if not name:
-            here = named[fixed[0][0]][fixed[0][1]]
-            name = here if isinstance(here, str) and here else f"{fixed[0][0]}_{fixed[0][1]}"
-            name = re.sub(r"\W", "_", name)
-        for key in fixed:
-            if key in owner:
-                raise BadInputError(f"{f.label}: axis {key[1]} of {key[0]!r} is already ranged "
-                                    f"by dim {owner[key]!r}")
-            owner[key] = name
-        if any(d.name == name for d in resolved):
-            raise BadInputError(f"{f.label}: dim {name!r} is given twice")
-        resolved.append(DimRange(name, f.min, f.opt, f.max, tuple(fixed), f.flag))
+        fixed = _with_tied(_fixed_axes(f, named, torch_model), named)
+        name, chosen = _flag_name(f, fixed, named)
+        joined = [d for d in resolved if d.name == name or set(d.axes) & set(fixed)]
+        if len(joined) > 1:
+            raise BadInputError(f"--dynamic {f.flag}: its axes are ranged by "
+                                f"{' and '.join(d.label for d in joined)} already")
+        join = joined[0] if joined else None
+        by_axes = join is not None and bool(set(join.axes) & set(fixed))
+        if join is not None and f.name and join.name != f.name:
+            raise BadInputError(f"--dynamic {f.flag}: {', '.join(f'{i}:{a}' for i, a in fixed)}"
+                                f" is ranged by dim {join.name!r} ({join.label}) already")
+        if join is not None and not _same_range(join, f):
+            if not by_axes and not chosen:  # an unnamed axis with its own range
+                join, name = None, _fresh(name, resolved)
+            else:
+                what = f"dim {join.name!r}" if f.name and not f.axes else \
+                    f"axes the model ties together (dim {join.name!r})"
+                raise BadInputError(f"{join.label} and --dynamic {f.flag} give {what} "
+                                    f"different ranges ({_range_text(join)} and "
+                                    f"{_range_text(f)}); give them one range")
+        if join is not None:  # the same dim and range again: its axes join the dim's
+            axes = tuple(dict.fromkeys([*join.axes, *fixed]))
+            flag = join.flag if f.flag == join.flag else f"{join.flag} and --dynamic {f.flag}"
+            resolved[resolved.index(join)] = DimRange(join.name, f.min, f.opt, f.max, axes,
+                                                      flag)
+        else:
+            resolved.append(DimRange(name, f.min, f.opt, f.max, tuple(fixed), f.flag))
     return resolved
 
 
@@ -479,14 +556,13 @@ def _template_from_spec(spec: str, named: dict[int, str]) -> InputTemplate:
 
 
 def _template_from_tensor(name: str, tensor: Any, row: list[int | str]) -> InputTemplate:
+    """An example input's template: its dtype and dims, no range (the inputs made at other
+    sizes come from generated_inputs, by role; an example's own range is only a hint)."""
     arr = tensor.detach().cpu().numpy()
-    low = high = None
-    if arr.dtype.kind in "iu" and arr.size:
-        low, high = float(arr.min()), float(arr.max()) + 1
-    return InputTemplate(name, _np_dtype_name(arr.dtype), tuple(row), low, high)
+    return InputTemplate(name, _np_dtype_name(arr.dtype), tuple(row))
 
 
-def _with_plan_names(t: InputTemplate, dims: Sequence[DimRange]) -> InputTemplate:
+def with_plan_names(t: InputTemplate, dims: Sequence[DimRange]) -> InputTemplate:
     row = list(t.dims)
     for d in dims:
         for inp, axis in d.axes:
@@ -525,7 +601,7 @@ def _program_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> D
                               f"{name}=MIN:OPT:MAX for another range)")
         plan.dims.append(DimRange(name, lo, min(max(opt, lo), hi), hi, axes))
     if specs:
-        plan.templates = [_with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
+        plan.templates = [with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
                                            plan.dims) for s in specs]
     elif loaded.example_inputs is not None:
         plan.templates = [_template_from_tensor(n, t, named.get(n, list(t.shape)))
@@ -549,7 +625,7 @@ def _module_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str],
         named = {k: list(v.shape) for k, v in load_npz(npz).items()}
     plan.dims = resolve_flags(flags, named, torch_model=True)
     if specs:
-        plan.templates = [_with_plan_names(_template_from_spec(s, spec_names[s]), plan.dims)
+        plan.templates = [with_plan_names(_template_from_spec(s, spec_names[s]), plan.dims)
                           for s in specs]
     return plan
 
@@ -563,7 +639,7 @@ def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> Dyna
     plan.dims = resolve_flags(flags, named, torch_model=False)
     check_onnx_axes(plan.dims, named)
     if specs:
-        plan.templates = [_with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
+        plan.templates = [with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
                                            plan.dims) for s in specs]
     else:
         from export_gelu.exporter.feeds import _ONNX_TO_NUMPY

@@ -17,33 +17,22 @@ boilerplate, the `Exception summary` line when torch gives one.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import onnx
 
 from export_gelu.errors import TargetUnmetError, is_world_fault
+from export_gelu.exporter.to_onnx import (
+    DYNAMO_MIN_OPSET,
+    export_to_onnx,
+    exporter_cause,
+    quiet_exporter,
+)
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: The TorchScript exporter's highest opset in torch 2.13
 #: (torch/onnx/_constants.py: ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET).
 TORCHSCRIPT_MAX_OPSET = 20
-
-
-def exporter_cause(exc: BaseException, limit: int = 300) -> str:
-    """The cause an exporter's exception states, on one line, without colour codes."""
-    text = _ANSI.sub("", str(exc)).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if "## Exception summary" in lines:
-        after = lines[lines.index("## Exception summary") + 1:]
-        if after:
-            lines = after
-    cause = lines[0] if lines else type(exc).__name__
-    cause = re.sub(r"^<class '([\w.]+)'>:\s*", r"\1: ", cause)
-    if type(exc).__name__ not in cause and ":" not in cause[:40]:
-        cause = f"{type(exc).__name__}: {cause}"
-    return cause[:limit]
 
 
 def _detail(exc: TargetUnmetError) -> str:
@@ -53,7 +42,7 @@ def _detail(exc: TargetUnmetError) -> str:
 
 
 def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequence[str],
-                         opset: int, program: Any = None, plan: Any = None,
+                         opset: int, *, program: Any = None, plan: Any = None,
                          dynamic_axes: dict[str, dict[int, str]] | None = None,
                          ) -> tuple[onnx.ModelProto, str, list[str]]:
     """(model, exporter used, notes): `export_to_onnx`, retried as the module docstring says.
@@ -63,12 +52,10 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
     The model may come back at a higher opset than asked (dynamo's 18 for a TorchScript
     failure below 18); `fit_to_profile` converts it down to the target's ceiling.
     """
-    from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, export_to_onnx, quiet_exporter
-
     first_exporter = "dynamo" if opset >= DYNAMO_MIN_OPSET else "torchscript"
     try:
-        model, used = export_to_onnx(module, args, input_names, opset, program, plan,
-                                     dynamic_axes=dynamic_axes)
+        model, used = export_to_onnx(module, args, input_names, opset, program=program,
+                                     plan=plan, dynamic_axes=dynamic_axes)
         return model, used, []
     except TargetUnmetError as exc:
         failures = [f"{first_exporter} at opset {opset}: {_detail(exc)}"]
@@ -78,7 +65,8 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
         try:
             with quiet_exporter():
                 decomposed = program.run_decompositions()
-            model, used = export_to_onnx(None, args, input_names, opset, decomposed, plan)
+            model, used = export_to_onnx(None, args, input_names, opset, program=decomposed,
+                                         plan=plan)
             return model, used, [f"the dynamo exporter failed on the program as captured "
                                  f"({_detail(first_error)}); exported after running the "
                                  "program's decompositions first"]
@@ -103,8 +91,8 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
 
                 lower_attention(program)
             model, used = export_to_onnx(module if program is None else None, args, input_names,
-                                         other_opset, source, plan, exporter=other,
-                                         dynamic_axes=dynamic_axes)
+                                         other_opset, program=source, plan=plan,
+                                         exporter=other, dynamic_axes=dynamic_axes)
             why = "; ".join(failures)
             tail = "" if other_opset == opset else \
                 f" (converted to opset {opset} by the target fit)"

@@ -17,11 +17,17 @@ import numpy as np
 import onnx
 
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.generated_inputs import (
+    GeneratedFeed,
+    ModelHints,
+    generate_inputs,
+    hints_for,
+)
 from export_gelu.exporter.inputs import (
     MAX_ELEMENTS,
     SPEC_HELP,
+    InputSpec,
     load_npz,
-    make_inputs,
     parse_input_spec,
 )
 from export_gelu.exporter.load import LoadedModel
@@ -51,9 +57,9 @@ def _shape_text(dims: list[Any]) -> str:
     return "x".join(str(d) for d in dims) or "scalar"
 
 
-def _feed_from_onnx(path: Path) -> OrderedDict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    feed: OrderedDict[str, np.ndarray] = OrderedDict()
+def _feed_from_onnx(path: Path, hints: ModelHints | None = None) -> OrderedDict[str, np.ndarray]:
+    """Generated inputs at the graph's fixed input shapes (exit 2 when a dim is symbolic)."""
+    requests = []
     for name, dims, elem in onnx_graph_inputs(path):
         if elem not in _ONNX_TO_NUMPY:
             kind = onnx.TensorProto.DataType.Name(elem) if elem else "no tensor type"
@@ -67,12 +73,12 @@ def _feed_from_onnx(path: Path) -> OrderedDict[str, np.ndarray]:
         if float(np.prod(dims, dtype=np.float64)) > MAX_ELEMENTS:
             raise BadInputError(f"{path}: input {name!r} declares shape {_shape_text(dims)}, "
                                 f"more than the {MAX_ELEMENTS} elements allowed; pass --input")
-        dtype = np.dtype(_ONNX_TO_NUMPY[elem])
-        if dtype.kind == "f":
-            feed[name] = rng.standard_normal(dims).astype(dtype)
-        else:
-            feed[name] = rng.integers(0, 2 if dtype.kind == "b" else 10, size=dims).astype(dtype)
-    return feed
+        requests.append(InputSpec(name, tuple(dims), np.dtype(_ONNX_TO_NUMPY[elem])))
+    if hints is None:
+        from export_gelu.exporter.generated_inputs import onnx_vocab
+
+        hints = ModelHints(vocab=onnx_vocab(path))
+    return generate_inputs(requests, hints)
 
 
 def _check_against_onnx(path: Path, feed: OrderedDict[str, np.ndarray]
@@ -175,9 +181,10 @@ def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray
                             "or name each after its forward() parameter")
 
 
-def _given_feed(specs: list[str], npz: str | Path | None, float_dtype: np.dtype | None = None
-                ) -> OrderedDict[str, np.ndarray] | None:
-    """The arrays `--input` specs or `--inputs FILE.npz` give; None when neither is given."""
+def _given_feed(specs: list[str], npz: str | Path | None, float_dtype: np.dtype | None = None,
+                hints: ModelHints | None = None) -> OrderedDict[str, np.ndarray] | None:
+    """The arrays `--input` specs (made by generate_inputs) or `--inputs FILE.npz` give; None
+    when neither is given."""
     if specs and npz:
         raise BadInputError("give either --input specs or --inputs FILE.npz, not both")
     if npz:
@@ -187,7 +194,7 @@ def _given_feed(specs: list[str], npz: str | Path | None, float_dtype: np.dtype 
         if float_dtype is not None:  # a float64 model: untyped float inputs in float64
             parsed = [replace(p, dtype=float_dtype) if p.dtype.kind == "f" and
                       len(s.split(":")) < 3 else p for p, s in zip(parsed, specs)]
-        return OrderedDict(make_inputs(parsed))
+        return generate_inputs(parsed, hints)
     return None
 
 
@@ -204,13 +211,14 @@ def _model_float(loaded: LoadedModel) -> np.dtype | None:
 def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
                  ) -> OrderedDict[str, np.ndarray]:
     """The named input arrays for this run, in the order the model takes them."""
-    feed = _given_feed(specs, npz, _model_float(loaded) if specs else None)
+    hints = hints_for(loaded) if specs or (npz is None and loaded.is_onnx) else None
+    feed = _given_feed(specs, npz, _model_float(loaded) if specs else None, hints)
     if feed is None and loaded.example_inputs is not None:
         names = loaded.input_names or [f"input_{i}" for i in range(len(loaded.example_inputs))]
         feed = OrderedDict((n, t.detach().cpu().numpy()) for n, t in
                            zip(names, loaded.example_inputs))
     elif feed is None and loaded.is_onnx:
-        feed = _feed_from_onnx(loaded.path)
+        feed = _feed_from_onnx(loaded.path, hints)
     elif feed is None:
         raise BadInputError(
             f"{loaded.path}: a {loaded.format.value} model carries no example inputs; "
@@ -219,7 +227,7 @@ def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
             "or --inputs FILE.npz"
         )
     if loaded.is_onnx:
-        return _check_against_onnx(loaded.path, feed)
+        return _keep_generated(feed, _check_against_onnx(loaded.path, feed))
     if npz and _model_float(loaded) is None:
         wide = [n for n, a in feed.items() if a.dtype == np.float64]
         if wide:
@@ -233,13 +241,34 @@ def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
     return feed
 
 
+def _keep_generated(given: Any, ordered: OrderedDict[str, np.ndarray]
+                    ) -> OrderedDict[str, np.ndarray]:
+    """`ordered` (the feed reordered), still saying which of its inputs were generated."""
+    how = generated_inputs(given)
+    if not how:
+        return ordered
+    out = GeneratedFeed(ordered)
+    out.generated = how
+    return out
+
+
+def generated_inputs(feed: Any) -> dict[str, str]:
+    """Which inputs of `feed` export-gelu made up, and how (name → words); {} for real data
+    (`--inputs FILE.npz`, a model's example inputs)."""
+    return dict(getattr(feed, "generated", None) or {})
+
+
 def onnx_feed(path: str | Path, specs: list[str] | None = None, npz: str | Path | None = None
               ) -> OrderedDict[str, np.ndarray]:
     """Inputs for an ONNX file: from `--input` specs, a `.npz`, or random over its fixed shape;
     checked against the graph's input names, dtypes and fixed dims."""
+    from export_gelu.exporter.generated_inputs import onnx_vocab
+
     path = Path(path)
-    feed = _given_feed(specs or [], npz)
-    return _check_against_onnx(path, _feed_from_onnx(path) if feed is None else feed)
+    hints = ModelHints(vocab=onnx_vocab(path)) if not npz else None
+    feed = _given_feed(specs or [], npz, hints=hints)
+    feed = _feed_from_onnx(path, hints) if feed is None else feed
+    return _keep_generated(feed, _check_against_onnx(path, feed))
 
 
 def check_onnx_feed(path: str | Path, feed: OrderedDict[str, np.ndarray]) -> None:

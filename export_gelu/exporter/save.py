@@ -36,7 +36,7 @@ import signal
 import socket
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,16 +84,19 @@ def _shown(path: Path) -> str:
     return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def check_output_path(out: Path, inputs: list[Path]) -> None:
-    """Fail early (exit 2) on an output we could not or must not write."""
+def check_output_path(out: Path, inputs: list[Path], *, check_name: bool = True) -> None:
+    """Fail early (exit 2) on an output we could not or must not write. `check_name=False`
+    for a file written only when needed (`.data`: its name is checked when it is)."""
     if not out.name or out.name in (".", ".."):
         raise BadInputError(f"output {out} is not a file name")
-    check_output_name(out)
+    if check_name:
+        check_output_name(out)
     if not out.parent.exists():
         raise BadInputError(f"output directory {out.parent} does not exist")
     if not out.parent.is_dir():
         raise BadInputError(f"output directory {out.parent} is not a directory")
-    if out.is_dir():
+    can_exist = len(os.fsencode(out.name)) <= name_max(out.parent)
+    if can_exist and out.is_dir():
         raise BadInputError(f"output {out} is a directory; give a file name")
     if not os.access(out.parent, os.W_OK):
         raise BadInputError(f"output directory {out.parent} is not writable")
@@ -102,20 +105,6 @@ def check_output_path(out: Path, inputs: list[Path]) -> None:
         if path.exists() and path.resolve() in written:
             raise BadInputError(f"refusing to overwrite the input {path} with "
                                 f"{written[path.resolve()]} ({out})")
-
-
-def check_distinct_outputs(outputs: Sequence[tuple[str, Path]]) -> None:
-    """Refuse two outputs (e.g. `-o` and `--report`) naming the same file."""
-    seen: dict[Path, str] = {}
-    for flag, path in outputs:
-        key = path.resolve()
-        if key in seen:
-            raise BadInputError(f"{flag} and {seen[key]} name the same file {path}")
-        seen[key] = flag
-        if flag != "--output":
-            continue
-        data = Path(str(key) + ".data")
-        seen.setdefault(data, f"{flag}'s external data")
 
 
 def external_data_threshold() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
@@ -104,8 +105,26 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
         return onnx.load(str(path), load_external_data=True)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def exporter_cause(exc: BaseException, limit: int = 300) -> str:
+    """The cause an exporter's exception states, on one line, without colour codes."""
+    text = _ANSI.sub("", str(exc)).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if "## Exception summary" in lines:
+        after = lines[lines.index("## Exception summary") + 1:]
+        if after:
+            lines = after
+    cause = lines[0] if lines else type(exc).__name__
+    cause = re.sub(r"^<class '([\w.]+)'>:\s*", r"\1: ", cause)
+    if type(exc).__name__ not in cause and ":" not in cause[:40]:
+        cause = f"{type(exc).__name__}: {cause}"
+    return cause[:limit]
+
+
 def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str], opset: int,
-                   program: Any = None, plan: Any = None, exporter: str | None = None,
+                   *, program: Any = None, plan: Any = None, exporter: str | None = None,
                    dynamic_axes: dict[str, dict[int, str]] | None = None
                    ) -> tuple[onnx.ModelProto, str]:
     """Export to ONNX at exactly `opset`; returns the model and the exporter used.
@@ -134,7 +153,6 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
     except (BadInputError, WorldError):
         raise
     except Exception as exc:  # noqa: BLE001 - exporter failures are reported, not re-thrown
-        from export_gelu.exporter.fallback import exporter_cause
         from export_gelu.exporter.workdir import refused_write
 
         if is_world_fault(exc):

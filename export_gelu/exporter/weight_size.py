@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.save import external_data_threshold
 
 #: Room kept free beyond the estimate (the graph, the report, filesystem slack).
 DISK_MARGIN = 64 << 20
@@ -39,3 +40,18 @@ def check_disk_space(folder: Path, needed: int, what: str) -> None:
     if needed + DISK_MARGIN > free:
         raise BadInputError(f"not enough disk space in {folder}: {what} needs about "
                             f"{needed / 1e9:.1f} GB, {free / 1e9:.1f} GB free")
+
+
+def check_disk_for(loaded: Any, out: Path) -> None:
+    """Exit 2 before any work when the output's disk cannot take the weights (twice for a
+    big torch model: the exporter's copy, then the output's). `loaded`: a LoadedModel."""
+    if loaded.is_onnx:
+        needed, what = file_bytes([loaded.path, *loaded.data_files]), "the rewritten model"
+    else:
+        size = module_weight_bytes(loaded.module) if loaded.module is not None else (
+            file_bytes([loaded.path]))  # an ExportedProgram: its file is its weights
+        big = size > external_data_threshold()
+        needed = 2 * size if big else size
+        what = ("the export (weights written once by the exporter, once into the output)"
+                if big else "the export")
+    check_disk_space(out.parent, needed, what)

@@ -123,6 +123,9 @@ def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -
                                                 if rep.precision_note else "")))
     if rep.inputs:
         facts.append(("Inputs", rep.inputs))
+    if rep.generated_inputs:
+        facts.append(("Generated inputs", "; ".join(f"`{n}`: {how}" for n, how
+                                                    in rep.generated_inputs.items())))
     if rep.command != "verify":
         facts.append(("TensorRT", f"{rep.trt.get('status')}: {rep.trt.get('reason') or ''}"))
     lines += [f"- **{k}**: {v}" for k, v in facts] + [""]
@@ -137,6 +140,15 @@ def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -
     return "\n".join(lines)
 
 
+#: The PNG plots a Markdown report `r.md` writes beside it: `r.<suffix>`.
+PLOT_SUFFIXES = {"forms": "gelu-forms.png", "errors": "errors.png"}
+
+
+def plot_paths(out: Path) -> dict[str, Path]:
+    """Where the plots of the Markdown report `out` go (each written when it has data)."""
+    return {key: out.with_name(f"{out.stem}.{suffix}") for key, suffix in PLOT_SUFFIXES.items()}
+
+
 def write_markdown(rep: Report, out: Path) -> list[Path]:
     """Write `out` and its PNG plots beside it (`<stem>.gelu-forms.png`, `<stem>.errors.png`).
 
@@ -149,10 +161,9 @@ def write_markdown(rep: Report, out: Path) -> list[Path]:
     written: list[Path] = []
     missing = plots.matplotlib_missing()
     if missing is None:
-        forms_png = out.with_name(f"{out.stem}.gelu-forms.png")
+        forms_png, errors_png = plot_paths(out)["forms"], plot_paths(out)["errors"]
         written.append(plots.plot_gelu_forms(rep.calibration, forms_png))
         images["GELU forms and their error over the observed input range"] = forms_png.name
-        errors_png = out.with_name(f"{out.stem}.errors.png")
         if plots.plot_error_histograms(rep.parity.error_samples, rep.parity.atol, errors_png):
             written.append(errors_png)
             images["Per-output error histograms"] = errors_png.name

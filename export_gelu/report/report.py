@@ -9,7 +9,12 @@ from typing import Any
 
 from export_gelu.check.latency import Latency
 from export_gelu.check.parity import ParityResult, skipped
+from export_gelu.notes import note_json
 from export_gelu.passes.sites import GeluSite
+
+#: The report's JSON layout version (docs/report.schema.json); bumped when a key changes
+#: meaning or goes away (keys may be added within a version).
+SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -33,29 +38,32 @@ class Report:
     trt: dict[str, Any] = field(default_factory=lambda: {"status": "skipped", "reason": "not run"})
     latency: dict[str, Latency] = field(default_factory=dict)
     threads: int = 1
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # notes.Note: a message and its code
     command: str = "export"  # export | verify
     inputs: str = ""  # where the inputs came from (spec, file, example inputs)
     precision_note: str = ""  # how the precision (and so the default tolerances) was decided
     calibration: Any = None  # runtime.calibration.Calibration
-    forms: Any = None  # runtime.compare_forms.FormsComparison
+    forms: Any = None  # check.compare_forms.FormsComparison
     stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
-    dynamic: dict[str, Any] | None = None  # dims with ranges; parity per shape (shape_parity)
-    device: dict[str, Any] = field(default_factory=dict)  # runtime.devices.DeviceChoice
+    dynamic: dict[str, Any] | None = None  # dims, ranges, parity per shape (checking.py)
+    device: dict[str, Any] = field(default_factory=dict)  # check.devices.DeviceChoice
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
     weights: dict[str, Any] | None = None  # weights streamed into the output (onnx_weights)
     options: dict[str, Any] | None = None  # the run's options (export_gelu.options), as JSON
+    #: inputs export-gelu made up (exporter/generated_inputs.py), name → how; real data: {}
+    generated_inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
         return 1 if self.parity.status == "failed" else 0
 
     def to_json(self) -> dict[str, Any]:
-        from export_gelu import __version__
+        from export_gelu.version import __version__
 
         return {
             "tool": "export-gelu",
             "version": __version__,
+            "schema_version": SCHEMA_VERSION,
             "model": self.model,
             "model_format": self.model_format,
             "target": self.target,
@@ -73,9 +81,10 @@ class Report:
             "trt": self.trt,
             "latency": {k: v.to_json() for k, v in self.latency.items()},
             "threads": self.threads,
-            "notes": self.notes,
+            "notes": [note_json(n) for n in self.notes],
             "command": self.command,
             "inputs": self.inputs,
+            "generated_inputs": self.generated_inputs,
             "precision_note": self.precision_note,
             "calibration": self.calibration.to_json() if self.calibration else None,
             "forms": self.forms.to_json() if self.forms else None,
@@ -117,6 +126,7 @@ class Report:
             verdict = "parses as is" if not reasons else "; ".join(reasons)
             lines.append(f"Check: {target}: {verdict}")
         lines.append(self._parity_line())
+        lines += self._generated_lines()
         lines += self._output_lines()
         lines += self._dynamic_lines()
         lines += self._form_error_lines()
@@ -133,6 +143,15 @@ class Report:
         for note in self.notes:
             lines.append(f"Note: {note}")
         return "\n".join(lines)
+
+    def _generated_lines(self) -> list[str]:
+        """On a parity failure: which inputs were made up, and how (not real data)."""
+        if self.parity.status != "failed" or not self.generated_inputs:
+            return []
+        made = "; ".join(f"{n}: {how}" for n, how in self.generated_inputs.items())
+        return [f"  inputs generated, not real data ({made}): values a model never sees in use "
+                "may differ with no fault in the export; --inputs FILE.npz of real inputs "
+                "tells"]
 
     def _output_lines(self) -> list[str]:
         lines = []
@@ -214,6 +233,7 @@ class Report:
         if self.precision_note:
             lines.append(f"Precision: {self.precision} ({self.precision_note})")
         lines.append(self._parity_line())
+        lines += self._generated_lines()
         lines += self._output_lines()
         lines += self._latency_lines()
         lines += self._calibration_lines()
@@ -230,15 +250,3 @@ class Report:
         tail = f" — {p.reason}" if p.reason else ""
         return f"Parity: {head} ({runners}, atol {p.atol:g}, rtol {p.rtol:g}){tail}"
 
-
-def write_reports(rep: Report, report: str | Path | None = None,
-                  report_md: str | Path | None = None) -> None:
-    """Write `rep` as JSON (`--report`) and as Markdown with plots (`--report-md`), atomically."""
-    if report:
-        from export_gelu.exporter.save import write_text_atomic
-
-        write_text_atomic(rep.dumps(), Path(report))
-    if report_md:
-        from export_gelu.report.markdown import write_markdown
-
-        write_markdown(rep, Path(report_md))

@@ -1,0 +1,79 @@
+"""The one checker: a reference and the deployed runners on the same feeds, compared with one
+set of tolerances, then (when asked) timed together. Every command checks through `run_check`:
+export (ONNX Runtime's providers and a TensorRT engine), verify, parity at each `--dynamic`
+shape, the device's recorded outputs, and the GELU forms side by side.
+
+A runner is a polygraphy runner: `TorchRunner` (PyTorch), an `OnnxrtRunner`, a TensorRT
+runner, or a `RecordedRunner` that replays outputs computed earlier (a big model's reference,
+or what a device wrote back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from export_gelu.check.latency import Latency, measure_latency
+from export_gelu.check.parity import ParityResult, compare_all
+from export_gelu.check.recorded import RecordedRunner
+from export_gelu.check.tolerances import Tolerances
+from export_gelu.progress import Progress
+
+Feed = Mapping[str, np.ndarray]
+
+
+@dataclass
+class CheckJob:
+    """What to check: `runners` against `reference` on `feeds` (as the deployed graphs take
+    them), within `tolerances`; then `iterations` timed runs of all of them on the first feed
+    (0: parity only). The first runner's verdict is the check's, unless another one fails."""
+
+    reference: Any
+    runners: Sequence[Any]
+    feeds: Sequence[Feed]
+    tolerances: Tolerances
+    iterations: int = 0
+    warmup: int = 0
+    feeds_by_runner: Mapping[str, Feed] | None = None  # for timing a runner on its own feed
+
+
+@dataclass
+class CheckOutcome:
+    verdict: ParityResult
+    by_runner: dict[str, ParityResult] = field(default_factory=dict)
+    latency: dict[str, Latency] = field(default_factory=dict)
+
+
+def run_check(job: CheckJob, progress: Progress | None = None) -> CheckOutcome:
+    """Parity of every runner against the reference, the verdict, and latency when asked."""
+    tol = job.tolerances
+    results = compare_all(job.reference, list(job.runners), list(job.feeds), tol.atol, tol.rtol)
+    by_runner = OrderedDict((r.runners[1], r) for r in results)
+    failed = [r for r in results if r.status == "failed"]
+    outcome = CheckOutcome(failed[0] if failed else results[0], dict(by_runner))
+    if job.iterations > 0:
+        outcome.latency = time_runners(job, progress)
+    return outcome
+
+
+def time_runners(job: CheckJob, progress: Progress | None = None) -> dict[str, Latency]:
+    """The reference and every runner timed interleaved on the first feed. A recorded
+    reference (a big model, run and freed before the deployed graph was loaded) keeps the
+    latency it was timed at while it was live."""
+    recorded = job.reference if isinstance(job.reference, RecordedRunner) else None
+    runners = [*([] if recorded is not None else [job.reference]), *job.runners]
+    if progress is not None:
+        progress.step("timing")
+    with contextlib.ExitStack() as stack:
+        for runner in runners:
+            stack.enter_context(runner)
+        latency = measure_latency(runners, job.feeds[0], job.iterations, job.warmup, progress,
+                                  feeds_by_runner=job.feeds_by_runner)
+    if recorded is not None and recorded.latency is not None:
+        latency = {recorded.name: recorded.latency, **latency}
+    return latency

@@ -1,0 +1,117 @@
+"""What a device run hands back, checked before it is judged: the bundle it ran (made from
+this model, its graph unchanged), its outputs paired with the graph's, in the graph's dtypes,
+and what its trtexec.log says about the TensorRT that ran. The judging itself is the one
+checker's (export_gelu/pipeline/device_stages.py)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from export_gelu.errors import BadInputError
+
+DEVICE_RUNNER = "tensorrt-device"
+
+
+def _sha256(path: Path) -> str:
+    from export_gelu.device.bundle import sha256_file
+
+    return sha256_file(path)
+
+
+def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
+                 ) -> tuple[dict[str, Any], Path, list[OrderedDict[str, np.ndarray]]]:
+    """(manifest, graph, feeds) of a bundle, after checking it belongs to MODEL."""
+    from export_gelu.device.bundle import GRAPH, read_manifest
+    from export_gelu.exporter.inputs import load_npz
+
+    manifest = read_manifest(bundle)
+    want = manifest.get("model", {}).get("sha256")
+    if _sha256(model_path) != want:
+        raise BadInputError(f"--bundle {bundle}: made from another model "
+                            f"({manifest.get('model', {}).get('file')}, sha256 {str(want)[:12]}…),"
+                            f" not {model_path.name} (sha256 {_sha256(model_path)[:12]}…)")
+    graph = bundle / GRAPH
+    if not graph.is_file() or _sha256(graph) != manifest.get("graph", {}).get("sha256"):
+        raise BadInputError(f"--bundle {bundle}: {GRAPH} is missing or is not the graph the "
+                            "manifest names (sha256 differs)")
+    if deployed is not None and _sha256(deployed) != _sha256(graph):
+        raise BadInputError(f"{deployed} is not the bundle's graph ({graph}); drop DEPLOYED "
+                            "or give the bundle made from it")
+    npz = bundle / "inputs.npz"
+    if not npz.is_file():
+        raise BadInputError(f"--bundle {bundle}: inputs.npz is missing")
+    feed = OrderedDict(load_npz(npz))
+    return manifest, graph, [feed]
+
+
+def check_pairing(outputs: list[OrderedDict[str, np.ndarray]], names: list[str],
+                   path: Path, feeds: int) -> None:
+    if len(outputs) != feeds:
+        raise BadInputError(f"--device-outputs {path}: {len(outputs)} iteration(s) for "
+                            f"{feeds} input feed(s)")
+    got = list(outputs[0])
+    missing = [n for n in names if n not in got]
+    extra = [n for n in got if n not in names]
+    if missing or extra:
+        raise BadInputError(
+            f"--device-outputs {path}: its outputs ({', '.join(got)}) are not the graph's "
+            f"({', '.join(names)}): " + "; ".join(filter(None, [
+                missing and f"missing {', '.join(missing)}",
+                extra and f"not in the graph: {', '.join(extra)}"])) + " (another model?)")
+
+
+def check_shapes(parity: Any, path: Path) -> None:
+    """Device and reference outputs must have the same shapes (exit 2 naming the output)."""
+    (_r, ref_iters), (_d, dev_iters) = parity.run_results[0], parity.run_results[1]
+    for ref, dev in zip(ref_iters, dev_iters):
+        for name, arr in dev.items():
+            if name in ref and tuple(np.shape(ref[name])) != tuple(np.shape(arr)):
+                show = "x".join(map(str, np.shape(arr))) or "scalar"
+                want = "x".join(map(str, np.shape(ref[name]))) or "scalar"
+                raise BadInputError(f"--device-outputs {path}: output {name!r} is {show}, the "
+                                    f"reference's is {want} (another model or other inputs?)")
+
+
+def cast_to_graph(outputs: list[OrderedDict[str, np.ndarray]], dtypes: dict[str, str]
+                   ) -> list[OrderedDict[str, np.ndarray]]:
+    """Device values (read as float64 text) in the graph's output dtypes where numpy has them."""
+    cast = []
+    for it in outputs:
+        row: OrderedDict[str, np.ndarray] = OrderedDict()
+        for name, arr in it.items():
+            try:
+                want = np.dtype(dtypes.get(name, "float32"))
+            except TypeError:
+                want = np.dtype(np.float32)  # bfloat16: compared as float32
+            row[name] = arr.astype(want) if want.kind in "fiub" else arr
+        cast.append(row)
+    return cast
+
+
+def output_dtypes(graph: Path) -> dict[str, str]:
+    import onnx
+
+    from export_gelu.check.deployed import _onnx_dtype_name
+
+    model = onnx.load(str(graph), load_external_data=False)
+    return {o.name: _onnx_dtype_name(o.type.tensor_type.elem_type) for o in model.graph.output}
+
+
+def device_version_notes(rep: Any, outputs: Path, bundle_version: str) -> list[str]:
+    """What trtexec.log beside the outputs says about the TensorRT that produced them."""
+    from export_gelu.device.outputs import trtexec_log_version
+    from export_gelu.device.trtexec_flags import line_of
+
+    log = outputs.parent / "trtexec.log"
+    ran = trtexec_log_version(log) if log.is_file() else None
+    if ran is None:
+        return []
+    rep.trt["device_tensorrt"] = ran
+    if bundle_version and line_of(ran) != line_of(bundle_version):
+        return [f"{log} says TensorRT {ran} ran it, but the bundle was made for "
+                f"{bundle_version}: the verdict holds for {ran}"]
+    return [f"{log}: TensorRT {ran} ran it"]

@@ -1,0 +1,74 @@
+"""Every command as its list of stages (export's in export_command.py), and the fresh state a
+list runs on (`stage.run_stages`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from export_gelu.options import RunOptions, validate
+from export_gelu.output_plan import check_outputs
+from export_gelu.pipeline import device_stages, finish, forms, sources, verify_stages
+from export_gelu.pipeline.export_command import EXPORT
+from export_gelu.pipeline.stage import Stage
+from export_gelu.pipeline.state import RunState
+from export_gelu.progress import Progress
+
+
+def _bundles_verified(state: RunState) -> bool:
+    return bool(state.options.bundle)
+
+
+def _saves_data(state: RunState) -> bool:
+    return bool(state.options.save_inputs or state.options.save_outputs)
+
+
+VERIFY = (
+    Stage("plan", verify_stages.plan_verify, timed_as=None),
+    Stage("open", verify_stages.open_artifact, timed_as="load"),
+    Stage("load", sources.load),
+    Stage("inputs", verify_stages.verify_inputs, timed_as="load"),
+    Stage("describe", verify_stages.describe_deployed, timed_as="load"),
+    Stage("reference", verify_stages.verify_reference, timed_as="verify"),
+    Stage("verify", verify_stages.verify_check),
+    Stage("save_data", verify_stages.save_data, applies=_saves_data, timed_as="verify"),
+    Stage("bundle", verify_stages.verify_bundle, applies=_bundles_verified),
+    Stage("calibration", verify_stages.calibrate_verify, applies=verify_stages.calibrates),
+    Stage("report", finish.write_report, timed_as=None),
+)
+
+DEVICE_VERIFY = (
+    Stage("plan", device_stages.plan_device_verify, timed_as=None),
+    Stage("device_run", device_stages.read_device_run, timed_as="load"),
+    Stage("load", sources.load),
+    Stage("inputs", device_stages.device_inputs, timed_as="load"),
+    Stage("verify", device_stages.device_check),
+    Stage("report", finish.write_report, timed_as=None),
+)
+
+
+#: `--compare-forms`: the model loaded once, a graph per form, checked and timed together.
+COMPARE_FORMS = (
+    Stage("plan", forms.plan_forms, timed_as=None),
+    Stage("load", sources.load),
+    Stage("inputs", forms.forms_inputs, timed_as="load"),
+    Stage("forms", forms.compare_forms_stage),
+)
+FORMS_REPORT = (*COMPARE_FORMS, Stage("calibration", forms.calibrate_forms),
+                Stage("report", finish.write_report, timed_as=None))
+
+
+def new_state(options: RunOptions, model: str | Path, progress: Progress | None = None, *,
+              deployed: str | Path | None = None) -> RunState:
+    """A fresh state for `model` (and the artifact `deployed` that verify checks), its options
+    checked first (exit 2/3 before any work)."""
+    checked = validate(options)
+    outputs = check_outputs(options, model, deployed=deployed,
+                            device_outputs=getattr(options, "device_outputs", None),
+                            device_times=getattr(options, "device_times", None))
+    checked = dataclasses.replace(checked, outputs=outputs)
+    return RunState(options, checked, Path(model), progress or Progress(enabled=False),
+                    output=Path(deployed) if deployed is not None else None)
+
+
+__all__ = ["EXPORT", "VERIFY", "DEVICE_VERIFY", "COMPARE_FORMS", "FORMS_REPORT", "new_state"]

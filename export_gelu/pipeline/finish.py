@@ -1,0 +1,50 @@
+"""The stages after the check: the device bundle, the GELU input ranges on real data, and
+the report written (JSON and Markdown)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from export_gelu.check.calibration import gelu_input_ranges
+from export_gelu.check.deployed import deployed_feed
+from export_gelu.check.tolerances import resolve_tolerances
+from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
+from export_gelu.pipeline.state import RunState
+from export_gelu.report.write import write_reports
+
+
+def bundle(state: RunState) -> None:
+    """output, feed, reference → the device bundle (`--bundle DIR`), noted in the report."""
+    o, rep, profile = state.options, state.report, state.profile
+    state.progress.step(f"writing the device bundle {o.bundle}")
+    feed = deployed_feed(state.feed, state.graph, o.precision)
+    reference = state.reference
+    if reference is None:
+        from export_gelu.check.reference import reference_runner
+
+        reference = reference_runner(state.loaded, state.reference_module, state.feed,
+                                     state.graph, o.threads)
+    name, outputs = reference_outputs(rep, lambda: reference, feed)
+    added = max((s.added_max_error for s in rep.gelu_sites), default=0.0)
+    tol = resolve_tolerances(o.precision, added_error=added, atol=o.atol, rtol=o.rtol)
+    req = BundleRequest(model_path=state.model_path, graph_path=state.output,
+                        target=profile.name, trt_version=profile.trt_version,
+                        precision=o.precision, feed=feed, reference=outputs,
+                        reference_name=name, atol=tol.atol, rtol=tol.rtol,
+                        dynamic=state.dynamic.axes() if state.dynamic else ())
+    out = write_bundle(req, o.bundle)
+    note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
+
+
+def calibrate(state: RunState) -> None:
+    """loaded, feeds → where each GELU site's inputs lie on the user's real data."""
+    state.progress.step("recording GELU input ranges")
+    state.report.calibration = gelu_input_ranges(
+        state.loaded, state.feeds, f"real data from {Path(state.options.inputs_npz).name}")
+
+
+def write_report(state: RunState) -> None:
+    """report → `--report` (JSON) and `--report-md` (Markdown with plots), atomically."""
+    state.progress.done()
+    o = state.options
+    write_reports(state.report, getattr(o, "report", None), getattr(o, "report_md", None))

@@ -1,0 +1,98 @@
+"""Stages on the ONNX graph: an ONNX input read at the opset it is exported at, the ONNX
+GELU passes and the fit to the target, and the static check that the target parses the
+result."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from export_gelu.check.deployed import deployed_feed
+from export_gelu.check.trt_runner import check_dynamic
+from export_gelu.compat import (
+    compatibility_table,
+    format_targets,
+    incompatibilities,
+    model_opset,
+    op_counts,
+)
+from export_gelu.errors import TargetUnmetError
+from export_gelu.exporter import dynamic as dyn
+from export_gelu.exporter.load import load_onnx_model
+from export_gelu.exporter.model_names import apply_output_names
+from export_gelu.notes import Note, tagged
+from export_gelu.passes.compat import fit_to_profile
+from export_gelu.passes.compat.upconvert import convert_up, convert_up_for
+from export_gelu.passes.gc_pause import gc_paused
+from export_gelu.passes.onnx import merge_sites, run_onnx_passes
+from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
+from export_gelu.pipeline.state import RunState
+from export_gelu.targets import TRT_PROFILES
+
+
+def onnx_input(state: RunState) -> None:
+    """An ONNX input → graph (dims named, outputs renamed on request), at the opset it is
+    exported at; the profile capped there when `--opset` asks for a lower one.
+
+    Without `--opset`: converted up where the target gains from it (native Gelu, its opset
+    floor), else as it is. With `--opset N`: converted up to N (exit 3 when that cannot be
+    done soundly) or down to N (by the target fit)."""
+    o, rep = state.options, state.report
+    model = load_onnx_model(state.loaded.path)
+    dyn.name_graph_dims(model, state.dynamic.dims)
+    rep.notes.extend(tagged("output-dims", [dyn.name_output_dims(model, state.dynamic.ranged)]))
+    rep.exporter = "none (ONNX input)"
+    if plugin_nodes(model) and o.verify:
+        rep.notes.append(Note(STANDIN_NOTE.format(which="the input (the parity reference)"),
+                              "plugin-standin"))
+    if state.checked.output_names is not None:
+        rep.notes.extend(tagged("output-names", apply_output_names(
+            model, state.checked.output_names, forced=True)))
+    have = model_opset(model)
+    if o.opset is None:
+        model, notes = convert_up_for(model, state.profile, o.gelu, state.feed)
+    elif o.opset > have:
+        model, notes = convert_up(model, o.opset, state.feed, f"--opset {o.opset}", strict=True)
+    else:
+        notes = [f"--opset {o.opset}: the opset-{have} input converted down to opset "
+                 f"{o.opset}"] if o.opset < have else []
+    if o.opset is not None:
+        state.profile = state.profile.at_opset(o.opset)
+    rep.notes.extend(tagged("opset-conversion", notes))
+    state.graph = model
+
+
+def onnx_passes(state: RunState) -> None:
+    """graph → every GELU rewritten for the target, then the graph fitted to it."""
+    rep = state.report
+    state.progress.step("rewriting GELU sites for the target (ONNX)")
+    with gc_paused():
+        state.graph, onnx_sites = run_onnx_passes(state.graph, state.profile, state.options.gelu,
+                                                  state.options.precision)
+        state.graph, fit_notes = fit_to_profile(state.graph, state.profile)
+    rep.notes.extend(tagged("target-fit", fit_notes))
+    rep.gelu_sites = merge_sites(state.fx_sites, onnx_sites)
+    rep.opset = model_opset(state.graph)
+    rep.op_counts = dict(op_counts(state.graph))
+
+
+def target_check(state: RunState) -> None:
+    """graph → the target's static verdict (a failure is export-gelu's bug: exit 3), which
+    TensorRT versions parse it as is, and the dynamic profile's fit."""
+    rep, profile = state.report, state.profile
+    problems = incompatibilities(state.graph, profile)
+    rep.compatibility = {profile.name: problems}
+    if problems:
+        raise TargetUnmetError(f"the produced graph does not fit {profile.name}: "
+                               f"{'; '.join(problems)} (a bug in export-gelu; please report it)")
+    if profile.runtime == "trt":
+        takers = [n for n, r in compatibility_table(state.graph, list(TRT_PROFILES)).items()
+                  if not r]
+        rep.notes.append(Note(f"TensorRT versions that parse the output as is: "
+                              f"{format_targets(takers)}", "trt-takers"))
+    dplan = state.dynamic
+    if dplan.dims:
+        shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph,
+                                                                state.options.precision).items()}
+        check_dynamic(dplan.axes(), state.graph, shapes)
+        rep.dynamic = {"dims": dplan.to_json(), "shapes": [],
+                       "profile": [dataclasses.asdict(a) for a in dplan.axes()]}

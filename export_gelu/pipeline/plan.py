@@ -1,0 +1,65 @@
+"""Before any work: where the run writes (its paths were checked by output_plan), which device
+checks it, and whether the engine it was asked for can be built here. Nothing is written and
+nothing loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from export_gelu.check.devices import resolve_device
+from export_gelu.check.parity import skipped
+from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
+from export_gelu.errors import TargetUnmetError
+from export_gelu.exporter.weight_size import check_disk_for
+from export_gelu.output_plan import default_output
+from export_gelu.pipeline.state import RunState
+from export_gelu.report.report import Report
+
+
+def plan_export(state: RunState) -> None:
+    """options → output path, device choice; refuses (exit 2/3) what cannot be done here."""
+    o = state.options
+    state.profile = state.checked.profile
+    state.output = Path(o.output) if o.output else default_output(state.model_path, o.target)
+    state.device = resolve_device(o.device) if o.verify or o.device else None
+    why_not = trt_unavailable_reason()
+    if wants_engine(state) and o.require_trt and why_not:
+        raise TargetUnmetError(f"--require-trt: TensorRT engine build impossible here: "
+                               f"{why_not}")
+    state.report = Report(model=str(state.model_path), target=state.profile.name,
+                          target_note=state.checked.target_note, precision=o.precision,
+                          gelu_form=o.gelu, threads=o.threads, options=o.to_json(),
+                          device=state.device.to_json() if state.device else {})
+    state.report.stage_seconds = state.clock.stages
+    if not o.verify:
+        state.report.parity = skipped("--no-verify")
+    if not wants_engine(state):
+        state.report.trt = {"status": "skipped",
+                            "reason": f"target {state.profile.name} is not TensorRT"}
+    elif why_not:
+        state.report.trt = {"status": "skipped", "engine_here": False,
+                            "reason": local_engine_blocker_of(state.profile) or why_not}
+
+
+def check_disk(state: RunState) -> None:
+    """After load: the output's disk must hold the export (exit 2 before any export work)."""
+    check_disk_for(state.loaded, state.output)
+
+
+def builds_engine(state: RunState) -> bool:
+    """An engine is wanted and the installed TensorRT can build one here."""
+    return wants_engine(state) and trt_unavailable_reason() is None
+
+
+def local_engine_blocker_of(profile: object) -> str | None:
+    """Why no engine of the target's own TensorRT version can be built here (None: it can,
+    or the target is not TensorRT)."""
+    if getattr(profile, "runtime", "") != "trt":
+        return None
+    return local_engine_blocker(profile.trt_version)  # type: ignore[attr-defined]
+
+
+def wants_engine(state: RunState) -> bool:
+    """A TensorRT engine is part of the run: a TensorRT target, --engine or --require-trt."""
+    o = state.options
+    return state.checked.profile.runtime == "trt" or bool(o.engine) or o.require_trt

@@ -1,0 +1,55 @@
+"""Stages that read what the user pointed at: the model (any format export takes) and the
+inputs it runs on (flags, a `.npz`, the model's own examples, or generated)."""
+
+from __future__ import annotations
+
+from export_gelu.exporter.call_plan import ordered_feed, plan_for
+from export_gelu.exporter.cast_down import cast_down_on_request
+from export_gelu.exporter.dynamic import plan_dynamic
+from export_gelu.exporter.feeds import generated_inputs, resolve_feed
+from export_gelu.exporter.load import load_model
+from export_gelu.exporter.model_dtype import feed_precision
+from export_gelu.notes import Note, tagged
+from export_gelu.pipeline.state import RunState
+
+
+def load(state: RunState) -> None:
+    """options, model_path → loaded; the report learns the format and the loader's notes."""
+    o = state.options
+    state.progress.step(f"loading {state.model_path}")
+    state.loaded = load_model(state.model_path, allow_pickle=o.allow_pickle,
+                              model_factory=o.model_factory, imports=o.imports)
+    if state.report is not None:
+        state.report.model_format = state.loaded.format.value
+        state.report.notes.extend(tagged("loader", state.loaded.notes))
+
+
+def export_inputs(state: RunState) -> None:
+    """loaded, options → dynamic plan, the feed in forward() order, call plan, a float64
+    model's cast, the reference module and the precision parity runs in."""
+    o, rep = state.options, state.report
+    loaded = state.loaded
+    state.dynamic, specs = plan_dynamic(loaded, state.checked.dynamic, list(o.inputs),
+                                        o.inputs_npz)
+    feed = resolve_feed(loaded, specs, o.inputs_npz)
+    rep.generated_inputs = generated_inputs(feed)  # made up by role, not given: reported
+    state.call_plan = plan_for(loaded, list(feed))
+    feed = ordered_feed(state.call_plan, feed)
+    cast, cast_notes = cast_down_on_request(loaded, o.precision, o.cast_down)
+    if cast:  # the float32 copy is exported; the float64 original stays the reference
+        state.loaded, feed = cast.loaded, cast.fit_feed(feed)
+    state.cast = cast
+    state.feeds = [feed]
+    state.real_inputs = bool(o.inputs_npz)
+    state.reference_module = (cast.reference if cast else
+                              None if loaded.is_onnx else loaded.reference_module())
+    notes = tagged("dynamic-plan", state.dynamic.notes)
+    if state.call_plan.uses_keywords:
+        notes.append(Note(f"the model is called as model({state.call_plan.describe()})",
+                          "keyword-call"))
+    notes += tagged("cast-down", [cast.note()] if cast else cast_notes)
+    state.run_precision = (cast.precision if cast else
+                           feed_precision(state.reference_module, o.precision))
+    if state.run_precision == "fp64":
+        notes.append(Note("a float64 model: inputs, graph and parity in float64", "float64-model"))
+    rep.notes.extend(notes)

@@ -1,0 +1,51 @@
+"""A stage: a name, what it tells the user, and a function of the run's state. Stages run in
+order under one clock (the report's `stage_seconds`) and one progress channel."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+class Clock:
+    """Wall seconds per stage: `lap(key)` charges the time since the previous lap to `key`."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, key: str | None) -> None:
+        now = time.perf_counter()
+        if key is not None:
+            self.stages[key] = self.stages.get(key, 0.0) + now - self._last
+        self._last = now
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One named step of a run.
+
+    `run(state)` does the work; `applies(state)` says whether it runs at all for this state
+    (a skipped stage is not timed); `timed_as` is the report's `stage_seconds` key it is
+    charged to ("": its own name; None: not timed, e.g. writing the report itself)."""
+
+    name: str
+    run: Callable[[Any], None]
+    applies: Callable[[Any], bool] = lambda _state: True
+    timed_as: str | None = ""
+
+    @property
+    def clock_key(self) -> str | None:
+        return self.name if self.timed_as == "" else self.timed_as
+
+
+def run_stages(stages: Sequence[Stage], state: Any) -> Any:
+    """Run `stages` in order on `state`, each charged to the state's clock; return `state`."""
+    for stage in stages:
+        if not stage.applies(state):
+            continue
+        stage.run(state)
+        state.clock.lap(stage.clock_key)
+    return state

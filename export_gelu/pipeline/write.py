@@ -1,0 +1,31 @@
+"""The save stage: the graph written beside its final name, validated, then renamed into
+place; a big model's weights streamed from their file with a byte counter."""
+
+from __future__ import annotations
+
+import onnx
+
+from export_gelu.exporter.save import save_onnx_streaming
+from export_gelu.exporter.workdir import release_workdirs
+from export_gelu.onnx_weights import lazy_bytes
+from export_gelu.passes.onnx.view import skeleton
+from export_gelu.pipeline.state import RunState
+
+
+def save(state: RunState) -> None:
+    """graph → output (+ .data); the graph kept as a skeleton (its weights are on disk)."""
+    rep, out = state.report, state.output
+    state.progress.step(f"writing {out}")
+    size = lazy_bytes(state.graph)
+    counter = state.progress.byte_counter(size, f"writing {out.name}.data") if size else None
+    try:
+        written, streamed = save_onnx_streaming(state.graph, out,
+                                                validate=onnx.checker.check_model,
+                                                on_bytes=counter)
+    finally:
+        release_workdirs()  # the exporter's copy of a big model's weights is in `out` now
+    if streamed is not None:
+        rep.weights = streamed.to_json()
+    state.graph = skeleton(state.graph)  # free the in-memory copy of the weights
+    rep.output = str(written[0])
+    rep.external_data = str(written[1]) if len(written) > 1 else None

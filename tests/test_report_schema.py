@@ -1,0 +1,86 @@
+"""The typed report: every command's JSON report validates against docs/report.schema.json,
+carries its schema_version, and every note has a code (tests and tools match codes, not
+words)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from export_gelu.notes import UNCLASSIFIED, Note, tagged
+from export_gelu.report.report import SCHEMA_VERSION
+from tests.conftest import note_codes, run_cli
+
+SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" /
+                     "report.schema.json").read_text())
+
+
+def _valid(report: Path) -> dict:
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert UNCLASSIFIED not in note_codes(data), data["notes"]
+    return data
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Reports of export (torch and ONNX inputs), verify and compare-forms on one model."""
+    from examples.models import EXAMPLES
+    from examples.save_model import save
+
+    spec = ("--input", EXAMPLES["gpt2"].input_spec)
+    folder = tmp_path_factory.mktemp("schema")
+    model = save("gpt2", "torchscript", folder / "gpt2.pt")
+    out = {}
+    onnx_out = folder / "gpt2.onnx"
+    res = run_cli(model, *spec, "--target", "trt8.2", "-o", onnx_out, "--report",
+                  folder / "export.json", "--iterations", "3", "--warmup", "0")
+    assert res.code == 0, res.err
+    out["export"] = folder / "export.json"
+    res = run_cli(onnx_out, "--target", "ort", "-o", folder / "ort.onnx", "--no-verify",
+                  "--report", folder / "onnx.json")
+    assert res.code == 0, res.err
+    out["onnx"] = folder / "onnx.json"
+    res = run_cli("verify", model, onnx_out, *spec, "--iterations", "3", "--warmup", "0",
+                  "--report", folder / "verify.json")
+    assert res.code == 0, res.err
+    out["verify"] = folder / "verify.json"
+    res = run_cli(model, *spec, "--compare-forms", "--target", "onnx", "--iterations", "2",
+                  "--warmup", "0", "--report", folder / "forms.json")
+    assert res.code == 0, res.err
+    out["forms"] = folder / "forms.json"
+    return out
+
+
+@pytest.mark.parametrize("command", ["export", "onnx", "verify", "forms"])
+def test_every_report_validates_and_every_note_has_a_code(runs, command):
+    data = _valid(runs[command])
+    assert data["command"] == {"onnx": "export", "forms": "compare-forms"}.get(command, command)
+
+
+def test_notes_say_what_happened_by_code(runs):
+    export = json.loads(runs["export"].read_text())
+    codes = note_codes(export)
+    assert "torchscript-converted" in codes  # a TorchScript model went through the fx passes
+    assert "trt-takers" in codes  # which TensorRT versions parse the output
+    onnx = json.loads(runs["onnx"].read_text())
+    assert "trt-takers" not in note_codes(onnx)  # not a TensorRT target
+
+
+def test_a_note_is_its_message_with_a_code():
+    note = Note("weights streamed", "weights")
+    assert note == "weights streamed" and note.code == "weights"
+    assert note.to_json() == {"code": "weights", "message": "weights streamed"}
+    assert tagged("fit", ["a", None, "", note]) == ["a", note]
+    assert [n.code for n in tagged("fit", ["a", note])] == ["fit", "weights"]
+
+
+def test_the_schema_refuses_a_report_without_codes(runs):
+    data = json.loads(runs["export"].read_text())
+    data["notes"] = ["a note without a code"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, SCHEMA)
