@@ -48,7 +48,7 @@ fuzz: $(STAMP)
 
 # Every benchmark that writes benchmarks/RESULTS.md, one after another (long: run it on a
 # quiet machine). Each runs to the end; the exit status is non-zero if any target was not met.
-BENCHES := gelu_bound whole_models toolchain_cost gpu
+BENCHES := gelu_bound whole_models toolchain_cost gpu cli_startup
 bench: $(STAMP)
 	@fail=0; for b in $(BENCHES); do echo "== $(PY) -m benchmarks.$$b"; \
 		$(PY) -m benchmarks.$$b || fail=1; done; \

@@ -1,20 +1,31 @@
-"""Command line: argument parsing only; everything else is in export_gelu.api."""
+"""Command line: argument parsing only; everything else is in export_gelu.api.
+
+Start-up is light: this module imports argparse, the targets' names and the error mapping;
+torch, onnx and onnxruntime are imported when a command runs, after its flags are parsed, so
+`--help` and `--version` answer at once. Signals are handled from the first line of `main`
+(export_gelu/interrupts.py): a Ctrl-C or SIGTERM at any moment ends the run with one line and
+exit 130 or 143.
+"""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
-import signal
+import os
 import sys
-import threading
-import traceback
-from collections.abc import Iterator, Sequence
-from typing import NoReturn
 
-from export_gelu.errors import ExportGeluError
-from export_gelu.options import COMPARE_TARGETS, ExportOptions, FormsOptions, VerifyOptions
-from export_gelu.targets import TARGET_NAMES
+from export_gelu.interrupts import install_startup_handlers
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "export-gelu":
+    install_startup_handlers(program=True)  # one line for a signal from here on
+
+import argparse  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from typing import NoReturn  # noqa: E402
+
+from export_gelu import __version__  # noqa: E402
+from export_gelu.errors import ExportGeluError, failure_outcome  # noqa: E402
+from export_gelu.interrupts import handled_signals, work_begins  # noqa: E402
+from export_gelu.options import COMPARE_TARGETS, ExportOptions, FormsOptions, VerifyOptions  # noqa: E402
+from export_gelu.targets import TARGET_NAMES  # noqa: E402
 
 EXPORT_EXAMPLES = """\
 examples:
@@ -35,8 +46,10 @@ examples:
   export-gelu model.pt --compare-forms                   # GELU forms: error vs PyTorch, latency
   export-gelu model.pt --target onnx --gelu auto --atol 1e-3   # fastest form within 1e-3
 
-exit codes: 0 done, 1 parity failed, 2 bad input or usage, 3 target cannot be met,
-            4 internal error (a bug: please report it with --debug output)
+exit codes: 0 done, 1 parity failed, 2 bad input or usage, or the system refused (disk
+            full, file-size limit, no permission, name too long: the line says which and
+            where), 3 target cannot be met, 4 internal error (a bug: please report it with
+            --debug output), 130 Ctrl-C, 143 SIGTERM
 """
 
 
@@ -57,6 +70,19 @@ TARGET_HELP = (f"one of: {', '.join(TARGET_NAMES)}, or trtX.Y[.Z] for an exact T
                "version (7.0 to 11.x, e.g. trt8.2.3, trt10.13)")
 
 
+TRUST_HELP = (
+    "load a model whose loading or running can execute code export-gelu cannot check; only "
+    "for a file you trust. Without it: a state_dict or checkpoint loads as tensors only "
+    "(torch.load weights_only); a pickled nn.Module is refused (unpickling runs any Python "
+    "it names); an ExportedProgram loads with every inner torch.load weights-only and is "
+    "refused if it holds AOTInductor libraries or pickled objects, or if its graph calls "
+    "anything but tensor ops; a TorchScript file is refused if its code (every method, "
+    "function and submodule) reads or writes files (torch.from_file, torch.save), reaches "
+    "Python, processes or the network, calls ops outside aten/prim or custom classes, or "
+    "defines __setstate__ (it runs while the file loads); ONNX is data: its external data "
+    "is read only from the model's own folder, and this flag does not change that")
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """Usage errors as one line on stderr and exit 2 (the full usage is in --help)."""
 
@@ -72,8 +98,8 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
                         "int32 bool; float64 by default for a float64 model); a dim may be a "
                         "name ranged by --dynamic: input_ids:batchxseq:int64")
     p.add_argument("--inputs", metavar="FILE.npz", help="real input arrays, named as the inputs")
-    p.add_argument("--allow-pickle", action="store_true",
-                   help="allow loading a pickled nn.Module (runs code from the file: trust it)")
+    p.add_argument("--allow-pickle", "--trust-model", dest="allow_pickle", action="store_true",
+                   help=TRUST_HELP)
     p.add_argument("--model-factory", metavar="PKG.MODULE:FUNC",
                    help="builds the nn.Module that a state_dict file's weights (torch.save or "
                         "safetensors) load into")
@@ -114,6 +140,7 @@ def export_parser() -> argparse.ArgumentParser:
                    "pickled module, state_dict; detected by content), weights.safetensors "
                    "(with --model-factory), model.onnx, or a Hugging Face save_pretrained "
                    "folder (config.json + model.safetensors)")
+    p.add_argument("--version", action="version", version=f"export-gelu {__version__}")
     p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
                    help=f"{TARGET_HELP} (default trt)")
     p.add_argument("-o", "--output", metavar="OUT.onnx",
@@ -241,9 +268,6 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
 
 
 def _run_verify(argv: Sequence[str]) -> int:
-    from export_gelu import api
-    from export_gelu.progress import Progress
-
     parser = verify_parser()
     args = parser.parse_args(argv)
     if args.device_times and not args.device_outputs:
@@ -253,6 +277,10 @@ def _run_verify(argv: Sequence[str]) -> int:
                      "and --save-outputs")
     if not args.deployed and not args.device_outputs:
         parser.error("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
+    from export_gelu import api
+    from export_gelu.progress import Progress
+
+    work_begins()
     rep = api.verify(args.model, args.deployed, options=verify_options(args),
                      progress=Progress())
     print(rep.summary())
@@ -299,12 +327,13 @@ def export_options(args: argparse.Namespace) -> ExportOptions:
 
 
 def _run_export(argv: Sequence[str]) -> int:
-    from export_gelu import api
-    from export_gelu.progress import Progress
-
     parser = export_parser()
     parser.set_defaults(target=None)  # tells an explicit --target from the default (trt)
     args = parser.parse_args(argv)
+    from export_gelu import api
+    from export_gelu.progress import Progress
+
+    work_begins()
     if args.compare_forms and (args.output or args.gelu not in ("keep", "auto")):
         parser.error("--compare-forms exports every form itself and writes no model: "
                      "drop -o and --gelu")
@@ -319,11 +348,14 @@ def _run_export(argv: Sequence[str]) -> int:
 
 
 def _run_inspect(argv: Sequence[str]) -> int:
+    import json
+
+    args = inspect_parser().parse_args(argv)
     from export_gelu import api
     from export_gelu.inspection import format_table
     from export_gelu.targets import resolve_target
 
-    args = inspect_parser().parse_args(argv)
+    work_begins()
     targets = [resolve_target(t)[0].name for t in args.target]
     info = api.inspect_model(args.model, targets or None, dry_run=not args.no_dry_run)
     print(json.dumps(info, indent=2) if args.json else format_table(info))
@@ -338,84 +370,27 @@ def _run_inspect(argv: Sequence[str]) -> int:
 COMMANDS = {"inspect": _run_inspect, "verify": _run_verify}
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM: unwinds like Ctrl-C so staging files are removed on the way out."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _raise_interrupted(signum: int, _frame: object) -> None:
-    raise Interrupted(signum)
-
-
-@contextlib.contextmanager
-def _interrupts_unwind() -> Iterator[None]:
-    """SIGTERM (and SIGINT) raise Interrupted for the span of a command; handlers restored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-
-
-#: Optional dependencies: a command that cannot run without one says so (exit 3, no traceback).
-OPTIONAL_MODULES = {"onnxruntime": "pip install 'export-gelu[cpu]' (or 'export-gelu[gpu]' on a "
-                                   "CUDA machine; never both)",
-                    "tensorrt": "pip install 'export-gelu[trt]' on a machine with a CUDA GPU",
-                    "matplotlib": "pip install 'export-gelu[plot]'"}
-
-
-def _missing_optional(exc: BaseException) -> tuple[str, str] | None:
-    """(module, how to install) when `exc` is an optional dependency's ImportError."""
-    if isinstance(exc, ImportError) and exc.name:
-        root = exc.name.split(".")[0]
-        if root in OPTIONAL_MODULES:
-            return root, OPTIONAL_MODULES[root]
-    return None
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
-    command = COMMANDS.get(argv[0]) if argv else None
-    try:
-        with _interrupts_unwind():
+    """Run one command; every way it can end is mapped to an exit code by
+    errors.failure_outcome (one line on stderr; the traceback too with --debug)."""
+    with handled_signals():
+        argv = list(sys.argv[1:] if argv is None else argv)
+        debug = "--debug" in argv
+        command = COMMANDS.get(argv[0]) if argv else None
+        try:
             if command is not None:
                 return command(argv[1:])
             return _run_export(argv)
-    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
-        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
-    except ExportGeluError as exc:
-        if debug:
-            traceback.print_exc()
-        print(f"export-gelu: error: {_one_line(exc)}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        print(f"export-gelu: interrupted ({signal.Signals(signum).name}); no output was left "
-              "half-written", file=sys.stderr)
-        return 128 + int(signum)
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-        if debug:
-            traceback.print_exc()
-        missing = _missing_optional(exc)
-        if missing:
-            print(f"export-gelu: error: this command needs {missing[0]}, which is not installed "
-                  f"here ({missing[1]})", file=sys.stderr)
-            return 3
-        print(f"export-gelu: internal error: {type(exc).__name__}: {_one_line(exc)[:500]} "
-              "(run again with --debug for the traceback)", file=sys.stderr)
-        return 4
+        except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
+            return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+        except BaseException as exc:  # noqa: BLE001 - the last line of defence: one line
+            outcome = failure_outcome(exc)
+            if debug and outcome.traceback:
+                import traceback
+
+                traceback.print_exc()
+            print(outcome.line, file=sys.stderr)
+            return outcome.code
 
 
 if __name__ == "__main__":

@@ -1,6 +1,18 @@
-"""Errors the CLI turns into exit codes (README "Exit codes": 1 parity, 2 bad input, 3 target)."""
+"""Errors, and the one mapping from whatever ended a run to its exit code and one-line message.
+
+Exit codes (README "Exit codes"): 0 done, 1 parity failed, 2 bad input or usage, or the world
+refused (a full disk, a file-size limit, a read-only or missing folder, a name too long), 3 the
+target cannot be met or an optional package is missing, 4 only for export-gelu's own bugs,
+128 + N for a signal (130 Ctrl-C, 143 SIGTERM). `failure_outcome` is the only place that
+decides; the CLI prints what it returns.
+"""
 
 from __future__ import annotations
+
+import errno
+import os
+import signal
+from dataclasses import dataclass
 
 
 class ExportGeluError(Exception):
@@ -19,3 +31,121 @@ class TargetUnmetError(ExportGeluError):
     """The target cannot be met: an op, opset or feature it lacks (exit 3)."""
 
     exit_code = 3
+
+
+class WorldError(ExportGeluError):
+    """The machine or file system refused what the run needed, with no errno to name it
+    (a write that stored only part of its bytes): exit 2, like an OSError from the world."""
+
+    exit_code = 2
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM: unwinds like Ctrl-C so staging files are removed on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+#: errno values that say the machine or the file system refused, not that export-gelu erred:
+#: the run cannot succeed as asked, and the user (not a bug report) can change that.
+WORLD_ERRNOS = frozenset(getattr(errno, name) for name in (
+    "ENOSPC", "EFBIG", "EDQUOT", "EROFS", "EACCES", "EPERM", "ENAMETOOLONG", "EBUSY", "EXDEV",
+    "EIO", "ENOENT", "ENOTDIR", "EISDIR", "ELOOP", "EEXIST", "ENOTEMPTY", "EMFILE", "ENFILE",
+    "ENOMEM", "ETXTBSY", "ESTALE", "ENODEV", "ENXIO", "EAGAIN", "EINTR", "EPIPE", "ENOLCK",
+    "EOVERFLOW", "EMLINK", "ETIMEDOUT", "ECONNRESET", "ENOTCONN", "EREMOTEIO", "ESPIPE")
+    if hasattr(errno, name))
+
+#: Optional dependencies: a command that cannot run without one says so (exit 3, no traceback).
+OPTIONAL_MODULES = {"onnxruntime": "pip install 'export-gelu[cpu]' (or 'export-gelu[gpu]' on a "
+                                   "CUDA machine; never both)",
+                    "tensorrt": "pip install 'export-gelu[trt]' on a machine with a CUDA GPU",
+                    "matplotlib": "pip install 'export-gelu[plot]'"}
+
+PROG = "export-gelu"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run that raised ends: the exit code, the one line for stderr, and whether the
+    traceback is worth showing under --debug (never for a signal)."""
+
+    code: int
+    line: str
+    traceback: bool = True
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """`text` with every run of whitespace (newlines included) as one space."""
+    flat = " ".join(str(text).split())
+    return flat if limit is None else flat[:limit]
+
+
+def _path_text(path: object) -> str:
+    """A path as the user typed it, printable even when it is not UTF-8."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def world_error_line(exc: OSError) -> str:
+    """`<what the OS said>: <path>` (and `-> <path>` for a rename), e.g.
+    `No space left on device (ENOSPC): out/model.onnx.data`."""
+    code = errno.errorcode.get(exc.errno or 0, "")
+    words = exc.strerror or os.strerror(exc.errno or 0)
+    words = f"{words} ({code})" if code else words
+    paths = [_path_text(p) for p in (exc.filename, exc.filename2) if p is not None]
+    return f"{words}: {' -> '.join(paths)}" if paths else words
+
+
+def missing_optional(exc: BaseException) -> tuple[str, str] | None:
+    """(module, how to install) when `exc` is an optional dependency's ImportError."""
+    if isinstance(exc, ImportError) and exc.name:
+        root = exc.name.split(".")[0]
+        if root in OPTIONAL_MODULES:
+            return root, OPTIONAL_MODULES[root]
+    return None
+
+
+def _world_oserror(exc: BaseException) -> OSError | None:
+    """The OSError (this one, or one it was raised from) that the world caused, if any."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in WORLD_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return None
+
+
+def is_world_fault(exc: BaseException) -> bool:
+    """Whether `exc` is the world's refusal (a world errno, or a WorldError): code that
+    turns failures into "this exporter cannot" must let these through."""
+    return isinstance(exc, WorldError) or _world_oserror(exc) is not None
+
+
+def failure_outcome(exc: BaseException, prog: str = PROG) -> Outcome:
+    """The exit code and message for whatever a command raised."""
+    if isinstance(exc, KeyboardInterrupt):
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        return Outcome(128 + int(signum), interrupted_line(signum, prog), traceback=False)
+    if isinstance(exc, ExportGeluError):
+        return Outcome(exc.exit_code, f"{prog}: error: {one_line(exc)}")
+    world = _world_oserror(exc)
+    if world is not None:
+        return Outcome(2, f"{prog}: error: {world_error_line(world)}")
+    if isinstance(exc, MemoryError):
+        return Outcome(2, f"{prog}: error: out of memory ({one_line(exc, 200) or 'MemoryError'})"
+                          "; free memory or use a machine with more")
+    missing = missing_optional(exc)
+    if missing:
+        return Outcome(3, f"{prog}: error: this command needs {missing[0]}, which is not "
+                          f"installed here ({missing[1]})")
+    return Outcome(4, f"{prog}: internal error: {type(exc).__name__}: {one_line(exc, 500)} "
+                      "(run again with --debug for the traceback)")
+
+
+def interrupted_line(signum: int, prog: str = PROG) -> str:
+    return (f"{prog}: interrupted ({signal.Signals(signum).name}); no output was left "
+            "half-written")

@@ -16,7 +16,7 @@ import copy
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 from onnx.external_data_helper import load_external_data_for_tensor
+
+from export_gelu.fspaths import utf8_alias
 
 #: Tensors of at least this many bytes stay in their file when a graph is loaded.
 INLINE_LIMIT = 1 << 20
@@ -36,24 +38,69 @@ CHUNK = 16 << 20
 BASEPATH = "basepath"
 
 
-def _graph_tensors(graph: onnx.GraphProto) -> Iterator[TensorProto]:
-    yield from graph.initializer
-    for node in graph.node:
+#: Where a tensor sits (`_model_tensors`): what `stream_weights` may move out of a graph.
+INITIALIZER, ATTRIBUTE, OTHER = "initializer", "attribute", "other"
+
+
+def _attribute_tensors(attr: onnx.AttributeProto, other: bool) -> Iterator[tuple[TensorProto, str]]:
+    """Tensors an attribute holds: dense, sparse (its values and indices), in subgraphs."""
+    kind = OTHER if other else ATTRIBUTE
+    if attr.type == onnx.AttributeProto.TENSOR:
+        yield attr.t, kind
+    elif attr.type == onnx.AttributeProto.TENSORS:
+        for t in attr.tensors:
+            yield t, kind
+    elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+        yield from _sparse_parts(attr.sparse_tensor)
+    elif attr.type == onnx.AttributeProto.SPARSE_TENSORS:
+        for sparse in attr.sparse_tensors:
+            yield from _sparse_parts(sparse)
+    elif attr.type == onnx.AttributeProto.GRAPH:
+        yield from _graph_tensors(attr.g, other)
+    elif attr.type == onnx.AttributeProto.GRAPHS:
+        for g in attr.graphs:
+            yield from _graph_tensors(g, other)
+
+
+def _sparse_parts(sparse: onnx.SparseTensorProto) -> Iterator[tuple[TensorProto, str]]:
+    yield sparse.values, OTHER
+    yield sparse.indices, OTHER
+
+
+def _nodes_tensors(nodes: Iterable[onnx.NodeProto], other: bool
+                   ) -> Iterator[tuple[TensorProto, str]]:
+    for node in nodes:
         for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                yield attr.t
-            elif attr.type == onnx.AttributeProto.TENSORS:
-                yield from attr.tensors
-            elif attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graph_tensors(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _graph_tensors(g)
+            yield from _attribute_tensors(attr, other)
+
+
+def _graph_tensors(graph: onnx.GraphProto, other: bool = False
+                   ) -> Iterator[tuple[TensorProto, str]]:
+    for t in graph.initializer:
+        yield t, OTHER if other else INITIALIZER
+    for sparse in graph.sparse_initializer:
+        yield from _sparse_parts(sparse)
+    yield from _nodes_tensors(graph.node, other)
+
+
+def _model_tensors(model: onnx.ModelProto) -> Iterator[tuple[TensorProto, str]]:
+    """(tensor, where it sits) for every tensor anywhere in the model: the main graph's
+    (and its subgraphs') initializers and attributes; OTHER for sparse tensors' parts, local
+    functions' bodies and training graphs (moved to external data only when already lazy)."""
+    yield from _graph_tensors(model.graph)
+    for function in model.functions:
+        yield from _nodes_tensors(function.node, other=True)
+    for info in model.training_info:
+        yield from _graph_tensors(info.initialization, other=True)
+        yield from _graph_tensors(info.algorithm, other=True)
 
 
 def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
-    """Every tensor of the model: initializers and tensor attributes, subgraphs included."""
-    yield from _graph_tensors(model.graph)
+    """Every tensor of the model, wherever it is: initializers and sparse initializers,
+    tensor and sparse-tensor attributes, subgraphs (of nodes and of local functions), local
+    functions' bodies, training graphs. Whatever can point at external data is here."""
+    for t, _where in _model_tensors(model):
+        yield t
 
 
 def _entries(t: TensorProto) -> dict[str, str]:
@@ -89,8 +136,9 @@ def load_graph(path: str | Path, inline_limit: int = INLINE_LIMIT) -> onnx.Model
     """`path` with tensors under `inline_limit` bytes read in and the rest left in their
     external-data file (each marked with the folder it is relative to)."""
     path = Path(path)
-    model = onnx.load(str(path), load_external_data=False)
-    base = str(path.resolve().parent)
+    with path.open("rb") as fh:
+        model = onnx.load_model(fh, load_external_data=False)
+    base = utf8_alias(path.resolve().parent)  # a protobuf string: UTF-8
     for t in all_tensors(model):
         if not is_external(t):
             continue
@@ -185,6 +233,10 @@ class NanWeightError(ValueError):
     """A streamed weight holds NaN (the model is corrupt)."""
 
 
+class TruncatedWeightsError(ValueError):
+    """A weight's file ends before its bytes do (the input changed under the run)."""
+
+
 @dataclass
 class WrittenWeights:
     """What `stream_weights` wrote: tensors, bytes, the data file's SHA-256, seconds."""
@@ -227,8 +279,9 @@ def _copy_span(src: Path, offset: int, length: int, out: _Writer, name: str,
         left = length
         while left:
             chunk = fh.read(min(CHUNK, left))
-            if not chunk:
-                raise OSError(f"{src}: ends before the {length} bytes of tensor {name!r}")
+            if not chunk:  # the file shrank since it was checked
+                raise TruncatedWeightsError(f"{src}: ends before the {length} bytes of tensor "
+                                            f"{name!r} (was it changed during the run?)")
             if nan_dtype is not None and len(chunk) % np.dtype(nan_dtype).itemsize == 0 \
                     and np.isnan(np.frombuffer(chunk, dtype=nan_dtype)).any():
                 raise NanWeightError(f"{src}: initializer {name!r} holds NaN (a corrupt model); "
@@ -249,19 +302,23 @@ def _clear_inline(t: TensorProto) -> None:
 
 def stream_weights(model: onnx.ModelProto, data_path: Path, location: str,
                    size_threshold: int = 1024,
-                   on_bytes: Callable[[int], None] | None = None) -> WrittenWeights:
-    """Write every lazy tensor, and every inline tensor of `size_threshold` bytes or more, into
-    `data_path`; point them at `location` there. Lazy bytes are copied a chunk at a time
-    from their file (float ones checked for NaN on the way); inline bytes move out of the
-    model. Returns what was written, with the SHA-256 of the whole data file."""
+                   on_bytes: Callable[[int], None] | None = None, *,
+                   inline_attributes: bool = True) -> WrittenWeights:
+    """Write every lazy tensor, and every inline initializer (and, with `inline_attributes`,
+    tensor attribute) of `size_threshold` bytes or more, into `data_path`; point them at
+    `location` there. Lazy bytes are copied a chunk at a time from their file (float ones
+    checked for NaN on the way); inline bytes move out of the model. Returns what was
+    written, with the SHA-256 of the whole data file. `location` is only written into the
+    graph: nothing is resolved against it (nor against the working directory)."""
     start = time.perf_counter()
     written = WrittenWeights()
     with open(data_path, "wb") as fh:
         out = _Writer(fh, on_bytes)
-        for t in all_tensors(model):
+        for t, where in _model_tensors(model):
             lazy = is_lazy(t)
-            if not lazy and (t.data_type == TensorProto.STRING or is_external(t)
-                             or len(_inline_bytes(t)) < size_threshold):
+            movable = where == INITIALIZER or (where == ATTRIBUTE and inline_attributes)
+            if not lazy and (not movable or t.data_type == TensorProto.STRING
+                             or is_external(t) or len(_inline_bytes(t)) < size_threshold):
                 continue
             if lazy:
                 src, offset, length = _span(t)
@@ -293,4 +350,4 @@ def point_at(model: onnx.ModelProto, folder: Path) -> None:
     so later reads find the bytes in the written file."""
     for t in all_tensors(model):
         if is_external(t):
-            _with_base(t, str(folder.resolve()))
+            _with_base(t, utf8_alias(folder.resolve()))

@@ -107,7 +107,9 @@ def onnx_data_files(path: Path) -> list[Path]:
     found: list[Path] = []
     for tensor in all_tensors(model) if model.HasField("graph") else ():
         location = {e.key: e.value for e in tensor.external_data}.get("location")
-        if is_external(tensor) and location and path.parent / location not in found:
+        if not is_external(tensor) or not location or "\x00" in location:
+            continue  # no file of that name can exist (load_model refuses the model)
+        if path.parent / location not in found:
             found.append(path.parent / location)
     return found
 
@@ -135,7 +137,8 @@ def check_outputs(options: RunOptions, model: str | Path, *, deployed: str | Pat
         else:
             if w.flag in ("--save-inputs", "--save-outputs"):
                 check_json_path(w.path, w.flag)
-            check_output_path(w.path, [])
+            # a .data is written only for big weights; save checks its name then
+            check_output_path(w.path, [], check_name=not w.flag.endswith("'s .data"))
     folder = next((w.path.parent for w in writes if w.new_folder), None)
     if folder is not None:
         check_output_folder(folder, "-o")

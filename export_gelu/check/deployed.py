@@ -68,7 +68,11 @@ def detect_onnx_precision(model: Any) -> tuple[str, str]:
 def _open_onnx(path: Path) -> Deployed:
     import onnx
 
-    model = onnx.load(str(path), load_external_data=False)
+    from export_gelu.exporter.load import check_external_data
+
+    check_external_data(path)  # ONNX Runtime will read it: its data stays in its folder
+    with path.open("rb") as fh:
+        model = onnx.load_model(fh, load_external_data=False)
     inits = {i.name for i in model.graph.initializer}
     inputs: OrderedDict[str, tuple[Any, tuple[Any, ...]]] = OrderedDict()
     for vi in model.graph.input:

@@ -22,16 +22,24 @@ def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = Tr
     """
     import onnxruntime as ort
 
+    from export_gelu.fspaths import utf8_path
+
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.log_severity_level = log_severity
     if weights_folder is not None:
+        from export_gelu.fspaths import utf8_alias
+
         opts.add_session_config_entry("session.model_external_initializers_file_folder_path",
-                                      weights_folder)
+                                      utf8_alias(weights_folder))
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if not isinstance(path, bytes) and utf8_path(str(path)) is None:
+        path, folder = _bytes_and_folder(Path(path))  # C++ cannot take the name
+        opts.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                      folder)
     try:
         return ort.InferenceSession(path if isinstance(path, bytes) else str(path),
                                     sess_options=opts,
@@ -50,6 +58,13 @@ def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = Tr
         msg = str(exc).strip().splitlines()[0][:300]
         raise BadInputError(f"{path}: ONNX Runtime cannot load it, even with its {PLUGIN_OP} "
                             f"nodes as their math: {msg}") from exc
+
+
+def _bytes_and_folder(path: Path) -> tuple[bytes, str]:
+    """A model whose path is not UTF-8, as its bytes and the folder of its external data."""
+    from export_gelu.fspaths import utf8_alias
+
+    return path.read_bytes(), utf8_alias(path.resolve().parent)
 
 
 def plugin_standin(path: str | Path) -> bytes | str:

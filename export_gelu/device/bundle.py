@@ -69,13 +69,27 @@ def check_bundle_dir(path: str | Path, new_files: Sequence[str] = ()) -> Path:
     """DIR may not exist yet, be empty, or be an earlier bundle (replaced: its own files go,
     every other entry stays); anything else is refused (exit 2). `new_files`: the files the new
     bundle writes, relative to DIR; an entry of an earlier bundle that is not its own may not
-    stand where one of them (or inputs/) goes."""
-    path = Path(path)
+    stand where one of them (or inputs/) goes. Refused too: the working directory or one
+    holding it (`--bundle .`: the folder is swapped for the new one, which would leave the
+    shell in a deleted folder) and a mount point (which cannot be renamed)."""
+    given = Path(path)
+    path = Path(os.path.abspath(path)) if given.name in ("", ".", "..") else given
+    if not path.name:
+        raise BadInputError(f"--bundle {given}: not a directory that can be replaced")
+    cwd = Path(os.path.abspath(os.getcwd()))
+    full = Path(os.path.abspath(path))
+    if full == cwd or full in cwd.parents:
+        raise BadInputError(f"--bundle {given}: is the working directory or holds it, and the "
+                            "bundle is written beside it and swapped into place; give "
+                            "another directory, or run from outside this one")
     if not path.parent.is_dir():
         raise BadInputError(f"--bundle {path}: directory {path.parent} does not exist")
     if path.exists():
         if not path.is_dir():
             raise BadInputError(f"--bundle {path}: exists and is not a directory")
+        if os.path.ismount(path):
+            raise BadInputError(f"--bundle {path}: is a mount point, and the bundle is swapped "
+                                "into place; give a directory inside it")
         try:
             filled = any(path.iterdir())
         except OSError as exc:

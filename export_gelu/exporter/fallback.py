@@ -22,7 +22,7 @@ from typing import Any
 
 import onnx
 
-from export_gelu.errors import TargetUnmetError
+from export_gelu.errors import TargetUnmetError, is_world_fault
 from export_gelu.exporter.to_onnx import (
     DYNAMO_MIN_OPSET,
     export_to_onnx,
@@ -73,6 +73,8 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
         except TargetUnmetError as exc:
             failures.append(f"dynamo after decompositions: {_detail(exc)}")
         except Exception as exc:  # noqa: BLE001 - run_decompositions itself failed
+            if is_world_fault(exc):
+                raise
             failures.append(f"decompositions: {exporter_cause(exc)}")
 
     if first_exporter == "dynamo":

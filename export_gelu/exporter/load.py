@@ -7,7 +7,12 @@ Pickle policy: no Python pickle from the file is executed unless `allow_pickle` 
   `weights_only` (torch.export.load otherwise falls back to full unpickling of sample inputs
   and pickled weights), and archives holding AOTInductor libraries or pickled opaque objects
   are refused outright.
-- TorchScript archives are read by TorchScript's own unpickler, which builds no Python objects.
+- TorchScript archives are read by TorchScript's own unpickler, which builds no Python objects;
+  but TorchScript is code, so it is loaded only after `containment` finds nothing in it that
+  would run while loading (`__setstate__`, custom C++ classes), and kept only if every
+  compiled function computes on tensors (no `torch.from_file`, `torch.save`, RPC, ops of
+  other namespaces). ExportedPrograms' graphs get the same check after loading, before
+  anything runs them. `allow_pickle` (`--trust-model`) skips these checks.
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError
+from export_gelu.exporter import containment
 from export_gelu.exporter.detect import Detected, ModelFormat, detect_format
+from export_gelu.fspaths import utf8_path
 
 PICKLE_RISK = (
     "loading it runs arbitrary Python code from the file; "
-    "pass --allow-pickle only if you trust where it came from"
+    "pass --trust-model (alias --allow-pickle) only if you trust where it came from"
 )
 _FACTORY_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: Keys under which training checkpoints nest the model's state_dict.
@@ -50,6 +57,7 @@ class LoadedModel:
     output_names: list[str] = field(default_factory=list)  # the model's own, when it has them
     notes: list[str] = field(default_factory=list)
     data_files: list[Path] = field(default_factory=list)  # an ONNX input's external data
+    trusted: bool = False  # loaded with --trust-model: its code was not checked
     # -- a Hugging Face folder (hf_folder.py, hf_graphs.py) ---------------------------------
     task: str = ""  # the task it is exported for (optimum's name)
     dims: list[Any] = field(default_factory=list)  # hf_graphs.GraphDim: its dynamic dims
@@ -261,6 +269,9 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
         shown = ", ".join(detected.code_members[:3])
         raise BadInputError(f"{path}: the ExportedProgram archive holds compiled or pickled "
                             f"code ({shown}); {PICKLE_RISK}")
+    if not allow_pickle:
+        containment.refuse(path, "ExportedProgram archive",
+                           containment.program_archive_findings(path))
     notes = register_archive_types(path)
     guard = contextlib.nullcontext() if allow_pickle else forced_weights_only()
     try:
@@ -273,6 +284,8 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: corrupt ExportedProgram archive "
                             f"({type(exc).__name__}: {_first_line(exc)})") from exc
+    if not allow_pickle:
+        containment.refuse(path, "ExportedProgram", containment.program_findings(ep))
     _refuse_nan(path, ep.state_dict)
     args, kwargs = ep.example_inputs or ((), {})
     names = [s for s in ep.graph_signature.user_inputs if isinstance(s, str)]
@@ -280,21 +293,42 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     if example is not None and any(not isinstance(t, torch.Tensor) for t in example):
         example = None  # non-tensor example inputs cannot be fed to ONNX Runtime
     return LoadedModel(path, ModelFormat.EXPORTED_PROGRAM, exported=ep, example_inputs=example,
-                       input_names=names, notes=notes,
+                       input_names=names, notes=notes, trusted=allow_pickle,
                        output_names=names_from_spec(ep.call_spec.out_spec))
 
 
-def _load_torchscript(path: Path) -> LoadedModel:
+def load_script_module(path: Path, trusted: bool = False) -> Any:
+    """A TorchScript file as a ScriptModule, checked (`containment`) before it loads and
+    before anything calls it, unless `trusted`."""
     import torch
+    from torch.jit._recursive import wrap_cpp_module
 
+    if not trusted:
+        containment.refuse(path, "TorchScript file", containment.archive_findings(path))
     try:
-        module = torch.jit.load(str(path), map_location="cpu")
+        unit = torch._C.CompilationUnit()  # what torch.jit.load does, keeping the unit
+        fs_path = utf8_path(path)
+        if fs_path is not None:
+            cpp = torch._C.import_ir_module(unit, fs_path, torch.device("cpu"), {}, False)
+        else:  # a name C++ cannot take: the bytes
+            cpp = torch._C.import_ir_module_from_buffer(unit, path.read_bytes(),
+                                                        torch.device("cpu"), {}, False)
+        module = wrap_cpp_module(cpp)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: corrupt TorchScript archive "
                             f"({type(exc).__name__}: {_first_line(exc)})") from exc
+    if not trusted:
+        containment.refuse(path, "TorchScript code", containment.script_findings(unit, module))
+    return module
+
+
+def _load_torchscript(path: Path, trusted: bool) -> LoadedModel:
+    module = load_script_module(path, trusted)
     _refuse_nan(path, module.state_dict())
     module.eval()
-    return LoadedModel(path, ModelFormat.TORCHSCRIPT, module=module)
+    notes = ["TorchScript loaded with --trust-model: its code was not checked"] if trusted else []
+    return LoadedModel(path, ModelFormat.TORCHSCRIPT, module=module, notes=notes,
+                       trusted=trusted)
 
 
 def _read_safetensors(path: Path) -> Mapping[str, Any]:
@@ -365,7 +399,7 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
     if fmt is ModelFormat.EXPORTED_PROGRAM:
         return _load_exported(path, detected, allow_pickle)
     if fmt is ModelFormat.TORCHSCRIPT:
-        return _load_torchscript(path)
+        return _load_torchscript(path, allow_pickle)
 
     # A torch.save pickle: weights_only first; that never runs code from the file.
     with path.open("rb") as fh:
@@ -398,15 +432,23 @@ def check_external_data(path: Path) -> list[Path]:
     import onnx
 
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        with path.open("rb") as fh:
+            model = onnx.load_model(fh, load_external_data=False)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: not a readable ONNX file ({_first_line(exc)})") from exc
     base = path.resolve().parent
     sizes: dict[Path, int] = {}
     for name, info in _external_refs(model):
         location = info.get("location", "")
-        target = (base / location).resolve()
-        if not location or Path(location).is_absolute() or not target.is_relative_to(base):
+        if "\x00" in location or not location:
+            raise BadInputError(f"{path}: tensor {name!r} has no usable external-data "
+                                f"location ({location!r})")
+        try:
+            target = (base / location).resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
+            raise BadInputError(f"{path}: tensor {name!r} keeps its data at {location!r}, "
+                                f"which cannot be resolved ({exc})") from exc
+        if Path(location).is_absolute() or not target.is_relative_to(base):
             raise BadInputError(f"{path}: tensor {name!r} points its data at {location!r}, "
                                 "outside the model's folder; refusing to read it")
         if target not in sizes:
@@ -427,11 +469,18 @@ def check_external_data(path: Path) -> list[Path]:
 
 
 def check_onnx_valid(path: Path) -> None:
-    """Refuse an ONNX file that onnx.checker rejects: no output made from it could pass."""
+    """Refuse an ONNX file that onnx.checker rejects: no output made from it could pass.
+    A path C++ cannot take (not UTF-8) is checked as the model read in Python (its external
+    data was checked by `check_external_data`)."""
     import onnx
 
     try:
-        onnx.checker.check_model(str(path))
+        fs_path = utf8_path(path)
+        if fs_path is None:
+            with path.open("rb") as fh:
+                onnx.checker.check_model(onnx.load_model(fh, load_external_data=False))
+            return
+        onnx.checker.check_model(fs_path)
     except Exception as exc:  # noqa: BLE001 - ValidationError and C++ errors
         raise BadInputError(f"{path}: not a valid ONNX model (onnx.checker: "
                             f"{_first_line(exc)})") from exc

@@ -13,11 +13,22 @@ never a partial one:
   same folder removes staging directories whose process is gone.
 - A new `.onnx` with external data never sits beside an old `.data` (or the reverse): the old
   `.onnx` is removed before the new `.data` lands, and the new `.onnx` lands last.
+
+Names: any name the file system takes works. A staging folder's name is bounded (a long or
+non-UTF-8 output name is shortened to an ASCII stem and a hash of it), the external data is
+written by `onnx_weights.stream_weights` straight into the staging folder under its final
+relative name (never resolved against the working directory, so a re-run, or a stray
+`out.onnx.data` in the working directory, changes nothing), and a path C++ cannot take (not
+UTF-8) is validated from the model read back in Python. A write the world refuses (a full
+disk, a file-size limit) raises OSError naming the output it was writing (errors.py maps it
+to exit 2).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import os
 import re
 import shutil
@@ -27,11 +38,12 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import onnx
 
 from export_gelu import onnx_weights
-from export_gelu.errors import BadInputError
+from export_gelu.errors import BadInputError, WorldError
 from export_gelu.onnx_weights import WrittenWeights
 
 #: Models whose tensors exceed this many bytes keep them in a side `.data` file (protobuf
@@ -39,19 +51,52 @@ from export_gelu.onnx_weights import WrittenWeights
 EXTERNAL_DATA_THRESHOLD = 1 << 30
 EXTERNAL_DATA_ENV = "EXPORT_GELU_EXTERNAL_DATA_THRESHOLD"
 STAGING_TAG = "export-gelu"
+#: NAME_MAX where the file system does not say (ext4, xfs, btrfs, tmpfs: 255 bytes).
+DEFAULT_NAME_MAX = 255
+#: Output names longer than this (bytes), or not UTF-8, are shortened in staging names.
+STAGING_STEM_MAX = 64
 _HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"
+_PLAIN_NAME = re.compile(rf"[A-Za-z0-9._+-]{{1,{STAGING_STEM_MAX}}}")
 _STAGING_RE = re.compile(rf"^\..+\.{STAGING_TAG}-(\d+)@([A-Za-z0-9_-]+)\.[^/]+$")
 
 
-def check_output_path(out: Path, inputs: list[Path]) -> None:
-    """Fail early (exit 2) on an output we could not or must not write."""
+def name_max(folder: Path) -> int:
+    """The longest file name (bytes) `folder`'s file system takes."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return DEFAULT_NAME_MAX
+
+
+def check_output_name(out: Path, suffix: str = "") -> None:
+    """Exit 2 up front when `out`'s name (plus `suffix`, e.g. `.data`) is longer than its
+    folder's file system takes, instead of failing after the export."""
+    size = len(os.fsencode(out.name + suffix))
+    limit = name_max(out.parent) if out.parent.is_dir() else DEFAULT_NAME_MAX
+    if size > limit:
+        what = f"its {suffix} file's name" if suffix else "its name"
+        raise BadInputError(f"output {_shown(out)}: {what} is {size} bytes; the file system "
+                            f"takes names of at most {limit} bytes")
+
+
+def _shown(path: Path) -> str:
+    """A path for a message, printable even when it is not UTF-8."""
+    return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def check_output_path(out: Path, inputs: list[Path], *, check_name: bool = True) -> None:
+    """Fail early (exit 2) on an output we could not or must not write. `check_name=False`
+    for a file written only when needed (`.data`: its name is checked when it is)."""
     if not out.name or out.name in (".", ".."):
         raise BadInputError(f"output {out} is not a file name")
+    if check_name:
+        check_output_name(out)
     if not out.parent.exists():
         raise BadInputError(f"output directory {out.parent} does not exist")
     if not out.parent.is_dir():
         raise BadInputError(f"output directory {out.parent} is not a directory")
-    if out.is_dir():
+    can_exist = len(os.fsencode(out.name)) <= name_max(out.parent)
+    if can_exist and out.is_dir():
         raise BadInputError(f"output {out} is a directory; give a file name")
     if not os.access(out.parent, os.W_OK):
         raise BadInputError(f"output directory {out.parent} is not writable")
@@ -106,14 +151,56 @@ def clean_stale_staging(directory: Path) -> list[Path]:
     return removed
 
 
+def staging_stem(name: str) -> str:
+    """`name` as it goes into a staging folder's name: itself when short and plain (ASCII
+    letters, digits, `._+-`), else an ASCII stem of it and a hash of its bytes, so that any
+    legal output name (255 bytes, not UTF-8, with spaces or newlines) stages, and
+    `clean_stale_staging` recognises the folder."""
+    if _PLAIN_NAME.fullmatch(name):
+        return name
+    raw = os.fsencode(name)
+    stem = re.sub(r"[^A-Za-z0-9._+-]", "_", raw[:32].decode("ascii", "replace"))
+    return f"{stem}~{hashlib.sha256(raw).hexdigest()[:16]}"
+
+
+def staging_prefix(out: Path, kind: str = "") -> str:
+    """`.NAME.export-gelu-PID@HOST.[KIND.]`: what `clean_stale_staging` recognises."""
+    return f".{staging_stem(out.name)}.{STAGING_TAG}-{os.getpid()}@{_HOST}.{kind}"
+
+
+@contextlib.contextmanager
+def naming_output(path: Path, staging: Path | None = None) -> Iterator[None]:
+    """An OSError raised inside without a file name (a refused `write`, `fsync`), or naming
+    a file in the hidden `staging` folder, is raised again naming `path`: the message says
+    which output the disk refused (errors.py maps it to exit 2)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno is None:  # numpy, onnx_ir: "N requested and M written", no errno
+            raise WorldError(f"writing {_shown(path)}: the file system took only part of a "
+                             f"write ({exc}); is the disk full, or a file-size limit "
+                             "(ulimit -f) set?") from exc
+        if exc.filename is None or _inside(exc.filename, staging):
+            raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno),
+                          _shown(path)) from exc
+        raise
+
+
+def _inside(filename: object, folder: Path | None) -> bool:
+    if folder is None or not isinstance(filename, (str, bytes, os.PathLike)):
+        return False
+    return Path(os.fsdecode(filename)).is_relative_to(folder)
+
+
 @contextlib.contextmanager
 def staging_dir(out: Path) -> Iterator[Path]:
     """A hidden directory beside `out`, named after this process, removed whatever happens."""
     clean_stale_staging(out.parent)
-    prefix = f".{out.name}.{STAGING_TAG}-{os.getpid()}@{_HOST}."
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
+    with naming_output(out, out.parent):
+        tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
     try:
-        yield tmp
+        with naming_output(out, tmp):
+            yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -140,18 +227,28 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _remove_if_there(path: Path) -> None:
+    """Remove `path` if it exists (a name too long to exist, e.g. NAME.data beside a
+    255-byte NAME, does not)."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+
+
 def _commit(moves: list[tuple[Path, Path]], remove_first: list[Path],
             remove_after: list[Path]) -> None:
     """Renames in order, with removals before/after; signals held throughout."""
     with signals_deferred():
         for path in remove_first:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            _remove_if_there(path)
         for src, dst in moves:
             os.replace(src, dst)
         for path in remove_after:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            _remove_if_there(path)
         with contextlib.suppress(OSError):
             _fsync(moves[-1][1].parent)
 
@@ -187,45 +284,71 @@ def save_onnx_streaming(model: onnx.ModelProto, out: Path, external_data: bool |
         lazy = False
     data_name = out.name + ".data"
     final_data = out.parent / data_name
+    if external_data:
+        _check_data_name(out, data_name)
     written: WrittenWeights | None = None
     with staging_dir(out) as tmp:
         staged = tmp / out.name
         staged_data = tmp / data_name
-        if lazy:
+        if external_data:
             try:
-                written = onnx_weights.stream_weights(model, staged_data, data_name,
-                                                      on_bytes=on_bytes)
-            except onnx_weights.NanWeightError as exc:
+                with naming_output(final_data, tmp):
+                    written = onnx_weights.stream_weights(
+                        model, staged_data, data_name, on_bytes=on_bytes,
+                        inline_attributes=lazy)
+            except (onnx_weights.NanWeightError, onnx_weights.TruncatedWeightsError) as exc:
                 raise BadInputError(str(exc)) from exc
-            onnx.save_model(model, str(staged))
-        elif external_data:
-            onnx.save_model(model, str(staged), save_as_external_data=True,
-                            all_tensors_to_one_file=True, location=data_name, size_threshold=1024)
-        else:
-            onnx.save_model(model, str(staged))
+        with naming_output(out, tmp), staged.open("wb") as fh:
+            onnx.save_model(model, fh)  # a file object: no path is handed to C++ or resolved
+            fh.flush()
+            os.fsync(fh.fileno())
         if validate is not None:
-            validate(str(staged))
-        if staged_data.exists():
-            # onnx creates external data 0600; give it the .onnx's (umask) mode, so whoever
-            # can read the graph can read its weights
+            _validate_staged(validate, staged)
+        if external_data:
+            # give the weights the .onnx's (umask) mode, so whoever can read the graph can
+            # read its weights
             os.chmod(staged_data, staged.stat().st_mode & 0o777)
-        for path in (staged_data, staged):
-            if path.exists():
-                _fsync(path)
-        if staged_data.exists():
             # old .onnx first: it must never be seen beside the new .data
             _commit([(staged_data, final_data), (staged, out)], remove_first=[out],
                     remove_after=[])
-            if lazy:
-                onnx_weights.point_at(model, out.parent)
-            return [out, final_data], written
+            onnx_weights.point_at(model, out.parent)
+            return [out, final_data], written if lazy else None
         # no external data: the new .onnx lands, then any stale .data of an earlier run goes
         _commit([(staged, out)], remove_first=[], remove_after=[final_data])
     return [out], written
 
 
+def _check_data_name(out: Path, data_name: str) -> None:
+    """The `.data` file's name must fit the file system and, being written into the graph
+    as its external-data location, be UTF-8."""
+    check_output_name(out, ".data")
+    try:
+        os.fsencode(data_name).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInputError(
+            f"output {_shown(out)}: its weights go to an external-data file, whose name the "
+            "ONNX format stores as UTF-8 text, and this name is not UTF-8; choose a UTF-8 "
+            f"name (or raise {EXTERNAL_DATA_ENV})") from None
+
+
+def _validate_staged(validate: Callable[[Any], object], staged: Path) -> None:
+    """`validate(path)`, with a path C++ can take: the staged file's own, or one through an
+    ASCII alias of its folder (fspaths); a file whose own name is not UTF-8 (it then has no
+    external data) is validated as the model read back in Python."""
+    from export_gelu.fspaths import utf8_alias, utf8_path
+
+    if utf8_path(staged) is not None:
+        validate(str(staged))
+    elif utf8_path(staged.name) is not None:
+        validate(os.path.join(utf8_alias(staged.parent), staged.name))
+    else:
+        with staged.open("rb") as fh:
+            validate(onnx.load_model(fh, load_external_data=False))
+
+
 def write_text_atomic(text: str, out: Path) -> None:
     """Write a text file (a report) beside, then rename."""
+    check_output_name(out)
     with staging_dir(out) as tmp:
         staged = tmp / out.name
         staged.write_text(text, encoding="utf-8")

@@ -14,7 +14,7 @@ from typing import Any
 
 import onnx
 
-from export_gelu.errors import BadInputError, TargetUnmetError
+from export_gelu.errors import BadInputError, TargetUnmetError, WorldError, is_world_fault
 
 #: The dynamo exporter cannot produce an opset below this in torch 2.13.
 DYNAMO_MIN_OPSET = 18
@@ -150,9 +150,16 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
             if plan.uses_keywords:
                 target = positional_module(target, plan)
             model = _export_torchscript(target, args, input_names, opset, dynamic_axes)
-    except BadInputError:
+    except (BadInputError, WorldError):
         raise
     except Exception as exc:  # noqa: BLE001 - exporter failures are reported, not re-thrown
+        from export_gelu.exporter.workdir import refused_write
+
+        if is_world_fault(exc):
+            raise  # the disk refused the weights: no other exporter would fare better
+        refused = refused_write(exc)
+        if refused is not None:
+            raise refused from exc
 
         raise TargetUnmetError(
             f"the {exporter} exporter could not export this model at opset {opset}: "

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,12 +17,12 @@ _MADE: list[Path] = []
 
 
 def weights_workdir(out: Path) -> Path:
-    """A new hidden folder beside `out`, removed by `release_workdirs` (or at exit)."""
-    from export_gelu.exporter.save import _HOST, STAGING_TAG, clean_stale_staging
+    """A new hidden folder beside `out` (its name bounded like a staging folder's, whatever
+    `out` is called), removed by `release_workdirs` (or at exit)."""
+    from export_gelu.exporter.save import clean_stale_staging, staging_prefix
 
     clean_stale_staging(out.parent)
-    prefix = f".{out.name}.{STAGING_TAG}-{os.getpid()}@{_HOST}.weights."
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
+    folder = Path(tempfile.mkdtemp(prefix=staging_prefix(out, "weights."), dir=out.parent))
     if not _MADE:
         atexit.register(release_workdirs)
     _MADE.append(folder)
@@ -39,13 +38,35 @@ def release_workdirs() -> None:
 @contextlib.contextmanager
 def exporting_weights_to(folder: Path | None) -> Iterator[None]:
     """Within: exporters write the weights into `folder` and hand back the graph with its
-    weights left there (onnx_weights.load_graph); None: in memory, as for small models."""
+    weights left there (onnx_weights.load_graph); None: in memory, as for small models.
+    A write the disk refuses there names the folder (exit 2, errors.py)."""
+    from export_gelu.exporter.save import naming_output
+
     token = _CURRENT.set(folder)
     try:
-        yield
+        with naming_output(folder) if folder is not None else contextlib.nullcontext():
+            yield
     finally:
         _CURRENT.reset(token)
 
 
 def current_workdir() -> Path | None:
-    return _CURRENT.get()
+    """The folder exporters write a big model's weights into (as a path C++ can take)."""
+    from export_gelu.fspaths import utf8_alias
+
+    folder = _CURRENT.get()
+    return None if folder is None else Path(utf8_alias(folder))
+
+
+def refused_write(exc: BaseException) -> BaseException | None:
+    """An exporter's OSError without an errno while it wrote a big model's weights into the
+    work folder (numpy's "4096 requested and 1920 written": the file system took part of a
+    write, when full or at a file-size limit) as the WorldError it is; else None."""
+    from export_gelu.errors import WorldError
+
+    folder = _CURRENT.get()
+    if folder is None or not isinstance(exc, OSError) or exc.errno is not None:
+        return None
+    return WorldError(f"writing the model's weights into {folder}: the file system took only "
+                      f"part of a write ({exc}); is the disk full, or a file-size limit "
+                      "(ulimit -f) set?")

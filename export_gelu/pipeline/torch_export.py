@@ -86,10 +86,11 @@ def _module_to_export(state: RunState) -> Any:
     loaded = state.loaded
     if (state.dynamic.ranged and loaded.format.value == "TorchScript"
             and state.module is loaded.module):
-        import torch  # exporting a ScriptModule leaves it (and its deep copies) failing under
+        from export_gelu.exporter.load import load_script_module  # exporting a ScriptModule
 
-        return torch.jit.load(str(loaded.path), map_location="cpu").eval()
-        # inference_mode; the reference keeps an untouched one
+        return load_script_module(loaded.path, loaded.trusted).eval()
+        # leaves it (and its deep copies) failing under inference_mode; the reference keeps
+        # an untouched one (loaded, and checked, again)
     return state.module
 
 
