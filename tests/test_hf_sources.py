@@ -200,3 +200,18 @@ def test_api_exports_an_exported_program_and_refuses_what_it_cannot(tmp_path: Pa
         export_gelu.export(str(out), args=(torch.randn(2, 8),), output=tmp_path / "c.onnx")
     with pytest.raises(BadInputError, match="tensors"):
         export_gelu.export(_Mlp(), args=(3,), output=tmp_path / "d.onnx")
+
+
+def test_benchmark_reads_optimums_validation_verdict() -> None:
+    """benchmarks/hf_vs_optimum.py reports optimum's own check as optimum logs it."""
+    from benchmarks.hf_vs_optimum import optimum_parity
+
+    ok = ('\t\t-[✓] all values close (atol: 1e-05)\n' * 3)
+    assert optimum_parity(ok) == "passed (3 outputs within atol 1e-05)"
+    over = ("\t\t-[✓] all values close (atol: 1e-05)\n"
+            "\t\t-[x] values not close enough, max diff: 6.103515625e-05 (atol: 1e-05)\n"
+            "The ONNX export succeeded with the warning: The maximum absolute difference "
+            "between the output of the reference model and the ONNX exported model is not "
+            "within the set tolerance 1e-05:\n- logits: max diff = 6.103515625e-05\n")
+    assert optimum_parity(over) == "over its atol 1e-05 (max diff 6.1e-05)"
+    assert optimum_parity("nothing logged") == "not validated"
