@@ -138,7 +138,8 @@ def optimum_parity(log: str) -> str:
     found = re.search(r"atol: ([0-9.eE+-]+)\)", log)
     atol = found.group(1) if found else "?"
     if "not within the set tolerance" in log or "values not close enough" in log:
-        diffs = re.findall(r"max(?:imum absolute)? diff\D{0,40}?([0-9.]+(?:e[-+]?[0-9]+)?)", log)
+        number = r"([0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)"
+        diffs = re.findall(r"max(?:imum absolute)? diff\D{0,40}?" + number, log)
         return f"over its atol {atol} (max diff {float(diffs[-1]):.1e})" if diffs else \
             "over its atol"
     if close:

@@ -212,6 +212,6 @@ def test_benchmark_reads_optimums_validation_verdict() -> None:
             "\t\t-[x] values not close enough, max diff: 6.103515625e-05 (atol: 1e-05)\n"
             "The ONNX export succeeded with the warning: The maximum absolute difference "
             "between the output of the reference model and the ONNX exported model is not "
-            "within the set tolerance 1e-05:\n- logits: max diff = 6.103515625e-05\n")
+            "within the set tolerance 1e-05:\n- logits: max diff = 6.103515625e-05.\n")
     assert optimum_parity(over) == "over its atol 1e-05 (max diff 6.1e-05)"
     assert optimum_parity("nothing logged") == "not validated"
