@@ -18,14 +18,17 @@ if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "export-gelu":
     install_startup_handlers(program=True)  # one line for a signal from here on
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
-from typing import NoReturn  # noqa: E402
+from typing import Any, NoReturn, TypeVar  # noqa: E402
 
 from export_gelu import __version__  # noqa: E402
 from export_gelu.errors import ExportGeluError, failure_outcome  # noqa: E402
 from export_gelu.interrupts import handled_signals, work_begins  # noqa: E402
 from export_gelu.options import COMPARE_TARGETS, ExportOptions, FormsOptions, VerifyOptions  # noqa: E402
 from export_gelu.targets import TARGET_NAMES  # noqa: E402
+
+T = TypeVar("T")
 
 EXPORT_EXAMPLES = """\
 examples:
@@ -90,43 +93,81 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _add_input_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", action="append", default=[], metavar="NAME:SHAPE[:DTYPE[:LOW,HIGH]]",
+def add_loading_flags(p: argparse.ArgumentParser) -> None:
+    """How the model is loaded: every command that loads MODEL takes these."""
+    g = p.add_argument_group("loading the model")
+    g.add_argument("--allow-pickle", "--trust-model", dest="allow_pickle", action="store_true",
+                   help=TRUST_HELP)
+    g.add_argument("--model-factory", metavar="PKG.MODULE:FUNC",
+                   help="builds the nn.Module that a state_dict's weights (.pt or "
+                        ".safetensors) load into")
+    g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE before loading (repeatable): the library whose types an "
+                        "ExportedProgram's inputs/outputs use (transformers and diffusers are "
+                        "imported by themselves)")
+    g.add_argument("--task", metavar="TASK",
+                   help="a Hugging Face folder's task, as optimum names them "
+                        "(feature-extraction, fill-mask, text-classification, "
+                        "text-generation-with-past, text2text-generation-with-past, ...); "
+                        "default: from config.json's architectures")
+
+
+def add_input_flags(p: argparse.ArgumentParser, files: str = "FILE.npz",
+                    files_help: str = "real input arrays, named as the inputs") -> None:
+    """The inputs a run feeds: specs, or a file of real data."""
+    g = p.add_argument_group("inputs (default: the model's own examples, else made by role)")
+    g.add_argument("--input", action="append", default=[], metavar="NAME:SHAPE[:DTYPE[:LOW,HIGH]]",
                    help="a model input, repeatable, in forward() order or named after forward()'s "
                         "parameters (passed by keyword); e.g. x:1x3x224x224 or "
                         "input_ids:1x128:int64:0,30522 (dtypes float32 float16 float64 int64 "
                         "int32 bool; float64 by default for a float64 model); a dim may be a "
                         "name ranged by --dynamic: input_ids:batchxseq:int64")
-    p.add_argument("--inputs", metavar="FILE.npz", help="real input arrays, named as the inputs")
-    p.add_argument("--allow-pickle", "--trust-model", dest="allow_pickle", action="store_true",
-                   help=TRUST_HELP)
-    p.add_argument("--model-factory", metavar="PKG.MODULE:FUNC",
-                   help="builds the nn.Module that a state_dict file's weights (torch.save or "
-                        "safetensors) load into")
-    p.add_argument("--task", metavar="TASK",
-                   help="a Hugging Face folder's task, as optimum names it (feature-extraction, "
-                        "fill-mask, text-classification, question-answering, "
-                        "text-generation-with-past, text2text-generation-with-past, "
-                        "image-classification, automatic-speech-recognition[-with-past], ...; "
-                        "default: from config.json's architectures; docs/hf-folders.md)")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE before loading (repeatable): the library whose types an "
-                        "ExportedProgram's inputs/outputs use (transformers and diffusers are "
-                        "imported by themselves)")
-    p.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
-    p.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads for ORT and torch (1)")
-    p.add_argument("--device", choices=("cpu", "cuda"),
+    g.add_argument("--inputs", dest="inputs_file", metavar=files, help=files_help)
+
+
+def add_check_flags(p: argparse.ArgumentParser) -> None:
+    """How parity and latency are checked: tolerances, threads, device, timed runs."""
+    g = p.add_argument_group("checking")
+    g.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
+    g.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
+    g.add_argument("--threads", type=int, default=1, help="CPU threads for ORT and torch (1)")
+    g.add_argument("--device", choices=("cpu", "cuda"),
                    help="where the PyTorch reference and ONNX Runtime run: cpu, or cuda (ORT's "
                         "CUDA and TensorRT providers; needs onnxruntime-gpu). Default: cuda "
                         "when torch sees a GPU and ORT has its CUDA provider, else cpu")
-    p.add_argument("--iterations", type=int, default=50, help="timed runs per runner (50)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed runs first (5)")
-    p.add_argument("--report", metavar="REPORT.json", help="write the JSON report here")
-    p.add_argument("--report-md", metavar="REPORT.md",
+    g.add_argument("--iterations", type=int, default=50, help="timed runs per runner (50)")
+    g.add_argument("--warmup", type=int, default=5, help="untimed runs first (5)")
+
+
+def add_report_flags(p: argparse.ArgumentParser) -> None:
+    """Where the report goes, and how much a failure shows."""
+    g = p.add_argument_group("report")
+    g.add_argument("--report", metavar="REPORT.json", help="write the JSON report here")
+    g.add_argument("--report-md", metavar="REPORT.md",
                    help="write a Markdown report here, with PNG plots beside it (needs "
                         "matplotlib: the plot extra)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    g.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def add_run_flags(p: argparse.ArgumentParser, **inputs: str) -> None:
+    """The groups every command that runs a model shares."""
+    add_loading_flags(p)
+    add_input_flags(p, **inputs)
+    add_check_flags(p)
+    add_report_flags(p)
+
+
+#: CLI destinations whose options-record field has another name.
+_FIELD_OF = {"input": "inputs"}
+
+
+def options_from(args: argparse.Namespace, record: type[T], **fields: Any) -> T:
+    """The options record `record` from parsed flags: every flag whose destination is one of
+    its fields (`--input` → inputs), then `fields` (what a command names otherwise)."""
+    names = {f.name for f in dataclasses.fields(record)}  # type: ignore[arg-type]
+    given = {_FIELD_OF.get(k, k): v for k, v in vars(args).items()}
+    return record(**{k: v for k, v in given.items() if k in names and k not in fields},
+                  **fields)
 
 
 def export_parser() -> argparse.ArgumentParser:
@@ -179,7 +220,7 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-names", metavar="A,B,...",
                    help="names for the graph's outputs, in order (default: the model's own, "
                         "e.g. last_hidden_state, logits; else output_0, output_1, ...)")
-    _add_input_flags(p)
+    add_run_flags(p)
     return p
 
 
@@ -228,11 +269,9 @@ def verify_parser() -> argparse.ArgumentParser:
     p.add_argument("deployed", metavar="DEPLOYED", nargs="?",
                    help="model.onnx, or a TensorRT engine (optional with --bundle "
                         "--device-outputs: the bundle's graph)")
-    _add_input_flags(p)
-    inputs_flag = next(a for a in p._actions if a.dest == "inputs")
-    inputs_flag.metavar = "FILE.npz|FILE.json"
-    inputs_flag.help = ("real inputs: a .npz named as the inputs, or polygraphy's saved inputs "
-                        "JSON (polygraphy run --save-inputs; one or more feeds)")
+    add_run_flags(p, files="FILE.npz|FILE.json",
+                  files_help="real inputs: a .npz named as the inputs, or polygraphy's saved "
+                             "inputs JSON (polygraphy run --save-inputs; one or more feeds)")
     p.add_argument("--precision", choices=("fp32", "fp16", "bf16"),
                    help="sets the default tolerances (default: read from DEPLOYED's inputs)")
     p.add_argument("--save-inputs", metavar="IN.json",
@@ -257,14 +296,8 @@ def verify_parser() -> argparse.ArgumentParser:
 
 def verify_options(args: argparse.Namespace) -> VerifyOptions:
     """`export-gelu verify` flags → the options verify() takes (checked there)."""
-    return VerifyOptions(
-        inputs=args.input, inputs_file=args.inputs, precision=args.precision, atol=args.atol,
-        rtol=args.rtol, allow_pickle=args.allow_pickle, model_factory=args.model_factory,
-        imports=args.imports, threads=args.threads, iterations=args.iterations,
-        warmup=args.warmup, device=args.device, task=args.task, save_inputs=args.save_inputs,
-        save_outputs=args.save_outputs, report=args.report, report_md=args.report_md,
-        calibrate=not args.no_calibration, bundle=args.bundle, bundle_target=args.target,
-        device_outputs=args.device_outputs, device_times=args.device_times)
+    return options_from(args, VerifyOptions, calibrate=not args.no_calibration,
+                        bundle_target=args.target)
 
 
 def _run_verify(argv: Sequence[str]) -> int:
@@ -294,12 +327,8 @@ def _run_forms(args: argparse.Namespace) -> int:
 
     if args.compare_forms:
         targets = (args.target,) if args.target else COMPARE_TARGETS
-        options = FormsOptions(
-            targets=targets, inputs=args.input, inputs_npz=args.inputs,
-            precision=args.precision, allow_pickle=args.allow_pickle,
-            model_factory=args.model_factory, imports=args.imports, threads=args.threads,
-            iterations=args.iterations, warmup=args.warmup, device=args.device,
-            report=args.report, report_md=args.report_md, task=args.task)
+        options = options_from(args, FormsOptions, targets=targets,
+                               inputs_npz=args.inputs_file)
         rep = api.forms_report(args.model, options, progress=Progress())
         print(rep.summary())
         return 0
@@ -314,16 +343,8 @@ def _finish_export(rep) -> int:  # noqa: ANN001 - a Report (its --report-md writ
 
 def export_options(args: argparse.Namespace) -> ExportOptions:
     """Export flags → the options export() takes (checked there, by options.validate)."""
-    return ExportOptions(
-        target=args.target or "trt", output=args.output, gelu=args.gelu, opset=args.opset,
-        inputs=args.input, inputs_npz=args.inputs, precision=args.precision, engine=args.engine,
-        report=args.report, report_md=args.report_md, atol=args.atol, rtol=args.rtol,
-        verify=not args.no_verify,
-        allow_pickle=args.allow_pickle, model_factory=args.model_factory, threads=args.threads,
-        iterations=args.iterations, warmup=args.warmup, require_trt=args.require_trt,
-        dynamic=args.dynamic, device=args.device, bundle=args.bundle,
-        output_names=args.output_names, imports=args.imports, cast_down=args.cast_down,
-        task=args.task)
+    return options_from(args, ExportOptions, target=args.target or "trt",
+                        inputs_npz=args.inputs_file, verify=not args.no_verify)
 
 
 def _run_export(argv: Sequence[str]) -> int:
