@@ -43,6 +43,7 @@ from export_gelu.exporter.save import (
 )
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
 from export_gelu.exporter.weight_size import check_disk_space, file_bytes, module_weight_bytes
+from export_gelu.graph import skeleton
 from export_gelu.options import (
     GELU_FORMS,
     PRECISIONS,
@@ -59,7 +60,6 @@ from export_gelu.passes.compat import (
 from export_gelu.passes.fx import run_fx_passes
 from export_gelu.passes.gc_pause import gc_paused
 from export_gelu.passes.onnx import merge_sites, run_onnx_passes
-from export_gelu.passes.onnx.view import skeleton
 from export_gelu.passes.sites import GeluSite
 from export_gelu.progress import Progress
 from export_gelu.report.report import Report

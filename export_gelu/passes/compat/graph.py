@@ -13,8 +13,23 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from export_gelu.passes.onnx.emit import Names
-from export_gelu.passes.onnx.view import constant_node_value, skeleton
+from export_gelu.graph import Names, skeleton
+
+
+def constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
+    """The value of a `Constant` node, whatever attribute holds it."""
+    for attr in node.attribute:
+        if attr.name == "value":
+            return numpy_helper.to_array(attr.t)
+        if attr.name == "value_float":
+            return np.array(attr.f, dtype=np.float32)
+        if attr.name == "value_floats":
+            return np.array(list(attr.floats), dtype=np.float32)
+        if attr.name == "value_int":
+            return np.array(attr.i, dtype=np.int64)
+        if attr.name == "value_ints":
+            return np.array(list(attr.ints), dtype=np.int64)
+    return None
 
 
 @dataclass(frozen=True)
