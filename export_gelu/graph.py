@@ -63,6 +63,7 @@ _TYPE = "_eg_type"  # tensor: (dtype, shape) as imported, to tell a type a pass 
 _G_ROOT, _G_MODEL, _G_TYPES, _G_NAMES, _G_MADE = ("_eg_root", "_eg_model", "_eg_types",
                                                   "_eg_names", "_eg_made")
 _G_UNREAD, _G_INPUT_INITS, _G_DOMAINS = "_eg_unread", "_eg_input_inits", "_eg_domains"
+_G_UNREAD_CONSTS = "_eg_unread_consts"
 
 #: Attribute types graphsurgeon's importer reads (the others it skips: carried by `save`).
 _GS_ATTR_TYPES = frozenset({onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT,
@@ -393,6 +394,21 @@ def elem_type_of(tensor: gs.Tensor) -> int:
         return 0
 
 
+def initializers(graph: gs.Graph) -> list[gs.Constant]:
+    """Every initializer `save` would write: those the nodes read, and those no node read
+    when the model was loaded (which stay; a pass may change their values)."""
+    own = [t for t in _own_tensors(graph).values() if isinstance(t, gs.Constant)]
+    d = _gdict(graph)
+    unread = d.get(_G_UNREAD)
+    if unread:
+        found = d.setdefault(_G_UNREAD_CONSTS, {})
+        for p in d[_SRC].initializer:
+            if p.name in unread and p.name not in found:
+                found[p.name] = gs.Constant(p.name, LazyValues(p))
+        own += list(found.values())
+    return own
+
+
 def proto_of(tensor: gs.Constant) -> onnx.TensorProto | None:
     """The `TensorProto` a constant was imported as (None for values a pass made)."""
     values = tensor._values
@@ -681,6 +697,13 @@ def trim_inputs(node: gs.Node, keep: int) -> None:
         _unlink(tensor.outputs, node)
 
 
+def trim_outputs(node: gs.Node, keep: int) -> None:
+    """Drop the node's outputs from index `keep` on."""
+    while len(node.outputs) > keep:
+        tensor = list.pop(node.outputs)
+        _unlink(tensor.inputs, node)
+
+
 def detach(node: gs.Node) -> None:
     """Unlink `node` from every tensor it reads or writes."""
     for t in node.inputs:
@@ -803,6 +826,11 @@ def _node_proto(node: gs.Node, outer: frozenset[str]) -> onnx.NodeProto:
     return proto
 
 
+def node_protos(nodes: Iterable[gs.Node]) -> list[onnx.NodeProto]:
+    """The nodes as NodeProtos (for a small model of a few of them, e.g. to evaluate)."""
+    return [_node_proto(n, frozenset()) for n in nodes]
+
+
 def _local_names(node: gs.Node) -> frozenset[str]:
     return frozenset(t.name for t in (*node.inputs, *node.outputs))
 
@@ -858,6 +886,11 @@ def _write(graph: gs.Graph, proto: onnx.GraphProto, outer: frozenset[str]) -> No
     for i in reversed(range(len(inits))):
         p = inits[i]
         c = consts.pop(p.name, None)
+        if c is None and p.name in unread:  # read by no node: a pass may have changed it
+            c = _gdict(graph).get(_G_UNREAD_CONSTS, {}).get(p.name)
+            if c is not None and proto_of(c) is not p:
+                inits[i].CopyFrom(_constant_proto(c))
+            continue
         if c is None:
             if p.name not in read and p.name not in unread and p.name not in input_names:
                 del inits[i]  # no node reads it any more: the passes dropped its users
@@ -872,8 +905,13 @@ def _write(graph: gs.Graph, proto: onnx.GraphProto, outer: frozenset[str]) -> No
     for vi in proto.input:
         if vi.name in gs_inputs:
             inputs.append(_value_info(gs_inputs.pop(vi.name), vi))
-        elif vi.name in kept_inits:
-            inputs.append(vi)  # an initializer that is also an input
+        elif vi.name in kept_inits:  # an initializer that is also an input
+            init = next(i for i in inits if i.name == vi.name)
+            tt = vi.type.tensor_type
+            if vi.type.HasField("tensor_type") and tt.elem_type != init.data_type:
+                vi = copy.copy(vi)  # a pass changed its type (DOUBLE → FLOAT)
+                vi.type.tensor_type.elem_type = init.data_type
+            inputs.append(vi)
     inputs += [_value_info(t, old_inputs.get(t.name)) for t in gs_inputs.values()]
     _replace(proto.input, inputs)
     old_outputs = {v.name: v for v in proto.output}
@@ -912,18 +950,25 @@ def _opset_imports(graph: gs.Graph, imports: Iterable[onnx.OperatorSetIdProto]
     return out
 
 
+def opset_imports(graph: gs.Graph) -> list[onnx.OperatorSetIdProto]:
+    """The model's opset imports as `save` would write them now."""
+    root = root_of(graph)
+    return _opset_imports(root, _gdict(root)[_G_MODEL].opset_import)
+
+
 def _write_function(fn: gs.Function, proto: onnx.FunctionProto) -> None:
+    if fn.opset:
+        for imp in proto.opset_import:
+            if imp.domain in DEFAULT_DOMAINS and imp.version != fn.opset:
+                imp.version = int(fn.opset)
     consts = [t for t in _own_tensors(fn).values() if isinstance(t, gs.Constant)]
     nodes = [_node_proto(n, frozenset()) for n in fn.nodes]
     if not consts and len(nodes) == len(proto.node) and all(
             a is b for a, b in zip(nodes, proto.node)):
         return
+    # a function has no initializers: constants a pass made become Constant nodes
     made = [helper.make_node("Constant", [], [c.name], value=_constant_proto(c)) for c in consts]
     _replace(proto.node, made + nodes)
-    if fn.opset:
-        for imp in proto.opset_import:
-            if imp.domain in DEFAULT_DOMAINS:
-                imp.version = int(fn.opset)
 
 
 def save(graph: gs.Graph, model: onnx.ModelProto) -> onnx.ModelProto:
@@ -940,6 +985,13 @@ def save(graph: gs.Graph, model: onnx.ModelProto) -> onnx.ModelProto:
     if graph.ir_version is not None and graph.ir_version != model.ir_version:
         model.ir_version = int(graph.ir_version)
     return model
+
+
+def has_subgraphs(model: onnx.ModelProto) -> bool:
+    """Whether the model has local functions or a node with a subgraph (If/Loop/Scan)."""
+    return bool(model.functions) or any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+        for n in model.graph.node for a in n.attribute)
 
 
 # -- a model without its weights ----------------------------------------------------------------

@@ -69,9 +69,7 @@ def inspect_onnx(path: str | Path, targets: list[str] | None = None,
 
     model = load_graph(path)  # big weights stay in their file: inspecting reads the graph
     profiles = [resolve_profile(t) for t in targets] if targets else list(PROFILES.values())
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    sites = find_sites(probe)
+    sites = find_sites(model)  # reads the graph; the model is not written to
     info: dict[str, Any] = {
         "model": str(path),
         "opset": model_opset(model),
