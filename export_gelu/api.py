@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from export_gelu import graph as one_graph
 from export_gelu.check.deployed import deployed_feed as _deployed_feed
 from export_gelu.check.parity import ParityResult, compare_runners, default_tolerances, skipped
 from export_gelu.check.reference import reference_runner as _reference_runner
@@ -364,22 +365,24 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
                                              gelu, precision, rep, progress, clock, plan,
                                              given_names, dplan, out)
     progress.step("rewriting GELU sites for the target (ONNX)")
-    with gc_paused():
-        onnx_model, onnx_sites = run_onnx_passes(onnx_model, profile, gelu, precision)
-        onnx_model, fit_notes = fit_to_profile(onnx_model, profile)
+    with gc_paused():  # the one graph: loaded once for the passes and the checks below
+        graph = one_graph.load(onnx_model)
+        onnx_sites = run_onnx_passes(graph, profile, gelu, precision)[1]
+        fit_notes = fit_to_profile(graph, profile)[1]
+        one_graph.save(graph, onnx_model)
     rep.notes.extend(fit_notes)
     clock.lap("onnx_passes")
     rep.gelu_sites = merge_sites(fx_sites, onnx_sites)
     rep.opset = model_opset(onnx_model)
     rep.op_counts = dict(op_counts(onnx_model))
-    problems = incompatibilities(onnx_model, profile)
+    problems = incompatibilities(onnx_model, profile, graph=graph)
     rep.compatibility = {profile.name: problems}
     if problems:
         raise TargetUnmetError(f"the produced graph does not fit {profile.name}: "
                                f"{'; '.join(problems)} (a bug in export-gelu; please report it)")
     if profile.runtime == "trt":
-        takers = [n for n, r in compatibility_table(onnx_model, list(TRT_PROFILES)).items()
-                  if not r]
+        takers = [n for n, r in compatibility_table(onnx_model, list(TRT_PROFILES),
+                                                    graph=graph).items() if not r]
         rep.notes.append(f"TensorRT versions that parse the output as is: "
                          f"{format_targets(takers)}")
     if dplan.dims:
@@ -391,6 +394,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         rep.dynamic = {"dims": dplan.to_json(), "shapes": [],
                        "profile": [dataclasses.asdict(a) for a in dplan.axes()]}
 
+    del graph  # the checks are done: free it before writing
     clock.lap("checks")
     progress.step(f"writing {out}")
     written, streamed = _save(onnx_model, out, progress)

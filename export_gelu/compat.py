@@ -105,15 +105,16 @@ def incompatibilities(model: onnx.ModelProto, profile: TargetProfile,
     return reasons
 
 
-def compatibility_table(model: onnx.ModelProto,
-                        profiles: list[TargetProfile] | None = None) -> dict[str, list[str]]:
-    """`incompatibilities` for every profile (all targets by default), keyed by name."""
+def compatibility_table(model: onnx.ModelProto, profiles: list[TargetProfile] | None = None,
+                        graph: gs.Graph | None = None) -> dict[str, list[str]]:
+    """`incompatibilities` for every profile (all targets by default), keyed by name;
+    `graph`: `model` already loaded (else it is loaded once, when a check needs it)."""
     from export_gelu.trt_parser.restrictions import could_hit
 
     chosen = profiles if profiles is not None else list(PROFILES.values())
-    needs_graph = G.has_subgraphs(model) or any(
-        p.runtime == "trt" and could_hit(model, p.trt_version) for p in chosen)
-    graph = G.load(model) if needs_graph else None
+    needs_graph = graph is None and (G.has_subgraphs(model) or any(
+        p.runtime == "trt" and could_hit(model, p.trt_version) for p in chosen))
+    graph = G.load(model) if needs_graph else graph
     counts = _all_op_counts(model, graph)
     return {p.name: incompatibilities(model, p, counts, graph) for p in chosen}
 

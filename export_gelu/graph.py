@@ -53,17 +53,24 @@ FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
 MAX_LITERAL_ELEMENTS = 64
 #: Initializers up to this many elements keep their values in the inference skeleton.
 _SKELETON_KEEP_ELEMENTS = 64
+#: Values up to this many elements are kept once read (larger ones are read each time).
+_CACHED_ELEMENTS = 4096
 
 # What is kept on graphsurgeon's objects (their own attributes, as gs's `node.id` is):
 _SRC = "_eg_src"  # node / graph / function: the proto it was imported from
 _KEY = "_eg_key"  # node: its op, domain, tensor names and attributes on import
 _META = "_eg_meta"  # new node: the NodeProto whose metadata_props it carries
 _TYPE = "_eg_type"  # tensor: (dtype, shape) as imported, to tell a type a pass changed
+_VALUE = "_eg_value"  # tensor: its value as last read (with what held it, and how read)
 # graph-level entries live in the gs.Graph's __dict__ (its __getattr__ logs misses)
 _G_ROOT, _G_MODEL, _G_TYPES, _G_NAMES, _G_MADE = ("_eg_root", "_eg_model", "_eg_types",
                                                   "_eg_names", "_eg_made")
 _G_UNREAD, _G_INPUT_INITS, _G_DOMAINS = "_eg_unread", "_eg_input_inits", "_eg_domains"
 _G_UNREAD_CONSTS = "_eg_unread_consts"
+# edits counted (`_edited`), the count when the model last matched the graph, tensor maps
+_G_SYNCED, _G_TENSORS = "_eg_synced", "_eg_tensors"
+#: Edits made by the helpers here, counted (caches hold the count they were made at).
+_EDITS = [0]
 
 #: Attribute types graphsurgeon's importer reads (the others it skips: carried by `save`).
 _GS_ATTR_TYPES = frozenset({onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT,
@@ -255,6 +262,7 @@ def load(model: onnx.ModelProto) -> gs.Graph:
         _pair(fn, proto, graph)
     _gdict(graph)[_G_MODEL] = model
     _gdict(graph)[_G_DOMAINS] = {i.domain: int(i.version) for i in model.opset_import}
+    _gdict(graph)[_G_SYNCED] = _version(graph)
     return graph
 
 
@@ -465,11 +473,42 @@ def value(tensor: gs.Tensor | None, *, max_elements: int | None = None,
     if tensor is None or tensor.is_empty():
         return None
     if isinstance(tensor, gs.Constant):
-        return _array(tensor, max_elements=max_elements, external=external)
+        held: object = tensor._values
+        node = None
+    else:
+        node = constant_node(tensor)
+        if node is None:
+            return None
+        held = node.attrs.get("value", node)
+    cached = tensor.__dict__.get(_VALUE)
+    if cached is not None and cached[0] is held and cached[1] == (max_elements, external):
+        return cached[2]
+    if node is None:
+        arr = _array(tensor, max_elements=max_elements, external=external)
+    else:
+        arr = constant_node_value(node, max_elements=max_elements, external=external)
+    if arr is None or arr.size <= _CACHED_ELEMENTS:  # weights are read anew, never kept
+        tensor.__dict__[_VALUE] = (held, (max_elements, external), arr)
+    return arr
+
+
+def has_value(tensor: gs.Tensor) -> bool:
+    """Whether `value(tensor)` would find a value (without reading it)."""
+    if tensor.is_empty():
+        return False
+    if isinstance(tensor, gs.Constant):
+        if isinstance(tensor._values, SparseValues):
+            return False
+        proto = proto_of(tensor)
+        return proto is None or not is_external(proto)
     node = constant_node(tensor)
     if node is None:
-        return None
-    return constant_node_value(node, max_elements=max_elements, external=external)
+        return False
+    held = node.attrs.get("value")
+    if isinstance(held, gs.Constant):
+        return has_value(held)
+    return any(k in node.attrs for k in ("value_float", "value_floats", "value_int",
+                                         "value_ints"))
 
 
 def literal(graph: gs.Graph, tensor: gs.Tensor | None) -> np.ndarray | None:
@@ -534,6 +573,18 @@ def _stub(tensor: gs.Constant) -> onnx.TensorProto:
     return stub
 
 
+def _typeable(sk: onnx.ModelProto) -> onnx.ModelProto:
+    """`sk` with contrib GELU ops replaced by stand-ins, so types flow through them."""
+    for node in sk.graph.node:
+        stand_in = _TYPED_LIKE.get((node.domain, node.op_type))
+        if stand_in is not None:
+            node.domain = ""
+            node.op_type = stand_in if len(node.input) == 2 else "Identity"
+            del node.input[2:]
+            del node.attribute[:]
+    return sk
+
+
 def skeleton_of(graph: gs.Graph) -> onnx.ModelProto:
     """The graph as a model without the bytes of its large initializers, for inference."""
     model: onnx.ModelProto = _gdict(graph)[_G_MODEL]
@@ -545,13 +596,7 @@ def skeleton_of(graph: gs.Graph) -> onnx.ModelProto:
     own = _own_tensors(graph)
     scope = frozenset(own)
     g.node.extend(_node_proto(n, scope) for n in graph.nodes)
-    for node in g.node:
-        stand_in = _TYPED_LIKE.get((node.domain, node.op_type))
-        if stand_in is not None:
-            node.domain = ""
-            node.op_type = stand_in if len(node.input) == 2 else "Identity"
-            del node.input[2:]
-            del node.attribute[:]
+    _typeable(sk)
     g.initializer.extend(_stub(t) for t in own.values()
                          if isinstance(t, gs.Constant) and not isinstance(t._values, SparseValues))
     g.input.extend(_value_info(t) for t in graph.inputs)
@@ -571,7 +616,11 @@ def infer_types(graph: gs.Graph) -> dict[str, TensorType]:
     if cached is not None:
         return cached
     types: dict[str, TensorType] = {}
-    sk = skeleton_of(root)
+    d = _gdict(root)
+    if d.get(_G_SYNCED, -1) == _version():  # the model holds the graph as it is
+        sk = _typeable(skeleton(d[_G_MODEL]))
+    else:
+        sk = skeleton_of(root)
     try:
         inferred = onnx.shape_inference.infer_shapes(sk, strict_mode=False, data_prop=True)
         infos = [*inferred.graph.input, *inferred.graph.output, *inferred.graph.value_info]
@@ -590,7 +639,10 @@ def infer_types(graph: gs.Graph) -> dict[str, TensorType]:
 
 
 def forget_types(graph: gs.Graph) -> None:
+    """Drop what is cached about the graph: its types, and the tensor maps (after the node
+    list changed, or an edit not made with the helpers here: an attribute, a dtype)."""
     _gdict(root_of(graph)).pop(_G_TYPES, None)
+    _edited(graph)
 
 
 def type_of(graph: gs.Graph, tensor: gs.Tensor | str | None) -> TensorType | None:
@@ -653,6 +705,7 @@ def node(graph: gs.Graph, op: str, inputs: Iterable[gs.Tensor], *, base: str = "
     if domain:
         use_domain(graph, domain)
     _made(graph).append(new)
+    _edited(graph)
     return new
 
 
@@ -665,6 +718,11 @@ def clone(graph: gs.Graph, old: gs.Node) -> gs.Node:
         setattr(new, _SRC, src)
     _made(graph).append(new)
     return new
+
+
+def _edited_node(node: gs.Node) -> None:
+    """A node's links changed."""
+    _edited()
 
 
 def _unlink(items: list, obj: object) -> None:
@@ -680,6 +738,7 @@ def set_input(node: gs.Node, index: int, tensor: gs.Tensor) -> None:
     _unlink(old.outputs, node)
     list.__setitem__(node.inputs, index, tensor)
     list.append(tensor.outputs, node)
+    _edited_node(node)
 
 
 def set_output(node: gs.Node, index: int, tensor: gs.Tensor) -> None:
@@ -688,6 +747,7 @@ def set_output(node: gs.Node, index: int, tensor: gs.Tensor) -> None:
     _unlink(old.inputs, node)
     list.__setitem__(node.outputs, index, tensor)
     list.append(tensor.inputs, node)
+    _edited_node(node)
 
 
 def trim_inputs(node: gs.Node, keep: int) -> None:
@@ -695,6 +755,7 @@ def trim_inputs(node: gs.Node, keep: int) -> None:
     while len(node.inputs) > keep:
         tensor = list.pop(node.inputs)
         _unlink(tensor.outputs, node)
+    _edited_node(node)
 
 
 def trim_outputs(node: gs.Node, keep: int) -> None:
@@ -702,6 +763,7 @@ def trim_outputs(node: gs.Node, keep: int) -> None:
     while len(node.outputs) > keep:
         tensor = list.pop(node.outputs)
         _unlink(tensor.inputs, node)
+    _edited_node(node)
 
 
 def detach(node: gs.Node) -> None:
@@ -712,6 +774,7 @@ def detach(node: gs.Node) -> None:
         _unlink(t.inputs, node)
     list.clear(node.inputs)
     list.clear(node.outputs)
+    _edited_node(node)
 
 
 def set_nodes(graph: gs.Graph, nodes: list[gs.Node]) -> None:
@@ -866,8 +929,26 @@ def _replace(field: object, items: list) -> None:
 
 
 def _own_tensors(graph: gs.Graph) -> dict[str, gs.Tensor]:
+    """graphsurgeon's tensor map of `graph`, kept until an edit made here (not to modify)."""
+    d = _gdict(graph)
+    version = _version(graph)
+    cached = d.get(_G_TENSORS)
+    if cached is not None and cached[0] == version:
+        return cached[1]
     with G_LOGGER.suppress(G_LOGGER.ERROR):  # a subgraph output named like an outer tensor
-        return graph.tensors()
+        found = graph.tensors()
+    d[_G_TENSORS] = (version, found)
+    return found
+
+
+def _version(graph: gs.Graph | None = None) -> int:
+    """How many edits the helpers here have made (to any graph)."""
+    return _EDITS[0]
+
+
+def _edited(graph: gs.Graph | None = None) -> None:
+    """Count an edit: tensor maps cached before it are stale."""
+    _EDITS[0] += 1
 
 
 def _write(graph: gs.Graph, proto: onnx.GraphProto, outer: frozenset[str]) -> None:
@@ -984,6 +1065,8 @@ def save(graph: gs.Graph, model: onnx.ModelProto) -> onnx.ModelProto:
         model.opset_import.extend(imports)
     if graph.ir_version is not None and graph.ir_version != model.ir_version:
         model.ir_version = int(graph.ir_version)
+    if _gdict(graph).get(_G_MODEL) is model:
+        _gdict(graph)[_G_SYNCED] = _version(graph)
     return model
 
 

@@ -4,6 +4,7 @@ before 9.0, CastLike before 9.1, integer Pow before 10.8 / 10.12 (see `restricti
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnx_graphsurgeon as gs
 from onnx import TensorProto
 
@@ -43,7 +44,21 @@ def declares_double(node: gs.Node) -> bool:
     return any(G.elem_type_of(t) == TensorProto.DOUBLE for t in attr_tensors(node))
 
 
-def _has_double(graph: gs.Graph) -> bool:
+def _proto_attr_types(node: onnx.NodeProto) -> list[int]:
+    """Element types a NodeProto names by itself: `to`/`dtype` and its tensor attributes."""
+    found = [a.i for a in node.attribute if a.name in ("to", "dtype")
+             and a.type == onnx.AttributeProto.INT]
+    return found + [a.t.data_type for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
+
+
+def _has_double(graph: gs.Graph | onnx.ModelProto) -> bool:
+    if isinstance(graph, onnx.ModelProto):  # the file as it is: no graph loaded
+        g = graph.graph
+        return any(v.type.tensor_type.elem_type == TensorProto.DOUBLE
+                   for v in (*g.input, *g.output, *g.value_info)) or any(
+            i.data_type == TensorProto.DOUBLE for i in g.initializer) or any(
+            n.op_type == "CastLike" or TensorProto.DOUBLE in _proto_attr_types(n)
+            for n in g.node)
     if any(isinstance(t, gs.Variable) and t.dtype is not None
            and G.elem_type_of(t) == TensorProto.DOUBLE for t in G.tensors(graph).values()):
         return True
@@ -100,7 +115,12 @@ def _double_tensors(graph: gs.Graph) -> list[tuple[str, str]]:
 _CLAMP_SAFE = {("Slice", 1), ("Slice", 2), ("Clip", 1), ("Clip", 2)}
 
 
-def _has_int64_constant(graph: gs.Graph) -> bool:
+def _has_int64_constant(graph: gs.Graph | onnx.ModelProto) -> bool:
+    if isinstance(graph, onnx.ModelProto):  # the file as it is: no graph loaded
+        g = graph.graph
+        return any(i.data_type == TensorProto.INT64 for i in g.initializer) or any(
+            a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.INT64
+            for n in g.node if n.op_type in ("Constant", "ConstantOfShape") for a in n.attribute)
     if any(G.elem_type_of(i) == TensorProto.INT64 for i in G.initializers(graph)):
         return True
     return any(G.elem_type_of(t) == TensorProto.INT64 for n in graph.nodes

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import onnx
 import onnx_graphsurgeon as gs
 
 from export_gelu.trt_parser.versions import in_range, range_text
@@ -16,8 +17,9 @@ from export_gelu.trt_parser.versions import in_range, range_text
 Detector = Callable[[gs.Node, gs.Graph], "str | None"]
 #: A graph detector: graph → [(tensor or node name, what it saw)] (empty: no hit).
 GraphDetector = Callable[[gs.Graph], "list[tuple[str, str]]"]
-#: A cheap whole-graph test: could the graph detector find anything at all?
-Presence = Callable[[gs.Graph], bool]
+#: A cheap whole-graph test: could the graph detector find anything at all? It takes the
+#: graph, or the ModelProto itself (then it scans the file's protos, loading no graph).
+Presence = Callable[[gs.Graph | onnx.ModelProto], bool]
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,8 @@ def restriction(**fields: object) -> Callable[[Detector], Detector]:
 def graph_restriction(present: Presence, **fields: object
                       ) -> Callable[[GraphDetector], GraphDetector]:
     """Register a graph-wide `Restriction`: the decorated function gets the graph and returns
-    (name, detail) for every tensor that meets the condition; `present(graph)` is a cheap
-    scan run first (no shape inference) that says whether it could find any."""
+    (name, detail) for every tensor that meets the condition; `present(graph or model)` is
+    a cheap scan run first (no shape inference) that says whether it could find any."""
 
     def register(fn: GraphDetector) -> GraphDetector:
         RESTRICTIONS.append(Restriction(detect_graph=fn, present=present,

@@ -54,8 +54,8 @@ def could_hit(model: onnx.ModelProto, trt_version: str) -> bool:
     """Whether any restriction of `trt_version` could apply to `model` (a scan of its main
     graph's op types; no graph is loaded)."""
     by_op, graph_wide = _active(trt_version)
-    return bool(graph_wide) or any(n.op_type in by_op for n in model.graph.node
-                                   if n.domain in G.DEFAULT_DOMAINS)
+    return any(r.present is None or r.present(model) for r in graph_wide) or any(
+        n.op_type in by_op for n in model.graph.node if n.domain in G.DEFAULT_DOMAINS)
 
 
 def find_hits(model: onnx.ModelProto | gs.Graph, trt_version: str) -> list[Hit]:

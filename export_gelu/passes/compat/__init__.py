@@ -65,32 +65,50 @@ def _unfixable(graph: gs.Graph, profile: TargetProfile) -> list[str]:
 def _nothing_to_do(model: onnx.ModelProto, profile: TargetProfile, target_opset: int) -> bool:
     """Whether no step of `fit_to_profile` can apply, told from the main graph's op types
     alone (a model with subgraphs or local functions is always looked at in full)."""
-    from export_gelu.compat import model_opset, op_counts
+    from export_gelu.compat import model_opset, op_counts, opset_problem
     from export_gelu.passes.compat.downconvert import has_form_at
+    from export_gelu.trt_parser.restrictions import could_hit
 
-    if profile.runtime == "trt" or model_opset(model) > target_opset or G.has_subgraphs(model):
+    opset = model_opset(model)
+    if opset > target_opset or G.has_subgraphs(model) or opset_problem(opset, profile):
+        return False
+    if profile.runtime == "trt" and could_hit(model, profile.trt_version):
         return False
     ops = [op for op in op_counts(model) if "." not in op]  # default-domain ops
     return not any(not profile.supports(op) or not has_form_at(op, target_opset)
-                   or op in ("LayerNormalization", "IsNaN") for op in ops)
+                   or op in ("LayerNormalization", "IsNaN")
+                   or (op == "Pow" and profile.runtime == "trt") for op in ops)
 
 
-def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
-                   ) -> tuple[onnx.ModelProto, list[str]]:
-    """`model` rewritten to fit `profile`'s opset ceiling and ops; notes for the report."""
+def fit_to_profile(model: onnx.ModelProto | gs.Graph, profile: TargetProfile
+                   ) -> tuple[onnx.ModelProto | gs.Graph, list[str]]:
+    """`model` rewritten to fit `profile`'s opset ceiling and ops; notes for the report.
+
+    A ModelProto is edited in place (loaded only when a step could apply); a graph loaded
+    with `export_gelu.graph.load` is edited in place and not saved.
+    """
+    if isinstance(model, gs.Graph):
+        return model, _fit(model, profile)
     from export_gelu.compat import model_opset
+
+    if _nothing_to_do(model, profile, min(model_opset(model), profile.opset_ceiling)):
+        return model, []
+    graph = G.load(model)
+    notes = _fit(graph, profile)
+    G.save(graph, model)
+    return model, notes
+
+
+def _fit(graph: gs.Graph, profile: TargetProfile) -> list[str]:
     from export_gelu.passes.compat.downconvert import downconvert, has_form_at
     from export_gelu.passes.compat.fold_constant_ops import fold_constant_ops
     from export_gelu.passes.compat.isnan_to_equal import isnan_to_equal
     from export_gelu.passes.compat.layernorm import expand_all_layernorms
     from export_gelu.passes.compat.pow2_to_mul import pow2_to_mul
 
-    opset = model_opset(model)
+    opset = G.opset(graph)
     target_opset = min(opset, profile.opset_ceiling)
-    if _nothing_to_do(model, profile, target_opset):
-        return model, []
     notes: list[str] = []
-    graph = G.load(model)
     ops = {n.op for n in graph.nodes if G.is_default(n)}
     expand_ln = "LayerNormalization" in ops and (not profile.supports("LayerNormalization")
                                                  or target_opset < 17)
@@ -131,8 +149,7 @@ def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
     problems = _unfixable(graph, profile)
     if problems:
         raise TargetUnmetError("; ".join(problems))
-    G.save(graph, model)
-    return model, notes
+    return notes
 
 
 def fit_module_precision(module: Any, precision: str) -> list[str]:

@@ -33,9 +33,9 @@ class Step:
     graph: gs.Graph  # the main graph, a subgraph, or a local function
     src: int  # the model's opset
     tgt: int  # the opset to reach
-    #: tensor name → type, as inferred before the conversion began (None: a local function,
-    #: whose tensors inference does not type)
-    types: dict[str, G.TensorType] | None = None
+    #: () → tensor name → type, inferred on first use, before the node lists change (None:
+    #: a local function, whose tensors inference does not type)
+    types: Callable[[], dict[str, G.TensorType]] | None = None
 
     def crosses(self, version: int) -> bool:
         """True when an op version introduced at `version` is above the target, below src."""
@@ -44,7 +44,7 @@ class Step:
     def type_of(self, tensor: gs.Tensor | None) -> G.TensorType | None:
         if self.types is None or tensor is None or tensor.is_empty():
             return None
-        return self.types.get(tensor.name)
+        return self.types().get(tensor.name)
 
     def inside(self, graph: gs.Graph) -> Step:
         """The same step for a subgraph."""

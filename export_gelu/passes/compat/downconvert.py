@@ -9,6 +9,8 @@ down is collected and reported at once (exit 3), naming each op and why.
 
 from __future__ import annotations
 
+import functools
+
 import onnx
 import onnx_graphsurgeon as gs
 from onnx import defs, helper
@@ -137,7 +139,8 @@ def downconvert(model: onnx.ModelProto | gs.Graph, target: int) -> list[str]:
     if source <= target:
         return []
     problems: dict[str, str] = {}
-    types = dict(G.infer_types(graph))  # as they are before any node changes
+    # the types as they are before any node list changes (inferred only if an adapter asks)
+    types = functools.cache(lambda: dict(G.infer_types(graph)))
     changed = _convert_graph(Step(graph, source, target, types), problems)
     for fn in graph.functions:  # a function has no initializers: new ones become Constants
         changed += _convert_graph(Step(fn, source, target), problems)

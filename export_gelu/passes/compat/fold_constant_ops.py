@@ -53,7 +53,7 @@ def _cone(node: gs.Node, leaf: Leaf | None = None,
             producer = G.producer(t)
             if producer is not None:
                 stack.append(producer)
-            elif G.value(t) is None:  # a graph input, or a weight left in a file
+            elif not G.has_value(t):  # a graph input, or a weight left in a file
                 return None
     return list(seen.values())
 

@@ -93,9 +93,11 @@ def _structure(graph: gs.Graph, nodes: list[gs.Node], x: gs.Tensor) -> tuple:
 def _already_in_form(graph: gs.Graph, m: Match, b: SiteBuilder, x: gs.Tensor,
                      order: dict[int, int]) -> bool:
     """True when the site is already written exactly as the emitter would write it."""
-    if m.bias_node is not None:
+    if m.bias_node is not None or len(m.nodes) != len(b.nodes):
         return False
     old = sorted(m.nodes, key=lambda n: order[id(n)])
+    if [n.op for n in old] != [n.op for n in b.nodes]:
+        return False
     return _structure(graph, old, m.x) == _structure(graph, b.nodes, x)
 
 
@@ -143,19 +145,22 @@ def _type_output(graph: gs.Graph, m: Match) -> None:
         out.shape = None if out_type.shape is None else list(out_type.shape)
 
 
-def run_onnx_passes(model: onnx.ModelProto, profile: TargetProfile, form: str = "keep",
-                    precision: str = "fp32") -> tuple[onnx.ModelProto, list[GeluSite]]:
+def run_onnx_passes(model: onnx.ModelProto | gs.Graph, profile: TargetProfile,
+                    form: str = "keep", precision: str = "fp32"
+                    ) -> tuple[onnx.ModelProto | gs.Graph, list[GeluSite]]:
     """Rewrite `model`'s GELUs for `profile` (in place); returns the model and the sites found.
 
     `form` is `--gelu` (keep|erf|tanh|sigmoid|plugin); a site's math changes only when a
-    form asks for it, and its `added_max_error` says what that costs.
+    form asks for it, and its `added_max_error` says what that costs. A graph loaded with
+    `export_gelu.graph.load` is edited in place and not saved (the caller saves it).
     """
     if form not in FORMS:
         raise TargetUnmetError(f"--gelu {form!r}: choose one of {', '.join(FORMS)}")
     if form == "plugin":
         refuse_plugin_where_unavailable(profile)
-    graph = G.load(model)
+    graph = G.load(model) if isinstance(model, onnx.ModelProto) else model
     G.unique_node_names(graph)
+    G.infer_types(graph)  # before any edit: inferred from the model as loaded, then kept
     opset = G.opset(graph)
     order = {id(n): i for i, n in enumerate(graph.nodes)}
     sites: list[GeluSite] = []
@@ -208,7 +213,8 @@ def run_onnx_passes(model: onnx.ModelProto, profile: TargetProfile, form: str = 
         if id(node) not in removed:
             nodes.append(node)
     G.set_nodes(graph, nodes)  # also unlinks what kept sites' builders made
-    G.save(graph, model)
+    if isinstance(model, onnx.ModelProto):
+        G.save(graph, model)
     return model, sites
 
 
