@@ -136,7 +136,7 @@ def names(graph: gs.Graph) -> Names:
     found = _gdict(root).get(_G_NAMES)
     if found is None:
         taken: set[str] = set()
-        for g in _graphs(root):
+        for g in graphs(root):
             taken.update(n.name for n in g.nodes)
             taken.update(t.name for n in g.nodes for t in (*n.inputs, *n.outputs))
             taken.update(t.name for t in (*g.inputs, *g.outputs))
@@ -276,21 +276,19 @@ def editing(model: onnx.ModelProto) -> Iterator[gs.Graph]:
 
 # -- the walk and the index --------------------------------------------------------------------
 
-def _graphs(graph: gs.Graph) -> Iterator[gs.Graph]:
+def graphs(graph: gs.Graph) -> Iterator[gs.Graph]:
+    """`graph` and its subgraphs (If/Loop/Scan bodies), recursively: the one subgraph walk."""
     yield graph
     for node in graph.nodes:
         for value in node.attrs.values():
             if isinstance(value, gs.Graph):
-                yield from _graphs(value)
+                yield from graphs(value)
 
 
 def walk(graph: gs.Graph) -> Iterator[gs.Node]:
-    """Every node of `graph`, and of its subgraphs (If/Loop/Scan bodies), recursively."""
-    for node in graph.nodes:
-        yield node
-        for value in node.attrs.values():
-            if isinstance(value, gs.Graph):
-                yield from walk(value)
+    """Every node of `graph` and of its subgraphs."""
+    for g in graphs(graph):
+        yield from g.nodes
 
 
 def subgraphs(node: gs.Node) -> list[gs.Graph]:
@@ -630,7 +628,7 @@ def infer_types(graph: gs.Graph) -> dict[str, TensorType]:
         t = _type_of(vi)
         if t is not None:
             types[vi.name] = t
-    for g in _graphs(root):
+    for g in graphs(root):
         for t in _own_tensors(g).values():
             if isinstance(t, gs.Constant):
                 types[t.name] = TensorType(elem_type_of(t), tuple(int(d) for d in t.shape))
