@@ -77,11 +77,13 @@ def incompatibilities(model: onnx.ModelProto, profile: TargetProfile,
                       graph: gs.Graph | None = None) -> list[str]:
     """Reasons `profile` would reject `model`; empty when it should parse as is.
 
-    `counts` (from `_all_op_counts`) and `graph` (`model` loaded) let callers judging many
-    profiles count nodes and load the graph once.
+    `counts` (from `_all_op_counts`) and `graph` (`model` loaded, or a graph the passes
+    edited and did not save: then it is what is judged) let callers judging many profiles
+    count nodes and load the graph once.
     """
     reasons: list[str] = []
-    opset_reason = opset_problem(model_opset(model), profile)
+    opset = G.opset(graph) if graph is not None else model_opset(model)
+    opset_reason = opset_problem(opset, profile)
     if opset_reason:
         reasons.append(opset_reason)
     counts = counts if counts is not None else _all_op_counts(model)

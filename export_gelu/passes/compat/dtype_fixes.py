@@ -44,7 +44,7 @@ def _double_to_float(graph: gs.Graph) -> str | None:
     tensors = _double_tensors_of(graph)
     values = []
     for _node, t in tensors:
-        v = G.value(t, external=True)
+        v = G.array_of(t)  # attribute tensors have no name; a weight left in a file is read
         if v is None or not float32_exact_enough(v):
             return None
         values.append(v)
