@@ -86,7 +86,7 @@ def incompatibilities(model: onnx.ModelProto, profile: TargetProfile,
     opset_reason = opset_problem(opset, profile)
     if opset_reason:
         reasons.append(opset_reason)
-    counts = counts if counts is not None else _all_op_counts(model)
+    counts = counts if counts is not None else _all_op_counts(model, graph)
     for op in sorted(k for k in counts if "." not in k and k != PLUGIN_OP):
         if not profile.supports(op):
             reasons.append(_op_reason(op, profile))
