@@ -38,6 +38,7 @@ from export_gelu.graph.index import (
     DEFAULT_DOMAINS,
     FLOAT_TYPES,
     MAX_LITERAL_ELEMENTS,
+    cached,
     consumers,
     graphs,
     is_default,
@@ -84,7 +85,7 @@ from export_gelu.graph.values import (
 
 __all__ = [
     "DEFAULT_DOMAINS", "FLOAT_TYPES", "MAX_LITERAL_ELEMENTS", "TensorType", "array_of",
-    "attr_array", "clone", "constant", "constant_node", "consumers", "drop_unread",
+    "attr_array", "cached", "clone", "constant", "constant_node", "consumers", "drop_unread",
     "elem_type_of", "forget_types", "fresh_name", "graphs", "has_subgraphs", "has_value",
     "infer_types", "initializers", "is_constant", "is_default", "is_output", "is_used",
     "is_weights", "literal", "load", "metadata_props", "names", "node", "node_named",

@@ -114,8 +114,6 @@ def constant(graph: gs.Graph, values: np.ndarray, base: str) -> gs.Constant:
     return gs.Constant(fresh_name(graph, base), np.asarray(values))
 
 
-
-
 def scalar(graph: gs.Graph, number: float, elem_type: int, base: str) -> gs.Constant:
     """A new scalar initializer of ONNX element type `elem_type` (bf16 included)."""
     name = fresh_name(graph, base)

@@ -5,7 +5,8 @@ on graphsurgeon's objects (their own attributes, as gs's `node.id` is)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import onnx
 import onnx_graphsurgeon as gs
@@ -35,8 +36,10 @@ _G_INPUT_INITS = "_eg_input_inits"  # initializers that are also graph inputs
 _G_DOMAINS = "_eg_domains"  # main graph: domain → opset version to import
 _G_SYNCED = "_eg_synced"  # main graph: the edit count when the model last matched it
 _G_TENSORS = "_eg_tensors"  # (edit count, graphsurgeon's tensor map)
+_G_MEMO = "_eg_memo"  # key → (edit count, a fact `cached` computed)
 #: Edits made by the helpers here, counted (caches hold the count they were made at).
 _EDITS = [0]
+T = TypeVar("T")
 
 
 def _gdict(graph: gs.Graph) -> dict:
@@ -110,8 +113,6 @@ def metadata_props(node: gs.Node) -> list[onnx.StringStringEntryProto]:
     return list(src.metadata_props) if src is not None else []
 
 
-
-
 def opset(graph: gs.Graph, domain: str = "") -> int:
     """The model's opset for `domain` (the default domain's: what `graph.opset` says)."""
     root = root_of(graph)
@@ -143,6 +144,18 @@ def _own_tensors(graph: gs.Graph) -> dict[str, gs.Tensor]:
     with G_LOGGER.suppress(G_LOGGER.ERROR):  # a subgraph output named like an outer tensor
         found = graph.tensors()
     d[_G_TENSORS] = (version, found)
+    return found
+
+
+def cached(graph: gs.Graph, key: str, compute: Callable[[], T]) -> T:
+    """`compute()`, kept on `graph` under `key` until the next edit made with these helpers
+    (for facts several checks ask about one graph, such as a presence scan)."""
+    memo = _gdict(graph).setdefault(_G_MEMO, {})
+    hit = memo.get(key)
+    if hit is not None and hit[0] == _version():
+        return hit[1]
+    found = compute()
+    memo[key] = (_version(), found)
     return found
 
 

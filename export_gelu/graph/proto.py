@@ -90,11 +90,14 @@ def _unchanged(node: gs.Node) -> bool:
             and _same_attrs(node.attrs, attrs))
 
 
-def _read_names(graph: gs.Graph) -> set[str]:
-    """Every tensor name a node of `graph` or of its subgraphs reads, and its outputs."""
-    found = {t.name for t in graph.outputs}
-    for node in walk(graph):
-        found.update(t.name for t in node.inputs)
+def _read_names(graph: gs.Graph, own: dict[str, gs.Tensor]) -> set[str]:
+    """Every tensor name the graph's nodes use (`own`: its tensor map), its outputs, and what
+    the nodes of its subgraphs read."""
+    found = set(own)
+    for node in graph.nodes:
+        for value in node.attrs.values():
+            if isinstance(value, gs.Graph):
+                found.update(t.name for n in walk(value) for t in n.inputs)
     return found
 
 
@@ -119,7 +122,7 @@ def _pair(graph: gs.Graph, src: onnx.GraphProto | onnx.FunctionProto, root: gs.G
                                                 or tensor.shape is not None):
             tensor.__dict__[_TYPE] = _type_key(tensor)
     if isinstance(src, onnx.GraphProto):
-        read = _read_names(graph)
+        read = _read_names(graph, _own_tensors(graph))
         d[_G_UNREAD] = {i.name for i in src.initializer} - read
         d[_G_INPUT_INITS] = {i.name for i in src.input} & {i.name for i in src.initializer}
 
@@ -140,8 +143,6 @@ def load(model: onnx.ModelProto) -> gs.Graph:
     _gdict(graph)[_G_DOMAINS] = {i.domain: int(i.version) for i in model.opset_import}
     _gdict(graph)[_G_SYNCED] = _version(graph)
     return graph
-
-
 
 
 def _attribute(key: str, val: object, src: onnx.NodeProto | None) -> onnx.AttributeProto:
@@ -247,10 +248,11 @@ def _write(graph: gs.Graph, proto: onnx.GraphProto, outer: frozenset[str]) -> No
     """Write `graph` into `proto` (which holds what it was imported from), in place."""
     own = _own_tensors(graph)
     scope = outer | frozenset(own)
-    known = {name for n in proto.node for name in (*n.input, *n.output)}
+    stale = [vi.name for vi in proto.value_info if vi.name not in own]
+    known = {name for n in proto.node for name in (*n.input, *n.output)} if stale else set()
     _replace(proto.node, [_node_proto(n, scope) for n in graph.nodes])
 
-    read = _read_names(graph)
+    read = _read_names(graph, own)
     unread = _gdict(graph).get(_G_UNREAD, set())
     input_names = {i.name for i in proto.input}
     consts = {name: t for name, t in own.items() if isinstance(t, gs.Constant)

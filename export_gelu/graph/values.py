@@ -60,10 +60,20 @@ def elem_type_of(tensor: gs.Tensor) -> int:
     dtype = tensor.dtype
     if dtype is None:
         return 0
-    try:
-        return int(dtype_to_onnx(dtype))
-    except (TypeError, ValueError, KeyError):
-        return 0
+    if isinstance(dtype, int):
+        return dtype
+    found = _ONNX_TYPES.get(dtype)
+    if found is None:
+        try:
+            found = int(dtype_to_onnx(dtype))
+        except (TypeError, ValueError, KeyError):
+            found = 0
+        _ONNX_TYPES[dtype] = found
+    return found
+
+
+#: numpy dtype → ONNX element type, as graphsurgeon converts it (filled as met).
+_ONNX_TYPES: dict[object, int] = {}
 
 
 def initializers(graph: gs.Graph) -> list[gs.Constant]:

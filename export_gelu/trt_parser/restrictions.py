@@ -67,7 +67,8 @@ def find_hits(model: onnx.ModelProto | gs.Graph, trt_version: str) -> list[Hit]:
         model = G.load(model)
     graph = model
     by_op, graph_wide = _active(trt_version)
-    graph_wide = [r for r in graph_wide if r.present is None or r.present(graph)]
+    graph_wide = [r for r in graph_wide if r.present is None or G.cached(
+        graph, f"present:{r.key}", lambda r=r: r.present(graph))]
     if not graph_wide and not any(n.op in by_op for n in graph.nodes if G.is_default(n)):
         return []
     hits: list[Hit] = []
