@@ -29,6 +29,7 @@ from export_gelu.graph.edit import (
     set_input,
     set_nodes,
     set_output,
+    to_constant,
     trim_inputs,
     trim_outputs,
     unique_node_names,
@@ -91,6 +92,6 @@ __all__ = [
     "is_weights", "literal", "load", "metadata_props", "names", "node", "node_named",
     "node_protos", "opset", "opset_imports", "overridable", "producer", "proto_of", "save",
     "scalar", "set_input", "set_nodes", "set_opset", "set_output", "skeleton", "subgraphs",
-    "tensors", "trim_inputs", "trim_outputs", "type_of", "unique_node_names", "users", "value",
-    "variable", "walk",
+    "tensors", "to_constant", "trim_inputs", "trim_outputs", "type_of", "unique_node_names",
+    "users", "value", "variable", "walk",
 ]

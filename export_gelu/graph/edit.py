@@ -17,10 +17,12 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 from export_gelu.graph.index import (
     _G_MADE,
     _G_NAMES,
+    _MADE_AT,
     _META,
     _SRC,
     _edited,
     _gdict,
+    _version,
     graphs,
     is_output,
     producer,
@@ -109,15 +111,28 @@ def variable(graph: gs.Graph, base: str, elem_type: int | None = None,
                        shape=None if shape is None else list(shape))
 
 
+def _made_now(tensor: gs.Constant) -> gs.Constant:
+    _edited()
+    tensor.__dict__[_MADE_AT] = _version()
+    return tensor
+
+
 def constant(graph: gs.Graph, values: np.ndarray, base: str) -> gs.Constant:
     """A new initializer holding `values`, with a fresh name."""
-    return gs.Constant(fresh_name(graph, base), np.asarray(values))
+    return _made_now(gs.Constant(fresh_name(graph, base), np.asarray(values)))
 
 
 def scalar(graph: gs.Graph, number: float, elem_type: int, base: str) -> gs.Constant:
     """A new scalar initializer of ONNX element type `elem_type` (bf16 included)."""
     name = fresh_name(graph, base)
-    return gs.Constant(name, LazyValues(helper.make_tensor(name, elem_type, [], [number])))
+    return _made_now(gs.Constant(name, LazyValues(helper.make_tensor(name, elem_type, [],
+                                                                     [number]))))
+
+
+def to_constant(tensor: gs.Tensor, values: np.ndarray) -> gs.Constant:
+    """Make `tensor` (a node's output) a constant holding `values`, in place: its readers now
+    read the value (its producer is to be dropped from the node list)."""
+    return _made_now(tensor.to_constant(np.asarray(values)))
 
 
 def node(graph: gs.Graph, op: str, inputs: Iterable[gs.Tensor], *, base: str = "",
@@ -130,7 +145,7 @@ def node(graph: gs.Graph, op: str, inputs: Iterable[gs.Tensor], *, base: str = "
     outs = list(outputs) if outputs is not None else [
         variable(graph, f"{base}_{op.lower()}") for _ in range(n_out)]
     new = gs.Node(op, name or fresh_name(graph, f"{base}/{op}"), attrs=dict(attrs),
-                  inputs=list(inputs), outputs=outs, domain=domain or None)
+                  inputs=list(inputs), outputs=outs, domain=domain)
     if like is not None:
         src = getattr(like, _SRC, None) or getattr(like, _META, None)
         if src is not None:

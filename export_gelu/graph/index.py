@@ -24,6 +24,7 @@ _KEY = "_eg_key"  # node: its op, domain, tensor names and attributes on import
 _META = "_eg_meta"  # new node: the NodeProto whose metadata_props it carries
 _TYPE = "_eg_type"  # tensor: (dtype, shape) as imported, to tell a type a pass changed
 _VALUE = "_eg_value"  # tensor: its value as last read (with what held it, and how read)
+_MADE_AT = "_eg_made_at"  # constant a pass made: the edit count then (new ones saved in order)
 # graph-level entries live in the gs.Graph's __dict__ (its __getattr__ logs misses):
 _G_ROOT = "_eg_root"  # subgraph: the main graph
 _G_MODEL = "_eg_model"  # main graph: the ModelProto it was loaded from

@@ -34,6 +34,7 @@ from export_gelu.graph.index import (
     _G_UNREAD,
     _G_UNREAD_CONSTS,
     _KEY,
+    _MADE_AT,
     _META,
     _SRC,
     _TYPE,
@@ -164,7 +165,8 @@ def _carry(proto: onnx.NodeProto, node: gs.Node) -> None:
     src = getattr(node, _SRC, None)
     if src is not None:
         proto.metadata_props.extend(src.metadata_props)
-        proto.doc_string = src.doc_string
+        if src.HasField("doc_string"):
+            proto.doc_string = src.doc_string
         if src.HasField("overload"):
             proto.overload = src.overload
         have = {a.name for a in proto.attribute}
@@ -271,7 +273,8 @@ def _write(graph: gs.Graph, proto: onnx.GraphProto, outer: frozenset[str]) -> No
                 del inits[i]  # no node reads it any more: the passes dropped its users
         elif proto_of(c) is not p:
             inits[i].CopyFrom(_constant_proto(c))  # values a pass changed
-    inits.extend(_constant_proto(c) for c in consts.values())
+    inits.extend(_constant_proto(c) for c in sorted(  # new ones, in the order made
+        consts.values(), key=lambda c: c.__dict__.get(_MADE_AT, 0)))
 
     kept_inits = {i.name for i in inits}
     old_inputs = {v.name: v for v in proto.input}

@@ -113,7 +113,8 @@ def _convert_graph(step: Step, problems: dict[str, str]) -> int:
             if why:
                 problems.setdefault(n.op, why)
         nodes.extend(new)
-        if len(new) != 1 or new[0] is not node or before != [_signature(n) for n in new]:
+        after = [_signature(n) for n in new]
+        if len(new) != 1 or after != [_signature(node)] or before != after:
             changed += 1
     G.set_nodes(graph, nodes)
     return changed

@@ -105,7 +105,7 @@ def fold_constant_ops(graph: gs.Graph, wanted: Callable[[gs.Node], bool]) -> lis
             continue
         released += node.inputs
         for tensor, value in zip(outs, values):
-            tensor.to_constant(np.asarray(value))  # its readers now read the value
+            G.to_constant(tensor, value)  # its readers now read the value
         removed.add(id(node))
         folded.append(node.op)
     if folded:

@@ -62,7 +62,7 @@ class SiteBuilder:
             out = G.variable(self.graph, f"{name}_output", elem_type or self.elem_type,
                              self.shape)
         self.nodes.append(G.node(self.graph, op, inputs, outputs=[out], name=name,
-                                 domain=domain or None, like=self.like, **attrs))
+                                 domain=domain, like=self.like, **attrs))
         return out
 
 
