@@ -11,9 +11,12 @@ Two hooks, called by the export pipeline:
   targets that would take it.
 
 Modules: `attention` (torch), `layernorm`, `isnan_to_equal`, `pow2_to_mul`, `adapters`
-(one op's version changes each), `downconvert` (the driver). The ONNX ones edit the one graph
-of `export_gelu.graph` (onnx-graphsurgeon's `gs.Graph`), loaded once by `fit_to_profile` and
-saved back into the model at the end.
+(one op's version changes each), `downconvert` (the driver), `fold_constant_ops`,
+`layernorm_fuse`, `upconvert`, and the restriction fixes (`restriction_fixes` runs the fixes
+`restriction_fix_rows` and its siblings register in `restriction_fix_registry`). The ONNX
+ones edit the one graph of `export_gelu.graph` (onnx-graphsurgeon's `gs.Graph`): the
+pipeline hands `fit_to_profile` its loaded graph; given a ModelProto, it loads one (only when
+a step could apply) and saves it back at the end.
 """
 
 from __future__ import annotations
