@@ -394,7 +394,7 @@ def export(model: str | Path, *, target: str = "trt", output: str | Path | None 
         rep.dynamic = {"dims": dplan.to_json(), "shapes": [],
                        "profile": [dataclasses.asdict(a) for a in dplan.axes()]}
 
-    del graph  # the checks are done: free it before writing
+    one_graph.close(graph)  # done with: it must not keep the model's weights alive below
     clock.lap("checks")
     progress.step(f"writing {out}")
     written, streamed = _save(onnx_model, out, progress)

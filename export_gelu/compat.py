@@ -40,7 +40,9 @@ def _all_op_counts(model: onnx.ModelProto, graph: gs.Graph | None = None) -> Cou
     """Node counts of the whole model: subgraphs and local functions too."""
     if graph is None and not G.has_subgraphs(model):
         return op_counts(model)
-    graph = graph if graph is not None else G.load(model)
+    if graph is None:
+        with G.opened(model) as loaded:
+            return _all_op_counts(model, loaded)
     counts = Counter(_key(n.op, n.domain) for n in G.walk(graph))
     for fn in graph.functions:
         counts.update(_key(n.op, n.domain) for n in G.walk(fn))
@@ -116,7 +118,9 @@ def compatibility_table(model: onnx.ModelProto, profiles: list[TargetProfile] | 
     chosen = profiles if profiles is not None else list(PROFILES.values())
     needs_graph = graph is None and (G.has_subgraphs(model) or any(
         p.runtime == "trt" and could_hit(model, p.trt_version) for p in chosen))
-    graph = G.load(model) if needs_graph else graph
+    if needs_graph:
+        with G.opened(model) as loaded:
+            return compatibility_table(model, chosen, loaded)
     counts = _all_op_counts(model, graph)
     return {p.name: incompatibilities(model, p, counts, graph) for p in chosen}
 

@@ -32,10 +32,11 @@ def fit_after_export(model: onnx.ModelProto, profile: TargetProfile) -> dict[str
     from export_gelu.passes.onnx import run_onnx_passes
 
     try:
-        graph = G.load(model)
-        sites = run_onnx_passes(graph, profile, "keep", "fp32")[1]
-        notes = fit_to_profile(graph, profile)[1]
-        problems = incompatibilities(model, profile, graph=graph)
+        with G.opened(model) as graph:
+            sites = run_onnx_passes(graph, profile, "keep", "fp32")[1]
+            notes = fit_to_profile(graph, profile)[1]
+            problems = incompatibilities(model, profile, graph=graph)
+            opset = G.opset(graph)
     except ExportGeluError as exc:
         return {"fits": False, "reason": str(exc)}
     except Exception as exc:  # noqa: BLE001 - a dry run reports, it does not crash inspect
@@ -44,7 +45,7 @@ def fit_after_export(model: onnx.ModelProto, profile: TargetProfile) -> dict[str
         return {"fits": False, "reason": "; ".join(problems)}
     changed = [s for s in sites if not s.action.startswith("kept")]
     changes = [f"{len(changed)} GELU site(s) rewritten"] if changed else []
-    return {"fits": True, "changes": changes + notes, "opset": G.opset(graph)}
+    return {"fits": True, "changes": changes + notes, "opset": opset}
 
 
 def engine_here(profile: TargetProfile) -> dict[str, Any] | None:

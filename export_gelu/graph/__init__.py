@@ -56,9 +56,11 @@ from export_gelu.graph.index import (
     walk,
 )
 from export_gelu.graph.proto import (
+    close,
     has_subgraphs,
     load,
     node_protos,
+    opened,
     opset_imports,
     save,
 )
@@ -86,12 +88,12 @@ from export_gelu.graph.values import (
 
 __all__ = [
     "DEFAULT_DOMAINS", "FLOAT_TYPES", "MAX_LITERAL_ELEMENTS", "TensorType", "array_of",
-    "attr_array", "cached", "clone", "constant", "constant_node", "consumers", "drop_unread",
-    "elem_type_of", "forget_types", "fresh_name", "graphs", "has_subgraphs", "has_value",
-    "infer_types", "initializers", "is_constant", "is_default", "is_output", "is_used",
-    "is_weights", "literal", "load", "metadata_props", "names", "node", "node_named",
-    "node_protos", "opset", "opset_imports", "overridable", "producer", "proto_of", "save",
-    "scalar", "set_input", "set_nodes", "set_opset", "set_output", "skeleton", "subgraphs",
-    "tensors", "to_constant", "trim_inputs", "trim_outputs", "type_of", "unique_node_names",
-    "users", "value", "variable", "walk",
+    "attr_array", "cached", "clone", "close", "constant", "constant_node", "consumers",
+    "drop_unread", "elem_type_of", "forget_types", "fresh_name", "graphs", "has_subgraphs",
+    "has_value", "infer_types", "initializers", "is_constant", "is_default", "is_output",
+    "is_used", "is_weights", "literal", "load", "metadata_props", "names", "node", "node_named",
+    "node_protos", "opened", "opset", "opset_imports", "overridable", "producer", "proto_of",
+    "save", "scalar", "set_input", "set_nodes", "set_opset", "set_output", "skeleton",
+    "subgraphs", "tensors", "to_constant", "trim_inputs", "trim_outputs", "type_of",
+    "unique_node_names", "users", "value", "variable", "walk",
 ]

@@ -15,7 +15,8 @@ imports (plus any domain a new node uses) stay as they were.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import onnx
@@ -42,6 +43,7 @@ from export_gelu.graph.index import (
     _gdict,
     _own_tensors,
     _version,
+    graphs,
     root_of,
     walk,
 )
@@ -131,6 +133,37 @@ def _pair(graph: gs.Graph, src: onnx.GraphProto | onnx.FunctionProto, root: gs.G
 def _type_key(tensor: gs.Tensor) -> tuple:
     shape = tensor.shape
     return (tensor.dtype, None if shape is None else list(shape))
+
+
+def close(graph: gs.Graph) -> None:
+    """Be done with `graph` (it is unusable after): empty its nodes, tensors and graphs.
+    graphsurgeon's nodes and tensors sit in reference cycles (each link list points back at
+    its owner) and its constants hold the model's own `TensorProto`s, so without this a big
+    model's weights would stay in memory after the model was dropped, until the cyclic
+    garbage collector ran."""
+    objects: list[object] = []
+    for g in [*graphs(graph), *graph.functions]:
+        for node in g.nodes:
+            objects.append(node)
+            objects += [*node.inputs, *node.outputs]
+            objects += [v for v in node.attrs.values() if isinstance(v, gs.Tensor)]
+        objects += [*g.inputs, *g.outputs]
+        objects.append(g)
+    for obj in objects:
+        obj.__dict__.clear()
+
+
+@contextmanager
+def opened(model: onnx.ModelProto, *, write: bool = False) -> Iterator[gs.Graph]:
+    """`model` loaded for the block (and saved back into it after, with `write`); closed
+    at the end, error or not."""
+    graph = load(model)
+    try:
+        yield graph
+        if write:
+            save(graph, model)
+    finally:
+        close(graph)
 
 
 def load(model: onnx.ModelProto) -> gs.Graph:

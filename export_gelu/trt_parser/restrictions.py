@@ -64,7 +64,8 @@ def find_hits(model: onnx.ModelProto | gs.Graph, trt_version: str) -> list[Hit]:
     if isinstance(model, onnx.ModelProto):
         if not could_hit(model, trt_version):
             return []
-        model = G.load(model)
+        with G.opened(model) as graph:
+            return find_hits(graph, trt_version)
     graph = model
     by_op, graph_wide = _active(trt_version)
     graph_wide = [r for r in graph_wide if r.present is None or G.cached(

@@ -96,10 +96,8 @@ def fit_to_profile(model: onnx.ModelProto | gs.Graph, profile: TargetProfile
 
     if _nothing_to_do(model, profile, min(model_opset(model), profile.opset_ceiling)):
         return model, []
-    graph = G.load(model)
-    notes = _fit(graph, profile)
-    G.save(graph, model)
-    return model, notes
+    with G.opened(model, write=True) as graph:
+        return model, _fit(graph, profile)
 
 
 def _fit(graph: gs.Graph, profile: TargetProfile) -> list[str]:

@@ -131,10 +131,8 @@ def ir_version_for_opset(opset: int) -> int:
 def downconvert(model: onnx.ModelProto | gs.Graph, target: int) -> list[str]:
     """Rewrite the graph in place to opset `target`; returns notes, raises TargetUnmetError."""
     if isinstance(model, onnx.ModelProto):
-        graph = G.load(model)
-        notes = downconvert(graph, target)
-        G.save(graph, model)
-        return notes
+        with G.opened(model, write=True) as graph:
+            return downconvert(graph, target)
     graph = model
     source = G.opset(graph)
     if source <= target:

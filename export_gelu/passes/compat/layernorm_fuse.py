@@ -131,15 +131,20 @@ def _find(graph: gs.Graph) -> list[LayerNormPattern]:
             and (hit := _match(graph, node)) is not None]
 
 
-def find_layernorms(model: onnx.ModelProto | gs.Graph) -> list[LayerNormPattern]:
-    """Every expanded LayerNorm of the main graph."""
-    return _find(G.load(model) if isinstance(model, onnx.ModelProto) else model)
+def count_layernorms(model: onnx.ModelProto) -> int:
+    """How many expanded LayerNorms the main graph holds."""
+    with G.opened(model) as graph:
+        return len(_find(graph))
 
 
 def fuse_layernorms(model: onnx.ModelProto) -> int:
     """Replace every expanded LayerNorm by `LayerNormalization` (the model must be at opset
     17 or later), in place; returns how many."""
-    graph = G.load(model)
+    with G.opened(model, write=True) as graph:
+        return _fuse(graph)
+
+
+def _fuse(graph: gs.Graph) -> int:
     found = _find(graph)
     if not found:
         return 0
@@ -164,5 +169,4 @@ def fuse_layernorms(model: onnx.ModelProto) -> int:
         elif id(n) not in drop:
             nodes.append(n)
     G.set_nodes(graph, nodes)
-    G.save(graph, model)
     return len(found)

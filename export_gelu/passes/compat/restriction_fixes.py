@@ -80,10 +80,8 @@ def fit_restrictions(model: onnx.ModelProto | gs.Graph, trt_version: str, target
     `early`, only the fixes registered `early=True` run and nothing is refused.
     """
     if isinstance(model, onnx.ModelProto):
-        graph = G.load(model)
-        notes = fit_restrictions(graph, trt_version, target, early)
-        G.save(graph, model)
-        return notes
+        with G.opened(model, write=True) as graph:
+            return fit_restrictions(graph, trt_version, target, early)
     graph = model
     notes = []
     for _ in range(4):  # a fix may expose another restriction (rarely); bounded

@@ -49,12 +49,12 @@ def _gelu_sites(model: onnx.ModelProto) -> int:
 
 def _fuses_layernorm(model: onnx.ModelProto, profile: TargetProfile) -> int:
     """How many expanded LayerNorms `profile` would rather get fused (0: none, or no gain)."""
-    from export_gelu.passes.compat.layernorm_fuse import find_layernorms
+    from export_gelu.passes.compat.layernorm_fuse import count_layernorms
 
     if profile.runtime not in ("onnx", "trt") or not profile.supports("LayerNormalization") \
             or profile.opset < LAYERNORM_OPSET:
         return 0
-    return len(find_layernorms(model))
+    return count_layernorms(model)
 
 
 def opset_goal(model: onnx.ModelProto, profile: TargetProfile, form: str

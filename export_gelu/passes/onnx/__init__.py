@@ -45,9 +45,9 @@ def _site(m: Match, action: str = "kept", error: float = 0.0,
 
 def find_sites(model: onnx.ModelProto) -> list[GeluSite]:
     """Every GELU site in `model`, without changing it (for `inspect`)."""
-    graph = G.load(model)  # the weights stay where they are: the graph reads none of them
-    G.unique_node_names(graph)  # on the graph only: `model` is not saved into
-    return [_site(m) for m in find_matches(graph)]
+    with G.opened(model) as graph:  # the weights stay where they are: none is read
+        G.unique_node_names(graph)  # on the graph only: `model` is not saved into
+        return [_site(m) for m in find_matches(graph)]
 
 
 def _full_constant(tensor: gs.Tensor) -> np.ndarray:
@@ -158,7 +158,14 @@ def run_onnx_passes(model: onnx.ModelProto | gs.Graph, profile: TargetProfile,
         raise TargetUnmetError(f"--gelu {form!r}: choose one of {', '.join(FORMS)}")
     if form == "plugin":
         refuse_plugin_where_unavailable(profile)
-    graph = G.load(model) if isinstance(model, onnx.ModelProto) else model
+    if isinstance(model, onnx.ModelProto):
+        with G.opened(model, write=True) as graph:
+            return model, _rewrite_sites(graph, profile, form, precision)
+    return model, _rewrite_sites(model, profile, form, precision)
+
+
+def _rewrite_sites(graph: gs.Graph, profile: TargetProfile, form: str,
+                   precision: str) -> list[GeluSite]:
     G.unique_node_names(graph)
     G.infer_types(graph)  # before any edit: inferred from the model as loaded, then kept
     opset = G.opset(graph)
@@ -213,9 +220,7 @@ def run_onnx_passes(model: onnx.ModelProto | gs.Graph, profile: TargetProfile,
         if id(node) not in removed:
             nodes.append(node)
     G.set_nodes(graph, nodes)  # also unlinks what kept sites' builders made
-    if isinstance(model, onnx.ModelProto):
-        G.save(graph, model)
-    return model, sites
+    return sites
 
 
 __all__ = ["run_onnx_passes", "find_sites", "merge_sites", "FORMS"]

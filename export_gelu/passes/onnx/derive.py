@@ -81,7 +81,11 @@ def export_references(exporter: str, opset: int) -> tuple[onnx.ModelProto, list[
 
 def extract_shape(model: onnx.ModelProto, x: str, output: str) -> tuple | None:
     """The nodes computing `output` from `x` as (op, refs) pairs; None if more than x feeds it."""
-    graph = G.load(model)
+    with G.opened(model) as graph:
+        return _shape_of(graph, x, output)
+
+
+def _shape_of(graph, x: str, output: str) -> tuple | None:  # noqa: ANN001 - a gs.Graph
     tensors = G.tensors(graph)
     order: list = []
 

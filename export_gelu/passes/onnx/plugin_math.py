@@ -57,18 +57,17 @@ def plugins_as_math(model: onnx.ModelProto) -> int:
     """
     if not plugin_nodes(model):
         return 0
-    graph = G.load(model)
-    opset = G.opset(graph)
-    nodes: list[gs.Node] = []
-    count = 0
-    for node in graph.nodes:
-        if node.op != PLUGIN_OP:
-            nodes.append(node)
-            continue
-        nodes.extend(_replacement(graph, node, opset))
-        count += 1
-    G.set_nodes(graph, nodes)
-    G.save(graph, model)
+    with G.opened(model, write=True) as graph:
+        opset = G.opset(graph)
+        nodes: list[gs.Node] = []
+        count = 0
+        for node in graph.nodes:
+            if node.op != PLUGIN_OP:
+                nodes.append(node)
+                continue
+            nodes.extend(_replacement(graph, node, opset))
+            count += 1
+        G.set_nodes(graph, nodes)
     used = {n.domain for n in model.graph.node}
     keep = [i for i in model.opset_import if i.domain in ("", "ai.onnx") or i.domain in used]
     del model.opset_import[:]
