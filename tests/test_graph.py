@@ -231,3 +231,15 @@ def _run(model: onnx.ModelProto, feed: dict) -> np.ndarray:
     ort = pytest.importorskip("onnxruntime")
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, feed)[0]
+
+
+def test_a_closed_graph_holds_none_of_the_models_protos():
+    """graphsurgeon's nodes and tensors sit in reference cycles: a closed graph must not keep
+    the model's weights (its TensorProtos) reachable until the cyclic collector runs."""
+    model = _chain()
+    with G.opened(model) as graph:
+        w = G.node_named(graph)["mul"].inputs[1]
+        assert G.proto_of(w) is model.graph.initializer[0]
+        nodes = list(graph.nodes)
+    assert w.__dict__ == {} and all(n.__dict__ == {} for n in nodes)
+    assert [t.name for t in model.graph.initializer] == ["w", "spare", "b"]  # not written
