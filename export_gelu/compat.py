@@ -2,16 +2,20 @@
 
 Reads only the graph and the target profiles (`export_gelu.targets`, built from the TensorRT
 parser's tables in `export_gelu.trt_parser`), so it runs anywhere, without tensorrt or a GPU.
-The per-op check is one set lookup per distinct op type, not per node.
+The per-op check is one set lookup per distinct op type, not per node. Subgraphs, local
+functions and the TensorRT restriction detectors are read from the one graph type of
+`export_gelu.graph` (onnx-graphsurgeon's `gs.Graph`), loaded once per call and only when
+needed.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import onnx
+import onnx_graphsurgeon as gs
 
+from export_gelu import graph as G
 from export_gelu.targets import PLUGIN_OP, PROFILES, TargetProfile, trt_takers
 
 #: Ops whose presence most often decides whether an old runtime takes a graph.
@@ -19,43 +23,31 @@ VERSIONED_OPS = ("Gelu", "LayerNormalization", "Einsum")
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 __all__ = ["PLUGIN_OP", "VERSIONED_OPS", "op_counts", "model_opset", "incompatibilities",
-           "compatibility_table", "iter_nodes"]
+           "compatibility_table"]
 
 
-#: Default-domain ops that carry subgraphs; only these (and other domains' ops) are searched.
-_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-
-
-def iter_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    """Every node of `graph`, including those in If/Loop/Scan bodies."""
-    for node in graph.node:
-        yield node
-        if node.op_type not in _SUBGRAPH_OPS and node.domain in _DEFAULT_DOMAINS:
-            continue
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from iter_nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from iter_nodes(g)
-
-
-def _key(node: onnx.NodeProto) -> str:
-    return node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+def _key(op: str, domain: str | None) -> str:
+    return op if (domain or "") in _DEFAULT_DOMAINS else f"{domain}.{op}"
 
 
 def op_counts(model: onnx.ModelProto) -> Counter[str]:
-    """Node counts by op type (prefixed with the domain when it is not the default one)."""
-    return Counter(_key(node) for node in model.graph.node)
+    """Node counts of the main graph by op type (prefixed with the domain when it is not the
+    default one)."""
+    return Counter(_key(node.op_type, node.domain) for node in model.graph.node)
 
 
-def _all_op_counts(model: onnx.ModelProto) -> Counter[str]:
-    counts = Counter(_key(n) for n in iter_nodes(model.graph))
-    for fn in model.functions:
-        counts.update(_key(n) for n in fn.node)
-    for fn in model.functions:  # calls to local functions are not ops a runtime must know
-        counts.pop(f"{fn.domain}.{fn.name}" if fn.domain not in _DEFAULT_DOMAINS else fn.name,
-                   None)
+def _all_op_counts(model: onnx.ModelProto, graph: gs.Graph | None = None) -> Counter[str]:
+    """Node counts of the whole model: subgraphs and local functions too."""
+    if graph is None and not G.has_subgraphs(model):
+        return op_counts(model)
+    if graph is None:
+        with G.opened(model) as loaded:
+            return _all_op_counts(model, loaded)
+    counts = Counter(_key(n.op, n.domain) for n in G.walk(graph))
+    for fn in graph.functions:
+        counts.update(_key(n.op, n.domain) for n in G.walk(fn))
+    for fn in graph.functions:  # calls to local functions are not ops a runtime must know
+        counts.pop(_key(fn.name, fn.domain), None)
     return counts
 
 
@@ -83,16 +75,20 @@ def opset_problem(opset: int, profile: TargetProfile) -> str | None:
 
 
 def incompatibilities(model: onnx.ModelProto, profile: TargetProfile,
-                      counts: Counter[str] | None = None) -> list[str]:
+                      counts: Counter[str] | None = None,
+                      graph: gs.Graph | None = None) -> list[str]:
     """Reasons `profile` would reject `model`; empty when it should parse as is.
 
-    `counts` (from `_all_op_counts`) lets callers judging many profiles count nodes once.
+    `counts` (from `_all_op_counts`) and `graph` (`model` loaded, or a graph the passes
+    edited and did not save: then it is what is judged) let callers judging many profiles
+    count nodes and load the graph once.
     """
     reasons: list[str] = []
-    opset_reason = opset_problem(model_opset(model), profile)
+    opset = G.opset(graph) if graph is not None else model_opset(model)
+    opset_reason = opset_problem(opset, profile)
     if opset_reason:
         reasons.append(opset_reason)
-    counts = counts if counts is not None else _all_op_counts(model)
+    counts = counts if counts is not None else _all_op_counts(model, graph)
     for op in sorted(k for k in counts if "." not in k and k != PLUGIN_OP):
         if not profile.supports(op):
             reasons.append(_op_reason(op, profile))
@@ -108,17 +104,25 @@ def incompatibilities(model: onnx.ModelProto, profile: TargetProfile,
     if profile.runtime == "trt":
         from export_gelu.trt_parser.restrictions import find_hits
 
-        reasons.extend(h.message(profile.trt_version) for h in find_hits(model,
-                                                                          profile.trt_version))
+        hits = find_hits(graph if graph is not None else model, profile.trt_version)
+        reasons.extend(h.message(profile.trt_version) for h in hits)
     return reasons
 
 
-def compatibility_table(model: onnx.ModelProto,
-                        profiles: list[TargetProfile] | None = None) -> dict[str, list[str]]:
-    """`incompatibilities` for every profile (all targets by default), keyed by name."""
+def compatibility_table(model: onnx.ModelProto, profiles: list[TargetProfile] | None = None,
+                        graph: gs.Graph | None = None) -> dict[str, list[str]]:
+    """`incompatibilities` for every profile (all targets by default), keyed by name;
+    `graph`: `model` already loaded (else it is loaded once, when a check needs it)."""
+    from export_gelu.trt_parser.restrictions import could_hit
+
     chosen = profiles if profiles is not None else list(PROFILES.values())
-    counts = _all_op_counts(model)
-    return {p.name: incompatibilities(model, p, counts) for p in chosen}
+    needs_graph = graph is None and (G.has_subgraphs(model) or any(
+        p.runtime == "trt" and could_hit(model, p.trt_version) for p in chosen))
+    if needs_graph:
+        with G.opened(model) as loaded:
+            return compatibility_table(model, chosen, loaded)
+    counts = _all_op_counts(model, graph)
+    return {p.name: incompatibilities(model, p, counts, graph) for p in chosen}
 
 
 def takers_text(op: str) -> str:

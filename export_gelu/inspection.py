@@ -13,6 +13,7 @@ from typing import Any
 
 import onnx
 
+from export_gelu import graph as G
 from export_gelu.compat import (
     compatibility_table,
     format_targets,
@@ -25,25 +26,26 @@ from export_gelu.targets import PROFILES, TargetProfile, resolve_profile
 
 
 def fit_after_export(model: onnx.ModelProto, profile: TargetProfile) -> dict[str, Any]:
-    """Dry run of `export-gelu MODEL.onnx --target profile` on a copy: fits, and the changes."""
+    """Dry run of `export-gelu MODEL.onnx --target profile`: fits, and the changes. The passes
+    edit a graph loaded from `model`, which is judged unsaved (`model` stays as it is)."""
     from export_gelu.passes.compat import fit_to_profile
     from export_gelu.passes.onnx import run_onnx_passes
 
-    work = onnx.ModelProto()
-    work.CopyFrom(model)
     try:
-        work, sites = run_onnx_passes(work, profile, "keep", "fp32")
-        work, notes = fit_to_profile(work, profile)
+        with G.opened(model) as graph:
+            sites = run_onnx_passes(graph, profile, "keep", "fp32")[1]
+            notes = fit_to_profile(graph, profile)[1]
+            problems = incompatibilities(model, profile, graph=graph)
+            opset = G.opset(graph)
     except ExportGeluError as exc:
         return {"fits": False, "reason": str(exc)}
     except Exception as exc:  # noqa: BLE001 - a dry run reports, it does not crash inspect
         return {"fits": False, "reason": f"could not check: {type(exc).__name__}: {exc}"}
-    problems = incompatibilities(work, profile)
     if problems:
         return {"fits": False, "reason": "; ".join(problems)}
     changed = [s for s in sites if not s.action.startswith("kept")]
     changes = [f"{len(changed)} GELU site(s) rewritten"] if changed else []
-    return {"fits": True, "changes": changes + notes, "opset": model_opset(work)}
+    return {"fits": True, "changes": changes + notes, "opset": opset}
 
 
 def engine_here(profile: TargetProfile) -> dict[str, Any] | None:
@@ -70,9 +72,7 @@ def inspect_onnx(path: str | Path, targets: list[str] | None = None,
 
     model = load_graph(path)  # big weights stay in their file: inspecting reads the graph
     profiles = [resolve_profile(t) for t in targets] if targets else list(PROFILES.values())
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    sites = find_sites(probe)
+    sites = find_sites(model)  # reads the graph; the model is not written to
     info: dict[str, Any] = {
         "model": str(path),
         "opset": model_opset(model),

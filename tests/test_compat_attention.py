@@ -12,8 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from export_gelu.exporter.to_onnx import export_to_onnx
-from export_gelu.passes.compat import prepare_program_for_opset
+from export_gelu.exporter.to_onnx import export_to_onnx, prepare_program_for_opset
 
 
 class Attention(nn.Module):

@@ -76,11 +76,11 @@ def test_exporter_shapes_name_the_exporter(exporter, opset):
 
 def test_exporter_shapes_are_what_the_installed_torch_exports():
     """Regenerating the derived table with this torch gives the stored table."""
-    from export_gelu.passes.onnx.derive import derive, render
+    from export_gelu.exporter.derive_shapes import derive, render
 
     assert render(derive()) == render(list(SHAPES)), (
         "torch exports GELU differently now: run "
-        "`python -m export_gelu.passes.onnx.derive --write`")
+        "`python -m export_gelu.exporter.derive_shapes --write`")
 
 
 @pytest.mark.parametrize("const_nodes", [False, True], ids=["initializers", "Constant-nodes"])

@@ -97,9 +97,10 @@ def gather_bool() -> onnx.ModelProto:
 
 
 def double_graph() -> onnx.ModelProto:
-    """DOUBLE inside a float graph: a Cast to DOUBLE, a DOUBLE initializer, a Constant."""
+    """DOUBLE inside a float graph: a Cast to DOUBLE, a DOUBLE initializer, a Constant (its
+    tensor unnamed, as the TorchScript exporter writes it)."""
     w = nh.from_array(rng.uniform(0.5, 2.0, (3,)), "w")
-    c = h.make_node("Constant", [], ["c"], value=nh.from_array(np.array(0.25), "c"), name="c")
+    c = h.make_node("Constant", [], ["c"], value=nh.from_array(np.array(0.25)), name="c")
     nodes = [h.make_node("Cast", ["x"], ["xd"], to=T.DOUBLE, name="to_double"), c,
              h.make_node("Mul", ["xd", "w"], ["m"], name="mul"),
              h.make_node("Add", ["m", "c"], ["a"], name="add"),

@@ -9,7 +9,6 @@ is what a clamp "fix" would silently change.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.exporter.program_copy import copy_program
 from export_gelu.passes.gelu_constants import SQRT_2_OVER_PI
 from export_gelu.passes.sites import GeluSite
 
@@ -145,7 +145,7 @@ def _capture(loaded: Any, args: tuple[Any, ...], plan: Any = None) -> tuple[Any,
         from export_gelu.exporter.to_onnx import quiet_exporter
 
         with quiet_exporter():
-            return copy.deepcopy(loaded.exported), ""
+            return copy_program(loaded.exported), ""
     program, why = capture(loaded, loaded.reference_module(), args, "fp32", plan)
     return program, why or ""
 

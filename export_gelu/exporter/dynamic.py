@@ -491,7 +491,7 @@ def _is_named(dim: Any, names: set[str]) -> bool:
 def _weights_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
     """The graph without its large weights' bytes: each becomes a graph input of its shape
     (shape inference reads the values of small, shape-like constants only)."""
-    from export_gelu.passes.onnx.view import skeleton
+    from export_gelu.graph import skeleton
 
     fields = ("raw_data", "float_data", "int32_data", "int64_data", "double_data",
               "uint64_data", "string_data")

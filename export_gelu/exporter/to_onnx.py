@@ -15,6 +15,7 @@ from typing import Any
 import onnx
 
 from export_gelu.errors import BadInputError, TargetUnmetError, WorldError, is_world_fault
+from export_gelu.passes.compat.attention import lower_attention
 
 #: The dynamo exporter cannot produce an opset below this in torch 2.13.
 DYNAMO_MIN_OPSET = 18
@@ -171,3 +172,19 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
             f"asked the {exporter} exporter for opset {opset} but it produced opset {produced}"
         )
     return model, exporter
+
+
+def prepare_program_for_opset(program: Any, opset: int) -> list[str]:
+    """Rewrite `program` in place for export at `opset`; return notes for the report.
+
+    Below the dynamo exporter's range the TorchScript exporter is used: it has no attention
+    below opset 14, and from 14 its attention mixes fp32 into fp16 graphs and emits IsNaN
+    and Where; attention is lowered to plain MatMul/Softmax for it at every opset.
+    """
+    if opset >= DYNAMO_MIN_OPSET:
+        return []
+    n = lower_attention(program)
+    if not n:
+        return []
+    return [f"{n} scaled_dot_product_attention call(s) lowered to MatMul/Softmax for the "
+            f"TorchScript exporter (opset {opset})"]

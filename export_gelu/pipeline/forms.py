@@ -6,7 +6,6 @@ then every graph checked and timed together by the one checker."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import tempfile
 from pathlib import Path
@@ -28,6 +27,7 @@ from export_gelu.check.devices import ready_runners, resolve_device
 from export_gelu.check.reference import model_runner
 from export_gelu.check.tolerances import Tolerances, resolve_tolerances
 from export_gelu.errors import BadInputError, ExportGeluError
+from export_gelu.exporter.program_copy import copy_program
 from export_gelu.options import ExportOptions, FormsOptions, validate
 from export_gelu.pipeline.export_command import EXPORT, MAKE_GRAPH
 from export_gelu.pipeline.sources import export_inputs
@@ -54,7 +54,7 @@ def form_state(state: RunState, options: ExportOptions) -> RunState:
     ExportedProgram (the fx passes rewrite it in place), the same feed."""
     loaded = state.loaded
     if loaded.exported is not None:
-        loaded = dataclasses.replace(loaded, exported=copy.deepcopy(loaded.exported),
+        loaded = dataclasses.replace(loaded, exported=copy_program(loaded.exported),
                                      notes=list(loaded.notes))
     sub = RunState(options, validate(options), state.model_path, state.progress,
                    loaded=loaded, output=Path(options.output) if options.output else None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from export_gelu import graph as one_graph
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.trt_runner import check_dynamic
 from export_gelu.compat import (
@@ -65,10 +66,12 @@ def onnx_passes(state: RunState) -> None:
     """graph → every GELU rewritten for the target, then the graph fitted to it."""
     rep = state.report
     state.progress.step("rewriting GELU sites for the target (ONNX)")
-    with gc_paused():
-        state.graph, onnx_sites = run_onnx_passes(state.graph, state.profile, state.options.gelu,
-                                                  state.options.precision)
-        state.graph, fit_notes = fit_to_profile(state.graph, state.profile)
+    with gc_paused():  # the one graph: loaded once for the passes and the checks after them
+        state.gs_graph = one_graph.load(state.graph)
+        onnx_sites = run_onnx_passes(state.gs_graph, state.profile, state.options.gelu,
+                                     state.options.precision)[1]
+        fit_notes = fit_to_profile(state.gs_graph, state.profile)[1]
+        one_graph.save(state.gs_graph, state.graph)
     rep.notes.extend(tagged("target-fit", fit_notes))
     rep.gelu_sites = merge_sites(state.fx_sites, onnx_sites)
     rep.opset = model_opset(state.graph)
@@ -78,15 +81,23 @@ def onnx_passes(state: RunState) -> None:
 def target_check(state: RunState) -> None:
     """graph → the target's static verdict (a failure is export-gelu's bug: exit 3), which
     TensorRT versions parse it as is, and the dynamic profile's fit."""
+    try:
+        _target_check(state)
+    finally:  # done with it: the graph must not keep the model's weights alive after this
+        one_graph.close(state.gs_graph)
+        state.gs_graph = None
+
+
+def _target_check(state: RunState) -> None:
     rep, profile = state.report, state.profile
-    problems = incompatibilities(state.graph, profile)
+    problems = incompatibilities(state.graph, profile, graph=state.gs_graph)
     rep.compatibility = {profile.name: problems}
     if problems:
         raise TargetUnmetError(f"the produced graph does not fit {profile.name}: "
                                f"{'; '.join(problems)} (a bug in export-gelu; please report it)")
     if profile.runtime == "trt":
-        takers = [n for n, r in compatibility_table(state.graph, list(TRT_PROFILES)).items()
-                  if not r]
+        takers = [n for n, r in compatibility_table(state.graph, list(TRT_PROFILES),
+                                                    graph=state.gs_graph).items() if not r]
         rep.notes.append(Note(f"TensorRT versions that parse the output as is: "
                               f"{format_targets(takers)}", "trt-takers"))
     dplan = state.dynamic

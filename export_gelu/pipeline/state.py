@@ -49,6 +49,7 @@ class RunState:
     big: bool = False  # weights above the external-data threshold
     fx_sites: list[Any] = field(default_factory=list)
     graph: Any = None  # onnx.ModelProto: exported, rewritten, then a skeleton once saved
+    gs_graph: Any = None  # the one graph (export_gelu.graph) the passes and checks share
     output: Path | None = None  # where the graph is written
 
     # -- check -------------------------------------------------------------------------------

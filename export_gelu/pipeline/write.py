@@ -7,8 +7,8 @@ import onnx
 
 from export_gelu.exporter.save import save_onnx_streaming
 from export_gelu.exporter.workdir import release_workdirs
+from export_gelu.graph import skeleton
 from export_gelu.onnx_weights import lazy_bytes
-from export_gelu.passes.onnx.view import skeleton
 from export_gelu.pipeline.state import RunState
 
 

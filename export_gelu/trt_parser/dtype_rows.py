@@ -5,51 +5,75 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_graphsurgeon as gs
 from onnx import TensorProto
 
-from export_gelu.trt_parser.restrictions import GraphContext, graph_restriction, restriction
+from export_gelu import graph as G
+from export_gelu.onnx_weights import is_lazy, tensor_array
+from export_gelu.trt_parser.restriction_records import graph_restriction, restriction
 
-_DEFAULT = ("", "ai.onnx")
 _INT32 = np.iinfo(np.int32)
+_F32 = np.finfo(np.float32)
 INTEGER_TYPES = frozenset({TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
                            TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16,
                            TensorProto.UINT32, TensorProto.UINT64})
 
 
+def float32_exact_enough(value: np.ndarray) -> bool:
+    """Whether every finite non-zero value lies in float32's normal range (inf/nan stay as
+    they are): then rounding to float32 changes each value by at most 2**-24 relative."""
+    finite = value[np.isfinite(value) & (value != 0)]
+    mag = np.abs(finite)
+    return not finite.size or bool((mag <= _F32.max).all() and (mag >= _F32.tiny).all())
+
+
 # -- DOUBLE on 7.x -------------------------------------------------------------------------
 
-def _attr_tensors(node: onnx.NodeProto) -> list[onnx.TensorProto]:
-    return [a.t for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
+def attr_tensors(node: gs.Node) -> list[gs.Constant]:
+    """The tensor attributes of a node (a Constant's `value`, ConstantOfShape's …)."""
+    return [v for v in node.attrs.values() if isinstance(v, gs.Constant)]
 
 
-def _declares_double(node: onnx.NodeProto) -> bool:
+def declares_double(node: gs.Node) -> bool:
     """Whether a node brings DOUBLE in by itself (an attribute type or tensor)."""
-    for a in node.attribute:
-        if a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT \
-                and a.i == TensorProto.DOUBLE:
+    for name in ("to", "dtype"):
+        value = node.attrs.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) \
+                and value == TensorProto.DOUBLE:
             return True
-    return any(t.data_type == TensorProto.DOUBLE for t in _attr_tensors(node))
+    return any(G.elem_type_of(t) == TensorProto.DOUBLE for t in attr_tensors(node))
 
 
-def _has_double(model: onnx.ModelProto) -> bool:
-    g = model.graph
-    values = [*g.input, *g.output, *g.value_info]
-    if any(v.type.tensor_type.elem_type == TensorProto.DOUBLE for v in values):
+def _proto_attr_types(node: onnx.NodeProto) -> list[int]:
+    """Element types a NodeProto names by itself: `to`/`dtype` and its tensor attributes."""
+    found = [a.i for a in node.attribute if a.name in ("to", "dtype")
+             and a.type == onnx.AttributeProto.INT]
+    return found + [a.t.data_type for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
+
+
+def _has_double(graph: gs.Graph | onnx.ModelProto) -> bool:
+    if isinstance(graph, onnx.ModelProto):  # the file as it is: no graph loaded
+        g = graph.graph
+        return any(v.type.tensor_type.elem_type == TensorProto.DOUBLE
+                   for v in (*g.input, *g.output, *g.value_info)) or any(
+            i.data_type == TensorProto.DOUBLE for i in g.initializer) or any(
+            n.op_type == "CastLike" or TensorProto.DOUBLE in _proto_attr_types(n)
+            for n in g.node)
+    if any(isinstance(t, gs.Variable) and t.dtype is not None
+           and G.elem_type_of(t) == TensorProto.DOUBLE for t in G.tensors(graph).values()):
         return True
-    if any(i.data_type == TensorProto.DOUBLE for i in g.initializer):
+    if any(G.elem_type_of(i) == TensorProto.DOUBLE for i in G.initializers(graph)):
         return True
-    return any(_declares_double(n) or n.op_type == "CastLike" for n in g.node)
+    return any(declares_double(n) or n.op == "CastLike" for n in graph.nodes)
 
 
-def _is_double(name: str, ctx: GraphContext) -> bool:
-    vt = ctx.type_of(name)
+def _is_double(tensor: gs.Tensor, graph: gs.Graph) -> bool:
+    vt = G.type_of(graph, tensor)
     return vt is not None and vt.elem_type == TensorProto.DOUBLE
 
 
 def _range_note(value: np.ndarray | None) -> str:
     """', values outside float32's range' when a DOUBLE constant cannot become FLOAT."""
-    from export_gelu.passes.compat.dtype_fixes import float32_exact_enough
-
     if value is None or float32_exact_enough(value):
         return ""
     return ", values outside float32's normal range"
@@ -65,23 +89,22 @@ def _range_note(value: np.ndarray | None) -> str:
            "convertDtype, builtin_op_importers.cpp Cast; release/8.0 onnx2trt_utils.cpp "
            "convertDtype (DOUBLE → kFLOAT); docs/Changelog.md 21.05 \"DOUBLE-typed inputs and "
            "weights through downcast to float\"")
-def _double_tensors(ctx: GraphContext) -> list[tuple[str, str]]:
+def _double_tensors(graph: gs.Graph) -> list[tuple[str, str]]:
     """Where DOUBLE enters the graph: inputs, initializers, and nodes that make DOUBLE from
     non-DOUBLE inputs (Constant, Cast, ConstantOfShape, ...)."""
-    g = ctx.model.graph
-    inits = {i.name for i in g.initializer}
-    found = [(i.name, "graph input") for i in g.input
-             if i.name not in inits and i.type.tensor_type.elem_type == TensorProto.DOUBLE]
-    found += [(i.name, "initializer" + _range_note(ctx.constant(i.name)))
-              for i in g.initializer if i.data_type == TensorProto.DOUBLE]
-    for n in g.node:
-        if n.domain not in _DEFAULT:
+    found = [(i.name, "graph input") for i in graph.inputs
+             if G.elem_type_of(i) == TensorProto.DOUBLE]
+    found += [(i.name, "initializer" + _range_note(G.value(i)))
+              for i in G.initializers(graph) if G.elem_type_of(i) == TensorProto.DOUBLE]
+    for n in graph.nodes:
+        if not G.is_default(n):
             continue
-        makes = _declares_double(n) or any(_is_double(o, ctx) for o in n.output if o)
-        if makes and not any(_is_double(i, ctx) for i in n.input if i):
-            out = next((o for o in n.output if o), n.name)
-            value = ctx.constant(out) if n.op_type == "Constant" else None
-            found.append((out, f"output of {n.op_type} {n.name or out!r}{_range_note(value)}"))
+        outs = [o for o in n.outputs if not o.is_empty()]
+        makes = declares_double(n) or any(_is_double(o, graph) for o in outs)
+        if makes and not any(_is_double(i, graph) for i in n.inputs if not i.is_empty()):
+            out = outs[0].name if outs else n.name
+            value = G.value(outs[0]) if n.op == "Constant" and outs else None
+            found.append((out, f"output of {n.op} {n.name or out!r}{_range_note(value)}"))
     return found
 
 
@@ -92,11 +115,16 @@ def _double_tensors(ctx: GraphContext) -> list[tuple[str, str]]:
 _CLAMP_SAFE = {("Slice", 1), ("Slice", 2), ("Clip", 1), ("Clip", 2)}
 
 
-def _has_int64_constant(model: onnx.ModelProto) -> bool:
-    if any(i.data_type == TensorProto.INT64 for i in model.graph.initializer):
+def _has_int64_constant(graph: gs.Graph | onnx.ModelProto) -> bool:
+    if isinstance(graph, onnx.ModelProto):  # the file as it is: no graph loaded
+        g = graph.graph
+        return any(i.data_type == TensorProto.INT64 for i in g.initializer) or any(
+            a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.INT64
+            for n in g.node if n.op_type in ("Constant", "ConstantOfShape") for a in n.attribute)
+    if any(G.elem_type_of(i) == TensorProto.INT64 for i in G.initializers(graph)):
         return True
-    return any(t.data_type == TensorProto.INT64 for n in model.graph.node
-               if n.op_type in ("Constant", "ConstantOfShape") for t in _attr_tensors(n))
+    return any(G.elem_type_of(t) == TensorProto.INT64 for n in graph.nodes
+               if n.op in ("Constant", "ConstantOfShape") for t in attr_tensors(n))
 
 
 def _out_of_int32(value: np.ndarray) -> str | None:
@@ -108,11 +136,11 @@ def _out_of_int32(value: np.ndarray) -> str | None:
     return str(hi if hi > _INT32.max else lo)
 
 
-def _clamp_safe(name: str, ctx: GraphContext) -> bool:
-    if name in ctx.graph_outputs:
+def _clamp_safe(tensor: gs.Tensor, graph: gs.Graph) -> bool:
+    if G.is_output(graph, tensor):
         return False
-    return all((n.op_type, i) in _CLAMP_SAFE for n in ctx.users.get(name, ())
-               for i, inp in enumerate(n.input) if inp == name)
+    return all((n.op, i) in _CLAMP_SAFE for n in G.consumers(tensor)
+               for i, inp in enumerate(n.inputs) if inp is tensor)
 
 
 @graph_restriction(
@@ -125,26 +153,28 @@ def _clamp_safe(name: str, ctx: GraphContext) -> bool:
     source="onnx/onnx-tensorrt 84b5be1 (7.0) … release/8.6-GA onnx2trt_utils.cpp convertINT64; "
            "docs/Changelog.md 9.0 EA",
     silent=True)
-def _int64_out_of_range(ctx: GraphContext) -> list[tuple[str, str]]:
+def _int64_out_of_range(graph: gs.Graph) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
-    from export_gelu.onnx_weights import is_lazy, tensor_array
-
-    for init in ctx.model.graph.initializer:
-        if init.data_type == TensorProto.INT64:
-            # a big one left in its file (onnx_weights.load_graph) is read to be scanned
-            value = tensor_array(init) if is_lazy(init) else ctx.constant(init.name)
-            bad = _out_of_int32(value) if value is not None else None
-            if bad is not None and not _clamp_safe(init.name, ctx):
-                found.append((init.name, f"INT64 initializer holding {bad}"))
-    for n in ctx.model.graph.node:
-        if n.op_type not in ("Constant", "ConstantOfShape") or n.domain not in _DEFAULT:
+    for init in G.initializers(graph):
+        if G.elem_type_of(init) != TensorProto.INT64:
             continue
-        for t in _attr_tensors(n):
-            if t.data_type != TensorProto.INT64:
+        proto = G.proto_of(init)
+        # a big one left in its file (onnx_weights.load_graph) is read to be scanned
+        value = tensor_array(proto) if proto is not None and is_lazy(proto) else G.value(init)
+        bad = _out_of_int32(value) if value is not None else None
+        if bad is not None and not _clamp_safe(init, graph):
+            found.append((init.name, f"INT64 initializer holding {bad}"))
+    for n in graph.nodes:
+        if n.op not in ("Constant", "ConstantOfShape") or not G.is_default(n):
+            continue
+        for t in attr_tensors(n):
+            if G.elem_type_of(t) != TensorProto.INT64:
                 continue
-            bad = _out_of_int32(onnx.numpy_helper.to_array(t))
-            if bad is not None and not (n.op_type == "Constant" and _clamp_safe(n.output[0], ctx)):
-                found.append((n.output[0], f"INT64 {n.op_type} value {bad}"))
+            arr = G.array_of(t)
+            bad = _out_of_int32(arr) if arr is not None else None
+            out = n.outputs[0]
+            if bad is not None and not (n.op == "Constant" and _clamp_safe(out, graph)):
+                found.append((out.name, f"INT64 {n.op} value {bad}"))
     return found
 
 
@@ -156,17 +186,17 @@ def _int64_out_of_range(ctx: GraphContext) -> list[tuple[str, str]]:
                           "plugin.\" (no such plugin); the CastLike importer arrives in 9.1",
              source="onnx/onnx-tensorrt 9.0-GA builtin_op_importers.cpp (no CastLike), "
                     "ModelImporter.cpp; 9.1 builtin_op_importers.cpp CastLike")
-def _castlike(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    vt = ctx.type_of(node.input[1])
+def _castlike(node: gs.Node, graph: gs.Graph) -> str | None:
+    vt = G.type_of(graph, node.inputs[1])
     if vt is None or not vt.elem_type:
-        return f"target type from {node.input[1]!r}, unknown"
+        return f"target type from {node.inputs[1].name!r}, unknown"
     return f"target type {TensorProto.DataType.Name(vt.elem_type)}"
 
 
 # -- integer Pow ---------------------------------------------------------------------------
 
-def _type_name(name: str, ctx: GraphContext) -> str | None:
-    vt = ctx.type_of(name)
+def _type_name(tensor: gs.Tensor, graph: gs.Graph) -> str | None:
+    vt = G.type_of(graph, tensor)
     if vt is None or vt.elem_type not in INTEGER_TYPES:
         return None
     return TensorProto.DataType.Name(vt.elem_type)
@@ -183,18 +213,18 @@ _POW_WORDS = ("\"Elementwise layer does not support operator POW with boolean or
              since="7.1", fixed_in="10.8", parser_words=_POW_WORDS + "; 10.8: \"Added support "
              "for Pow ops with integer-typed exponent values\"",
              source=_POW_SOURCE.format(release="10.8 GA"))
-def _pow_int_exponent(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    if _type_name(node.input[0], ctx) is not None:
+def _pow_int_exponent(node: gs.Node, graph: gs.Graph) -> str | None:
+    if _type_name(node.inputs[0], graph) is not None:
         return None  # an integer base is the other record's
-    t = _type_name(node.input[1], ctx)
-    return f"{t} exponent {node.input[1]!r}" if t else None
+    t = _type_name(node.inputs[1], graph)
+    return f"{t} exponent {node.inputs[1].name!r}" if t else None
 
 
 @restriction(key="pow-integer-base", op="Pow", condition="an integer base",
              since="7.1", fixed_in="10.12", parser_words=_POW_WORDS + "; 10.12: \"Added support "
              "for integer-typed base tensors for Pow operations\"",
              source=_POW_SOURCE.format(release="10.12 GA"))
-def _pow_int_base(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    t = _type_name(node.input[0], ctx)
-    return f"{t} base {node.input[0]!r}" if t else None
+def _pow_int_base(node: gs.Node, graph: gs.Graph) -> str | None:
+    t = _type_name(node.inputs[0], graph)
+    return f"{t} base {node.inputs[0].name!r}" if t else None
 

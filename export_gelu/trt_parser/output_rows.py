@@ -8,15 +8,17 @@ empty-named extra output counts.
 
 from __future__ import annotations
 
-import onnx
+import onnx_graphsurgeon as gs
 
-from export_gelu.trt_parser.restrictions import GraphContext, restriction
+from export_gelu import graph as G
+from export_gelu.trt_parser.restriction_records import restriction
 
 
-def _extra_outputs(node: onnx.NodeProto, ctx: GraphContext, names: tuple[str, ...]) -> str:
-    used = [f"{names[i - 1]} {o!r}" for i, o in enumerate(node.output) if i and ctx.is_used(o)]
-    return (f"{len(node.output)} outputs declared, read: {', '.join(used)}" if used
-            else f"{len(node.output)} outputs declared, only Y read")
+def _extra_outputs(node: gs.Node, graph: gs.Graph, names: tuple[str, ...]) -> str:
+    used = [f"{names[i - 1]} {o.name!r}" for i, o in enumerate(node.outputs)
+            if i and G.is_used(graph, o)]
+    return (f"{len(node.outputs)} outputs declared, read: {', '.join(used)}" if used
+            else f"{len(node.outputs)} outputs declared, only Y read")
 
 
 @restriction(key="layernorm-extra-outputs", op="LayerNormalization",
@@ -26,10 +28,10 @@ def _extra_outputs(node: onnx.NodeProto, ctx: GraphContext, names: tuple[str, ..
              source="onnx/onnx-tensorrt release/8.6-GA builtin_op_importers.cpp "
                     "LayerNormalization (RETURN_FIRST_OUTPUT), ModelImporter.cpp; "
                     "release/10.1-GA and 10.15 docs/operators.md")
-def _layernorm_outputs(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    if len(node.output) <= 1:
+def _layernorm_outputs(node: gs.Node, graph: gs.Graph) -> str | None:
+    if len(node.outputs) <= 1:
         return None
-    return _extra_outputs(node, ctx, ("Mean", "InvStdDev"))
+    return _extra_outputs(node, graph, ("Mean", "InvStdDev"))
 
 
 @restriction(key="dropout-mask-output", op="Dropout",
@@ -39,7 +41,7 @@ def _layernorm_outputs(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
              source="onnx/onnx-tensorrt 84b5be1 (7.0), release/7.1, release/7.2.1 "
                     "builtin_op_importers.cpp Dropout; release/8.0 builtin_op_importers.cpp "
                     "Dropout")
-def _dropout_mask(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    if len(node.output) <= 1 or ctx.opset < 10:
+def _dropout_mask(node: gs.Node, graph: gs.Graph) -> str | None:
+    if len(node.outputs) <= 1 or G.opset(graph) < 10:
         return None
-    return _extra_outputs(node, ctx, ("mask",))
+    return _extra_outputs(node, graph, ("mask",))

@@ -7,10 +7,11 @@ registered by the imports at the end.
 
 from __future__ import annotations
 
-import onnx
+import onnx_graphsurgeon as gs
 from onnx import TensorProto
 
-from export_gelu.trt_parser.restrictions import GraphContext, restriction
+from export_gelu import graph as G
+from export_gelu.trt_parser.restriction_records import restriction
 
 _SIGNED_INT = (TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64)
 #: Ops whose (first) output is never negative, whatever their inputs.
@@ -21,59 +22,60 @@ _SIGN_KEEPING_OPS = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsque
                                "GatherND", "Concat", "Tile"})
 
 
-def non_negative(name: str, ctx: GraphContext, depth: int = 0) -> bool:
-    """Whether tensor `name` is provably never negative (constants, shapes, unsigned types,
+def non_negative(tensor: gs.Tensor, graph: gs.Graph, depth: int = 0) -> bool:
+    """Whether `tensor` is provably never negative (constants, shapes, unsigned types,
     TopK/ArgMax indices, the guarded form `negative_gather_guard` emits, and what keeps their
     sign). False means "not known", not "negative"."""
-    value = ctx.constant(name)
+    value = G.value(tensor)
     if value is not None:
         return value.dtype.kind in "ub" or (value.size == 0 or bool((value >= 0).all()))
-    vt = ctx.type_of(name)
+    vt = G.type_of(graph, tensor)
     if vt is not None and vt.elem_type and vt.elem_type not in _SIGNED_INT + (
             TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16):
         return True  # unsigned or bool
-    node = ctx.producer.get(name)
+    node = G.producer(tensor)
     if node is None or depth > 8:
         return False
-    op = node.op_type
+    op = node.op
     if op in _NON_NEGATIVE_OPS:
         return True
     if op == "TopK":
-        return name == node.output[1]
+        return len(node.outputs) > 1 and tensor is node.outputs[1]
     if op == "Range":
-        start, delta = ctx.constant(node.input[0]), ctx.constant(node.input[2])
+        start, delta = G.value(node.inputs[0]), G.value(node.inputs[2])
         return start is not None and delta is not None and start >= 0 and delta > 0
-    if op == "Where" and is_gather_guard(node, ctx):
+    if op == "Where" and is_gather_guard(node):
         return True
     if op == "Concat":
-        return all(non_negative(i, ctx, depth + 1) for i in node.input)
+        return all(non_negative(i, graph, depth + 1) for i in node.inputs)
     if op in _SIGN_KEEPING_OPS:
-        return non_negative(node.input[0], ctx, depth + 1)
+        return non_negative(node.inputs[0], graph, depth + 1)
     if op in ("Add", "Mul", "Max"):
-        return all(non_negative(i, ctx, depth + 1) for i in node.input)
+        return all(non_negative(i, graph, depth + 1) for i in node.inputs)
     return False
 
 
-def is_gather_guard(where: onnx.NodeProto, ctx: GraphContext) -> bool:
+def is_gather_guard(where: gs.Node) -> bool:
     """Whether `where` is Where(Less(i, 0), Add(i, dim), i), the guarded index form."""
-    less = ctx.producer.get(where.input[0])
-    add = ctx.producer.get(where.input[1])
-    if less is None or add is None or less.op_type != "Less" or add.op_type != "Add":
+    less = G.producer(where.inputs[0])
+    add = G.producer(where.inputs[1])
+    if less is None or add is None or less.op != "Less" or add.op != "Add":
         return False
-    zero = ctx.constant(less.input[1])
+    zero = G.value(less.inputs[1])
     return (zero is not None and zero.size == 1 and zero.item() == 0
-            and less.input[0] == where.input[2] == add.input[0])
+            and less.inputs[0] is where.inputs[2] and add.inputs[0] is where.inputs[2])
 
 
-def _negative_indices(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    indices = node.input[1]
-    idx = ctx.constant(indices)
+def _negative_indices(node: gs.Node, graph: gs.Graph) -> str | None:
+    indices = node.inputs[1]
+    idx = G.value(indices)
     if idx is not None:
         return f"constant indices, min {idx.min()}" if idx.size and idx.min() < 0 else None
-    vt = ctx.type_of(indices)
-    if vt is None or vt.elem_type not in _SIGNED_INT or non_negative(indices, ctx):
+    vt = G.type_of(graph, indices)
+    if vt is None or vt.elem_type not in _SIGNED_INT or non_negative(indices, graph):
         return None
-    return f"computed {TensorProto.DataType.Name(vt.elem_type)} indices {indices!r} of unknown sign"
+    return (f"computed {TensorProto.DataType.Name(vt.elem_type)} indices {indices.name!r} of "
+            "unknown sign")
 
 
 _NEGATIVE_WORDS = ("negative indices are not handled unless the parser is built with "
@@ -87,8 +89,8 @@ _NEGATIVE_WORDS = ("negative indices are not handled unless the parser is built 
                     "builtin_op_importers.cpp Gather (#if SUPPORT_NEGATIVE_GATHER); "
                     "release/8.2-GA docs/Changelog.md 8.2 EA",
              silent=True)
-def _gather_negative_indices(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    return _negative_indices(node, ctx)
+def _gather_negative_indices(node: gs.Node, graph: gs.Graph) -> str | None:
+    return _negative_indices(node, graph)
 
 
 @restriction(key="gatherelements-negative-indices", op="GatherElements",
@@ -97,12 +99,12 @@ def _gather_negative_indices(node: onnx.NodeProto, ctx: GraphContext) -> str | N
              source="onnx/onnx-tensorrt release/8.0 builtin_op_importers.cpp GatherElements "
                     "(#if SUPPORT_NEGATIVE_GATHER); release/8.2-GA docs/Changelog.md 8.2 EA",
              silent=True)
-def _gatherelements_negative_indices(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    return _negative_indices(node, ctx)
+def _gatherelements_negative_indices(node: gs.Node, graph: gs.Graph) -> str | None:
+    return _negative_indices(node, graph)
 
 
-def _bool_data(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    vt = ctx.type_of(node.input[0])
+def _bool_data(node: gs.Node, graph: gs.Graph) -> str | None:
+    vt = G.type_of(graph, node.inputs[0])
     return "BOOL data" if vt is not None and vt.elem_type == TensorProto.BOOL else None
 
 
@@ -116,8 +118,8 @@ _BOOL_SOURCE = ("onnx/onnx-tensorrt release/7.1, release/7.2.1, release/8.0, rel
              parser_words="\"This version of TensorRT does not support BOOL input type for the "
                           "Gather operator.\"",
              source=_BOOL_SOURCE.format(op="Gather"))
-def _gather_bool(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    return _bool_data(node, ctx)
+def _gather_bool(node: gs.Node, graph: gs.Graph) -> str | None:
+    return _bool_data(node, graph)
 
 
 @restriction(key="gatherelements-bool-data", op="GatherElements", condition="BOOL data",
@@ -125,8 +127,8 @@ def _gather_bool(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
              parser_words="\"This version of TensorRT does not support BOOL input type for the "
                           "GatherElements operator.\"",
              source=_BOOL_SOURCE.format(op="GatherElements"))
-def _gatherelements_bool(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    return _bool_data(node, ctx)
+def _gatherelements_bool(node: gs.Node, graph: gs.Graph) -> str | None:
+    return _bool_data(node, graph)
 
 
 @restriction(key="gathernd-bool-data", op="GatherND", condition="BOOL data",
@@ -134,8 +136,8 @@ def _gatherelements_bool(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
              parser_words="\"This version of TensorRT does not support BOOL input type for the "
                           "GatherND operator.\"",
              source=_BOOL_SOURCE.format(op="GatherND"))
-def _gathernd_bool(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    return _bool_data(node, ctx)
+def _gathernd_bool(node: gs.Node, graph: gs.Graph) -> str | None:
+    return _bool_data(node, graph)
 
 
 # The other rows, by topic (importing them registers them).

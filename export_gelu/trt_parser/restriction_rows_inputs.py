@@ -16,9 +16,10 @@ from collections.abc import Callable
 
 import numpy as np
 import onnx
+import onnx_graphsurgeon as gs
 
-from export_gelu.passes.compat.graph import attr_value
-from export_gelu.trt_parser.restrictions import GraphContext, restriction
+from export_gelu import graph as G
+from export_gelu.trt_parser.restriction_records import restriction
 
 OTRT = "onnx/onnx-tensorrt"
 #: The importer sources read for every line (tags as in docs/tensorrt-restrictions.md).
@@ -36,66 +37,54 @@ CONSTANT_INPUTS: dict[str, tuple[tuple[int, ...], int]] = {}
 
 # -- what detectors ask ----------------------------------------------------------------------
 
-def opset_of(ctx: GraphContext) -> int:
-    for imp in ctx.model.opset_import:
-        if imp.domain in ("", "ai.onnx"):
-            return int(imp.version)
-    return 0
+def opset_of(graph: gs.Graph) -> int:
+    return G.opset(graph)
 
 
-def is_weights(ctx: GraphContext, name: str) -> bool:
-    """Whether the parser imports `name` as weights (initializer or Constant output)."""
-    if not name:
-        return False
-    producer = ctx.producer.get(name)
-    if producer is not None:
-        return producer.op_type == "Constant" and producer.domain in ("", "ai.onnx")
-    return any(init.name == name for init in ctx.model.graph.initializer)
+def given(node: gs.Node, index: int) -> gs.Tensor | None:
+    """Input `index`, None when absent or left empty."""
+    if len(node.inputs) > index and not node.inputs[index].is_empty():
+        return node.inputs[index]
+    return None
 
 
-def given(node: onnx.NodeProto, index: int) -> str:
-    """The name of input `index`, '' when absent or left empty."""
-    return node.input[index] if len(node.input) > index else ""
-
-
-def rank_of(ctx: GraphContext, name: str) -> int | None:
-    vt = ctx.type_of(name)
+def rank_of(graph: gs.Graph, tensor: gs.Tensor) -> int | None:
+    vt = G.type_of(graph, tensor)
     return None if vt is None else vt.rank
 
 
-def shape_of(ctx: GraphContext, name: str) -> tuple | None:
-    vt = ctx.type_of(name)
+def shape_of(graph: gs.Graph, tensor: gs.Tensor | None) -> tuple | None:
+    vt = G.type_of(graph, tensor)
     return None if vt is None else vt.shape
 
 
-def _computed_by(ctx: GraphContext, name: str) -> str:
-    producer = ctx.producer.get(name)
+def _computed_by(tensor: gs.Tensor) -> str:
+    producer = G.producer(tensor)
     if producer is not None:
-        return f"computed by {producer.op_type} {producer.name or producer.output[0]!r}"
+        return f"computed by {producer.op} {producer.name or producer.outputs[0].name!r}"
     return "a graph input"
 
 
-def computed_inputs(node: onnx.NodeProto, ctx: GraphContext, indices: tuple[int, ...],
+def computed_inputs(node: gs.Node, indices: tuple[int, ...],
                     labels: tuple[str, ...]) -> str | None:
     """'`axes` computed by Concat 'c'' for each given input of `indices` that is not weights."""
-    found = [f"`{label}` {_computed_by(ctx, given(node, i))}"
-             for i, label in zip(indices, labels) if given(node, i)
-             and not is_weights(ctx, given(node, i))]
+    found = [f"`{label}` {_computed_by(t)}" for i, label in zip(indices, labels)
+             if (t := given(node, i)) is not None and not G.is_weights(t)]
     return "; ".join(found) or None
 
 
 def must_be_weights(*, key: str, op: str, inputs: tuple[int, ...], labels: tuple[str, ...],
                     from_opset: int, since: str | None, fixed_in: str | None,
                     parser_words: str, source: str,
-                    when: Callable[[onnx.NodeProto, GraphContext], bool] | None = None) -> None:
+                    when: Callable[[gs.Node, gs.Graph], bool] | None = None) -> None:
     """Register a record: inputs `inputs` of `op` (inputs from opset `from_opset`) must be
     weights on since <= version < fixed_in."""
     names = "/".join(f"`{label}`" for label in labels)
 
-    def detect(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-        if opset_of(ctx) < from_opset or (when is not None and not when(node, ctx)):
+    def detect(node: gs.Node, graph: gs.Graph) -> str | None:
+        if opset_of(graph) < from_opset or (when is not None and not when(node, graph)):
             return None
-        return computed_inputs(node, ctx, inputs, labels)
+        return computed_inputs(node, inputs, labels)
 
     detect.__name__ = f"_detect_{key.replace('-', '_')}"
     restriction(key=key, op=op, condition=f"a computed {names} input (not an initializer or "
@@ -148,8 +137,8 @@ must_be_weights(
            f"initializer\"")
 
 
-def _float_range(node: onnx.NodeProto, ctx: GraphContext) -> bool:
-    vt = ctx.type_of(node.input[0])
+def _float_range(node: gs.Node, graph: gs.Graph) -> bool:
+    vt = G.type_of(graph, node.inputs[0])
     return vt is not None and vt.elem_type in FLOATS
 
 
@@ -189,17 +178,17 @@ for _op, _from in REDUCE_AXES_INPUT.items():
                f"release/10.1-GA (reduceTensor); docs/operators.md release/10.0-GA, 10.15")
 
 
-def _axes_ignored(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+def _axes_ignored(node: gs.Node, graph: gs.Graph) -> str | None:
     """The constant axes input of an opset-18 Reduce op, when ignoring it changes the result
     (computed axes are the axes-computed row's)."""
-    axes_name = given(node, 1)
-    if opset_of(ctx) < 18 or not axes_name or not is_weights(ctx, axes_name):
+    axes_in = given(node, 1)
+    if opset_of(graph) < 18 or axes_in is None or not G.is_weights(axes_in):
         return None
-    axes = ctx.constant(axes_name)
-    rank = rank_of(ctx, node.input[0])
+    axes = G.value(axes_in)
+    rank = rank_of(graph, node.inputs[0])
     if axes is None:
         return "axes held in external data"
-    if axes.size == 0 and not attr_value(node, "noop_with_empty_axes", 0):
+    if axes.size == 0 and not node.attrs.get("noop_with_empty_axes", 0):
         return None  # empty axes reduce everything: what the parser does anyway
     if rank is not None and {int(a) % rank for a in axes.ravel()} == set(range(rank)):
         return None
@@ -227,8 +216,8 @@ for _op, _from in REDUCE_AXES_INPUT.items():
                           "\"Added support for N-D `Trilu`\"",
              source=f"{OTRT} builtin_op_importers.cpp release/8.5-GA and release/8.6-GA "
                     f"(Trilu); {CHANGELOG}")
-def _trilu_rank(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    rank = rank_of(ctx, node.input[0])
+def _trilu_rank(node: gs.Node, graph: gs.Graph) -> str | None:
+    rank = rank_of(graph, node.inputs[0])
     return f"rank {rank}" if rank is not None and rank not in (2, 3) else None
 
 
@@ -252,15 +241,15 @@ def einsum_terms(equation: str) -> tuple[list[str], str | None]:
     return lhs.split(","), (rhs if "->" in eq else None)
 
 
-def _equation(node: onnx.NodeProto) -> str:
-    value = attr_value(node, "equation", b"")
+def _equation(node: gs.Node) -> str:
+    value = node.attrs.get("equation", "")
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @restriction(key="einsum-ellipsis", op="Einsum", condition="an ellipsis ('...') in the equation",
              since=None, fixed_in="9.0", parser_words=EINSUM_WORDS + "; from 9.0 GA the "
              "parser spells the ellipsis out in letters itself", source=EINSUM_SOURCE)
-def _einsum_ellipsis(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+def _einsum_ellipsis(node: gs.Node, graph: gs.Graph) -> str | None:
     eq = _equation(node)
     return f"equation {eq!r}" if "..." in eq else None
 
@@ -268,14 +257,14 @@ def _einsum_ellipsis(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
 @restriction(key="einsum-inputs", op="Einsum", condition="more than two inputs",
              since=None, fixed_in="9.0", parser_words=EINSUM_WORDS + "; from 9.0 GA the "
              "parser splits it into two-input Einsums", source=EINSUM_SOURCE)
-def _einsum_inputs(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    return f"{len(node.input)} inputs" if len(node.input) > 2 else None
+def _einsum_inputs(node: gs.Node, graph: gs.Graph) -> str | None:
+    return f"{len(node.inputs)} inputs" if len(node.inputs) > 2 else None
 
 
 @restriction(key="einsum-diagonal", op="Einsum",
              condition="a diagonal (a label repeated within one operand)",
              since=None, fixed_in="10.12", parser_words=EINSUM_WORDS, source=EINSUM_SOURCE)
-def _einsum_diagonal(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+def _einsum_diagonal(node: gs.Node, graph: gs.Graph) -> str | None:
     terms, _ = einsum_terms(_equation(node))
     for term in terms:
         letters = [c for c in term.replace("...", "") if c.isalpha()]
@@ -306,14 +295,14 @@ def einsum_dims(term: str, shape: tuple) -> dict[str, object] | None:
              condition="broadcasting between inputs (a shared label or ellipsis dims of "
                        "different sizes or ranks)",
              since=None, fixed_in="10.12", parser_words=EINSUM_WORDS, source=EINSUM_SOURCE)
-def _einsum_broadcast(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+def _einsum_broadcast(node: gs.Node, graph: gs.Graph) -> str | None:
     terms, _ = einsum_terms(_equation(node))
-    if len(terms) != len(node.input):
+    if len(terms) != len(node.inputs):
         return None
     seen: dict[str, object] = {}
     ranks = set()
-    for term, name in zip(terms, node.input):
-        shape = shape_of(ctx, name)
+    for term, tensor in zip(terms, node.inputs):
+        shape = shape_of(graph, tensor)
         if shape is None:
             continue
         if "..." in term:
@@ -332,28 +321,29 @@ def _einsum_broadcast(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
 
 # -- check-only rows: Pad, Resize, ScatterND, TopK, If, Loop --------------------------------
 
-def _pads(node: onnx.NodeProto, ctx: GraphContext) -> tuple[list[int] | None, float | None]:
+def _pads(node: gs.Node, graph: gs.Graph) -> tuple[list[int] | None, float | None]:
     """(pads, constant value) of a Pad node at any opset; None where not constant."""
-    if opset_of(ctx) < 11:
-        pads = attr_value(node, "pads", None)
-        return (list(pads) if pads is not None else None), float(attr_value(node, "value", 0.0))
-    pads = ctx.constant(node.input[1])
-    value = ctx.constant(given(node, 2)) if given(node, 2) else np.zeros(())
+    if opset_of(graph) < 11:
+        pads = node.attrs.get("pads", None)
+        return (list(pads) if pads is not None else None), float(node.attrs.get("value", 0.0))
+    pads = G.value(node.inputs[1])
+    fill = given(node, 2)
+    value = G.value(fill) if fill is not None else np.zeros(())
     return (None if pads is None else [int(p) for p in pads.ravel()],
             None if value is None or value.size != 1 else float(value.ravel()[0]))
 
 
-def _padded_dims(node: onnx.NodeProto, ctx: GraphContext) -> tuple[list[int], int] | None:
+def _padded_dims(node: gs.Node, graph: gs.Graph) -> tuple[list[int], int] | None:
     """(dims with non-zero padding, rank), when pads are constant (no opset-18 `axes`)."""
-    pads, _ = _pads(node, ctx)
-    if pads is None or given(node, 3):
+    pads, _ = _pads(node, graph)
+    if pads is None or given(node, 3) is not None:
         return None
     half = len(pads) // 2
     return [d for d in range(half) if pads[d] or pads[d + half]], half
 
 
-def _mode(node: onnx.NodeProto) -> str:
-    mode = attr_value(node, "mode", b"constant")
+def _mode(node: gs.Node) -> str:
+    mode = node.attrs.get("mode", "constant")
     return mode.decode() if isinstance(mode, bytes) else str(mode)
 
 
@@ -389,17 +379,17 @@ must_be_weights(
                           "reads an initializer `axes`",
              source=f"{OTRT} builtin_op_importers.cpp release/8.6-GA, 9.3 and "
                     f"onnxOpImporters.cpp release/10.0-GA (Pad)")
-def _pad_axes(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+def _pad_axes(node: gs.Node, graph: gs.Graph) -> str | None:
     axes = given(node, 3)
-    return f"`axes` {axes!r}" if opset_of(ctx) >= 18 and axes else None
+    return f"`axes` {axes.name!r}" if opset_of(graph) >= 18 and axes is not None else None
 
 
 @restriction(key="pad-nonzero", op="Pad",
              condition="padding other than constant zeros", since=None, fixed_in="8.2",
              parser_words="\"This version of TensorRT only supports constant 0 padding!\"",
              source=PAD_SOURCE)
-def _pad_nonzero(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    pads, value = _pads(node, ctx)
+def _pad_nonzero(node: gs.Node, graph: gs.Graph) -> str | None:
+    pads, value = _pads(node, graph)
     if pads is not None and not any(pads):
         return None  # a no-op Pad
     if _mode(node) != "constant":
@@ -414,10 +404,10 @@ def _pad_nonzero(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
                           "none: OnnxAttrs::get throws) and \"only supports padding on the outer "
                           "two dimensions on 4D tensors!\"",
              source=f"{OTRT} builtin_op_importers.cpp at 84b5be1 (7.0) (Pad)")
-def _pad_70(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    if opset_of(ctx) >= 11:
+def _pad_70(node: gs.Node, graph: gs.Graph) -> str | None:
+    if opset_of(graph) >= 11:
         return "`pads` is an input at opset >= 11"
-    pads, _ = _pads(node, ctx)
+    pads, _ = _pads(node, graph)
     return f"pads {pads}" if pads is None or len(pads) != 8 else None
 
 
@@ -426,8 +416,8 @@ def _pad_70(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
              parser_words="convertOnnxPadding refuses non-zero pads before the last two dims "
                           "(7.x); operators.md 7.x: \"Zero-padding on last 2 dimensions only\"",
              source=PAD_SOURCE)
-def _pad_outer(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    found = _padded_dims(node, ctx)
+def _pad_outer(node: gs.Node, graph: gs.Graph) -> str | None:
+    found = _padded_dims(node, graph)
     if found is None:
         return None
     dims, rank = found
@@ -439,13 +429,13 @@ def _pad_outer(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
              since=None, fixed_in="8.2",
              parser_words="\"TensorRT only supports 2D padding!\" (8.0; 7.x: the last two dims "
                           "only)", source=PAD_SOURCE)
-def _pad_many(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    found = _padded_dims(node, ctx)
+def _pad_many(node: gs.Node, graph: gs.Graph) -> str | None:
+    found = _padded_dims(node, graph)
     return f"padded dims {found[0]}" if found is not None and len(found[0]) > 2 else None
 
 
-def _text(node: onnx.NodeProto, name: str, default: str) -> str:
-    value = attr_value(node, name, default)
+def _text(node: gs.Node, name: str, default: str) -> str:
+    value = node.attrs.get(name, default)
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -458,8 +448,8 @@ def _text(node: onnx.NodeProto, name: str, default: str) -> str:
                           "operators.md: \"Asymmetric coordinate transformation mode only. "
                           "Nearest or Linear resizing mode only. \"floor\" mode only\"",
              source=f"{OTRT} builtin_op_importers.cpp and operators.md at 84b5be1 (7.0) (Resize)")
-def _resize_70(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    opset = opset_of(ctx)
+def _resize_70(node: gs.Node, graph: gs.Graph) -> str | None:
+    opset = opset_of(graph)
     mode = _text(node, "mode", "nearest")
     found = []
     if opset >= 11:
@@ -472,13 +462,14 @@ def _resize_70(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
         if mode == "nearest" and nearest != "floor":
             found.append(f"nearest_mode {nearest!r}")
     scales = given(node, 2 if opset >= 11 else 1)
-    if not (opset >= 11 and given(node, 3)) and not is_weights(ctx, scales):
-        found.append(f"`scales` {_computed_by(ctx, scales) if scales else 'missing'}")
+    if not (opset >= 11 and given(node, 3) is not None) and not (
+            scales is not None and G.is_weights(scales)):
+        found.append(f"`scales` {_computed_by(scales) if scales is not None else 'missing'}")
     return ", ".join(found) or None
 
 
-def _reduction(node: onnx.NodeProto) -> str | None:
-    value = attr_value(node, "reduction", None)
+def _reduction(node: gs.Node) -> str | None:
+    value = node.attrs.get("reduction", None)
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -493,7 +484,7 @@ SCATTER_SOURCE = (f"{OTRT} builtin_op_importers.cpp release/8.2-GA to 9.3 and "
              "overwrite instead of accumulating: wrong values); from 10.0 \"Attribute reduction "
              "is not supported.\"; docs 10.15: \"`reduction` other than `none` is not "
              "supported\"", source=SCATTER_SOURCE)
-def _scatternd_reduction(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+def _scatternd_reduction(node: gs.Node, graph: gs.Graph) -> str | None:
     red = _reduction(node)
     return f"reduction {red!r}" if red not in (None, "none") else None
 
@@ -503,7 +494,7 @@ def _scatternd_reduction(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
              parser_words="\"Attribute reduction is not supported.\" (any `reduction` "
              "attribute); 10.9 GA: \"Fixed support for opset 18+ ScatterND\"",
              source=SCATTER_SOURCE)
-def _scatternd_attribute(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
+def _scatternd_attribute(node: gs.Node, graph: gs.Graph) -> str | None:
     return "reduction 'none'" if _reduction(node) == "none" else None
 
 
@@ -518,24 +509,23 @@ TOPK_MAX_K = 3840
                           f"than {TOPK_MAX_K}\"",
              source=f"NVIDIA/TensorRT include/NvInfer.h release/7.0 to release/11.1 "
                     f"(ITopKLayer); {OTRT} docs/operators.md release/10.1-GA")
-def _topk_k(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    if opset_of(ctx) < 10:
-        k = attr_value(node, "k", None)
+def _topk_k(node: gs.Node, graph: gs.Graph) -> str | None:
+    if opset_of(graph) < 10:
+        k = node.attrs.get("k", None)
     else:
-        value = ctx.constant(given(node, 1))
+        value = G.value(given(node, 1))
         k = int(value.ravel()[0]) if value is not None and value.size == 1 else None
     return f"K = {k}" if k is not None and k > TOPK_MAX_K else None
 
 
-def _branch_shapes(node: onnx.NodeProto) -> list[tuple[tuple | None, tuple | None]]:
+def _branch_shapes(node: gs.Node) -> list[tuple[tuple | None, tuple | None]]:
     """(then shape, else shape) per output of an If node, from the branches' declared types."""
     def shapes(name: str) -> list[tuple | None]:
-        graph = attr_value(node, name, None)
+        body = node.attrs.get(name, None)
         out = []
-        for vi in ([] if graph is None else graph.output):
-            tt = vi.type.tensor_type
-            out.append(tuple(d.dim_value if d.HasField("dim_value") else None
-                             for d in tt.shape.dim) if tt.HasField("shape") else None)
+        for t in ([] if not isinstance(body, gs.Graph) else body.outputs):
+            out.append(None if t.shape is None else
+                       tuple(d if isinstance(d, int) else None for d in t.shape))
         return out
 
     return list(zip(shapes("then_branch"), shapes("else_branch")))
@@ -555,8 +545,8 @@ IF_SOURCE = (f"{OTRT} docs/operators.md release/8.0 to release/10.0-GA (\"must h
              condition="branch outputs of shapes that do not broadcast", since=None,
              fixed_in="10.1", parser_words="\"Output tensors of the two conditional branches "
              "must have broadcastable shapes\"", source=IF_SOURCE)
-def _if_broadcast(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    if is_weights(ctx, node.input[0]):
+def _if_broadcast(node: gs.Node, graph: gs.Graph) -> str | None:
+    if G.is_weights(node.inputs[0]):
         return None
     for i, (a, b) in enumerate(_branch_shapes(node)):
         if a is not None and b is not None and not _broadcastable(a, b):
@@ -567,8 +557,8 @@ def _if_broadcast(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
 @restriction(key="if-branch-rank", op="If", condition="branch outputs of different ranks",
              since="10.1", fixed_in=None, parser_words="\"Output tensors of the two "
              "conditional branches must have the same rank\"", source=IF_SOURCE)
-def _if_rank(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    if is_weights(ctx, node.input[0]):
+def _if_rank(node: gs.Node, graph: gs.Graph) -> str | None:
+    if G.is_weights(node.inputs[0]):
         return None
     for i, (a, b) in enumerate(_branch_shapes(node)):
         if a is not None and b is not None and len(a) != len(b):
@@ -584,24 +574,23 @@ def _if_rank(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
                           "output length cannot be dynamic\"",
              source=f"{OTRT} builtin_op_importers.cpp release/8.0 (Loop: "
                     f"MAX_SCAN_OUTPUT_LENGTH); docs/operators.md release/10.1-GA, 10.15")
-def _loop_scan(node: onnx.NodeProto, ctx: GraphContext) -> str | None:
-    body = attr_value(node, "body", None)
-    if body is None:
+def _loop_scan(node: gs.Node, graph: gs.Graph) -> str | None:
+    body = node.attrs.get("body", None)
+    if not isinstance(body, gs.Graph):
         return None
-    n_carried = len(node.input) - 2
-    scans = [o for o in node.output[n_carried:] if ctx.is_used(o)]
+    n_carried = len(node.inputs) - 2
+    scans = [o for o in node.outputs[n_carried:] if G.is_used(graph, o)]
     if not scans:
         return None
-    if not given(node, 0):
+    if given(node, 0) is None:
         return "no trip count `M`"
-    if len(body.input) < 2 or not body.output:  # malformed body: the checker's business
+    if len(body.inputs) < 2 or not body.outputs:  # malformed body: the checker's business
         return None
-    cond_in, cond_out = body.input[1].name, body.output[0].name
-    producer = {o: n for n in body.node for o in n.output}
-    p = producer.get(cond_out)
-    stays = cond_out == cond_in or (p is not None and p.op_type == "Identity"
-                                    and p.input[0] == cond_in)
-    cond = ctx.constant(given(node, 1)) if given(node, 1) else np.array(True)
+    cond_in, cond_out = body.inputs[1], body.outputs[0]
+    p = G.producer(cond_out)
+    stays = cond_out.name == cond_in.name or (p is not None and p.op == "Identity"
+                                              and p.inputs[0].name == cond_in.name)
+    cond = G.value(given(node, 1)) if given(node, 1) is not None else np.array(True)
     if not stays or (cond is None or not bool(np.asarray(cond).all())):
         return "the body computes its own `cond`" if not stays else "a computed `cond`"
     return None

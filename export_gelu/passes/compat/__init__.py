@@ -1,7 +1,8 @@
 """Fit a graph to a target profile beyond GELU: opset ceiling and ops the target lacks.
 
 Two hooks, called by the export pipeline:
-- `prepare_program_for_opset(program, opset)`: torch-level rewrites an old opset needs
+- (the torch-level rewrite an old opset needs, attention lowered for the TorchScript exporter,
+  is `exporter/to_onnx.py: prepare_program_for_opset`)
   before export (attention, which the TorchScript exporter cannot emit below opset 14).
 - `fit_to_profile(model, profile)`: ONNX-level rewrites after the GELU passes, in order:
   LayerNormalization expansion (targets without it, or an opset below 17), IsNaN → Equal
@@ -11,7 +12,12 @@ Two hooks, called by the export pipeline:
   targets that would take it.
 
 Modules: `attention` (torch), `layernorm`, `isnan_to_equal`, `pow2_to_mul`, `adapters`
-(one op's version changes each), `downconvert` (the driver), `graph` (editing helpers).
+(one op's version changes each), `downconvert` (the driver), `fold_constant_ops`,
+`layernorm_fuse`, `upconvert`, and the restriction fixes (`restriction_fixes` runs the fixes
+`restriction_fix_rows` and its siblings register in `restriction_fix_registry`). The ONNX
+ones edit the one graph of `export_gelu.graph` (onnx-graphsurgeon's `gs.Graph`): the
+pipeline hands `fit_to_profile` its loaded graph; given a ModelProto, it loads one (only when
+a step could apply) and saves it back at the end.
 """
 
 from __future__ import annotations
@@ -19,101 +25,113 @@ from __future__ import annotations
 from typing import Any
 
 import onnx
+import onnx_graphsurgeon as gs
 
+from export_gelu import graph as G
 from export_gelu.errors import TargetUnmetError
 from export_gelu.targets import TargetProfile
 
 
-def prepare_program_for_opset(program: Any, opset: int) -> list[str]:
-    """Rewrite `program` in place for export at `opset`; return notes for the report.
-
-    Below the dynamo exporter's range the TorchScript exporter is used: it has no attention
-    below opset 14, and from 14 its attention mixes fp32 into fp16 graphs and emits IsNaN
-    and Where; attention is lowered to plain MatMul/Softmax for it at every opset.
-    """
-    from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET
-
-    if opset >= DYNAMO_MIN_OPSET:
-        return []
-    from export_gelu.passes.compat.attention import lower_attention
-
-    n = lower_attention(program)
-    if not n:
-        return []
-    return [f"{n} scaled_dot_product_attention call(s) lowered to MatMul/Softmax for the "
-            f"TorchScript exporter (opset {opset})"]
-
-
-def _unfixable(model: onnx.ModelProto, profile: TargetProfile) -> list[str]:
-    from export_gelu.compat import iter_nodes, model_opset, opset_problem, takers_text
+def _unfixable(graph: gs.Graph, profile: TargetProfile) -> list[str]:
+    from export_gelu.compat import opset_problem, takers_text
     from export_gelu.targets import PLUGIN_OP
 
-    ops = sorted({n.op_type for n in iter_nodes(model.graph) if n.domain in ("", "ai.onnx")
-                  and n.op_type != PLUGIN_OP and not profile.supports(n.op_type)})
+    ops = sorted({n.op for n in G.walk(graph) if G.is_default(n)
+                  and n.op != PLUGIN_OP and not profile.supports(n.op)})
     problems = [f"op {op} is not parsed by {profile.name} and export-gelu has no rewrite for "
                 f"it (taken by {takers_text(op)})" for op in ops]
-    opset = opset_problem(model_opset(model), profile)
+    opset = opset_problem(G.opset(graph), profile)
     if opset and "below floor" in opset:
         problems.append(f"{opset}: export-gelu did not convert this graph up")
     return problems
 
 
-def fit_to_profile(model: onnx.ModelProto, profile: TargetProfile
-                   ) -> tuple[onnx.ModelProto, list[str]]:
-    """`model` rewritten to fit `profile`'s opset ceiling and ops; notes for the report."""
+def _nothing_to_do(model: onnx.ModelProto, profile: TargetProfile, target_opset: int) -> bool:
+    """Whether no step of `fit_to_profile` can apply, told from the main graph's op types
+    alone (a model with subgraphs or local functions is always looked at in full)."""
+    from export_gelu.compat import model_opset, op_counts, opset_problem
+    from export_gelu.passes.compat.downconvert import has_form_at
+    from export_gelu.trt_parser.restrictions import could_hit
+
+    opset = model_opset(model)
+    if opset > target_opset or G.has_subgraphs(model) or opset_problem(opset, profile):
+        return False
+    if profile.runtime == "trt" and could_hit(model, profile.trt_version):
+        return False
+    ops = [op for op in op_counts(model) if "." not in op]  # default-domain ops
+    return not any(not profile.supports(op) or not has_form_at(op, target_opset)
+                   or op in ("LayerNormalization", "IsNaN")
+                   or (op == "Pow" and profile.runtime == "trt") for op in ops)
+
+
+def fit_to_profile(model: onnx.ModelProto | gs.Graph, profile: TargetProfile
+                   ) -> tuple[onnx.ModelProto | gs.Graph, list[str]]:
+    """`model` rewritten to fit `profile`'s opset ceiling and ops; notes for the report.
+
+    A ModelProto is edited in place (loaded only when a step could apply); a graph loaded
+    with `export_gelu.graph.load` is edited in place and not saved.
+    """
+    if isinstance(model, gs.Graph):
+        return model, _fit(model, profile)
     from export_gelu.compat import model_opset
+
+    if _nothing_to_do(model, profile, min(model_opset(model), profile.opset_ceiling)):
+        return model, []
+    with G.opened(model, write=True) as graph:
+        return model, _fit(graph, profile)
+
+
+def _fit(graph: gs.Graph, profile: TargetProfile) -> list[str]:
     from export_gelu.passes.compat.downconvert import downconvert, has_form_at
     from export_gelu.passes.compat.fold_constant_ops import fold_constant_ops
-    from export_gelu.passes.compat.graph import GraphEditor, infer_types
     from export_gelu.passes.compat.isnan_to_equal import isnan_to_equal
     from export_gelu.passes.compat.layernorm import expand_all_layernorms
     from export_gelu.passes.compat.pow2_to_mul import pow2_to_mul
 
-    notes: list[str] = []
-    opset = model_opset(model)
+    opset = G.opset(graph)
     target_opset = min(opset, profile.opset_ceiling)
-    ops = {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")}
+    notes: list[str] = []
+    ops = {n.op for n in graph.nodes if G.is_default(n)}
     expand_ln = "LayerNormalization" in ops and (not profile.supports("LayerNormalization")
                                                  or target_opset < 17)
-    ed = GraphEditor(model.graph, infer_types(model) if expand_ln else None)
 
-    def lacking(node: onnx.NodeProto) -> bool:
-        return not profile.supports(node.op_type) or not has_form_at(node.op_type, target_opset)
+    def lacking(node: gs.Node) -> bool:
+        return not profile.supports(node.op) or not has_form_at(node.op, target_opset)
 
-    folded = fold_constant_ops(model, ed, opset, lacking)
+    folded = fold_constant_ops(graph, lacking)
     if folded:
         kinds = ", ".join(sorted(set(folded)))
         notes.append(f"{len(folded)} {kinds} node(s) computed from constants only folded to "
                      f"their values ({profile.name} lacks {kinds})")
     if expand_ln:
-        n = expand_all_layernorms(model, ed, opset)
+        n = expand_all_layernorms(graph, opset)
         notes.append(f"{n} LayerNormalization node(s) expanded to ReduceMean/Sub/Mul/Sqrt/Div "
                      f"({profile.name} has no LayerNormalization)")
-    if "IsNaN" in ops and not profile.supports("IsNaN") and (n := isnan_to_equal(model, ed)):
+    if "IsNaN" in ops and not profile.supports("IsNaN") and (n := isnan_to_equal(graph)):
         notes.append(f"{n} IsNaN node(s) rewritten as Not(Equal(x, x)) ({profile.name} has no "
                      "IsNaN)")
-    if "Pow" in ops and profile.runtime == "trt" and (n := pow2_to_mul(model, ed)):
+    if "Pow" in ops and profile.runtime == "trt" and (n := pow2_to_mul(graph)):
         notes.append(f"{n} Pow(x, 2) node(s) rewritten as Mul(x, x)")
     if profile.runtime == "trt":  # rewrites that replace an op the parser lacks (CastLike)
         from export_gelu.passes.compat.restriction_fixes import fit_restrictions
 
-        notes.extend(fit_restrictions(model, profile.trt_version, profile.name, early=True))
+        notes.extend(fit_restrictions(graph, profile.trt_version, profile.name, early=True))
     if opset > target_opset:
         if profile.runtime == "trt":  # computed axes/sizes that are constant in fact
             from export_gelu.passes.compat.restriction_fix_inputs import fold_computed_inputs
 
-            if n := fold_computed_inputs(model):
+            if n := fold_computed_inputs(graph):
                 notes.append(f"{n} computed axes/sizes/bounds input(s) constant in fact folded "
                              "to initializers")
-        notes.extend(downconvert(model, target_opset))
+        notes.extend(downconvert(graph, target_opset))
     if profile.runtime == "trt":
         from export_gelu.passes.compat.restriction_fixes import fit_restrictions
 
-        notes.extend(fit_restrictions(model, profile.trt_version, profile.name))
-    problems = _unfixable(model, profile)
+        notes.extend(fit_restrictions(graph, profile.trt_version, profile.name))
+    problems = _unfixable(graph, profile)
     if problems:
         raise TargetUnmetError("; ".join(problems))
-    return model, notes
+    return notes
 
 
 def fit_module_precision(module: Any, precision: str) -> list[str]:

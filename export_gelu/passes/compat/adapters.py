@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
+import onnx_graphsurgeon as gs
 
-from export_gelu.passes.compat.graph import GraphEditor, attr_value, clone, drop_attr, set_attr
+from export_gelu import graph as G
 from export_gelu.passes.compat.layernorm import expand_layernorm
 
 
@@ -27,18 +28,36 @@ class CannotConvert(Exception):
 
 @dataclass
 class Step:
-    """One down-conversion: where the node lives and which opsets it spans."""
+    """One down-conversion: the graph the node lives in and which opsets it spans."""
 
-    ed: GraphEditor
+    graph: gs.Graph  # the main graph, a subgraph, or a local function
     src: int  # the model's opset
     tgt: int  # the opset to reach
+    #: () → tensor name → type, inferred on first use, before the node lists change (None:
+    #: a local function, whose tensors inference does not type)
+    types: Callable[[], dict[str, G.TensorType]] | None = None
 
     def crosses(self, version: int) -> bool:
         """True when an op version introduced at `version` is above the target, below src."""
         return self.tgt < version <= self.src
 
+    def type_of(self, tensor: gs.Tensor | None) -> G.TensorType | None:
+        if self.types is None or tensor is None or tensor.is_empty():
+            return None
+        return self.types().get(tensor.name)
 
-Adapter = Callable[[onnx.NodeProto, Step], list[onnx.NodeProto]]
+    def inside(self, graph: gs.Graph) -> Step:
+        """The same step for a subgraph."""
+        return Step(graph, self.src, self.tgt, self.types)
+
+    def const(self, values: np.ndarray, base: str) -> gs.Constant:
+        return G.constant(self.graph, values, base)
+
+    def node(self, op: str, inputs: list[gs.Tensor], base: str, **kw: object) -> gs.Node:
+        return G.node(self.graph, op, inputs, base=base, **kw)  # type: ignore[arg-type]
+
+
+Adapter = Callable[[gs.Node, Step], list[gs.Node]]
 ADAPTERS: dict[str, Adapter] = {}
 
 
@@ -50,24 +69,32 @@ def adapts(*ops: str) -> Callable[[Adapter], Adapter]:
     return register
 
 
-def _const_input(node: onnx.NodeProto, index: int, step: Step, what: str) -> np.ndarray | None:
+def _given(node: gs.Node, index: int) -> gs.Tensor | None:
+    if len(node.inputs) > index and not node.inputs[index].is_empty():
+        return node.inputs[index]
+    return None
+
+
+def _const_input(node: gs.Node, index: int, step: Step, what: str) -> np.ndarray | None:
     """The constant value of input `index` (None when absent); raises when computed."""
-    if len(node.input) <= index or not node.input[index]:
+    tensor = _given(node, index)
+    if tensor is None:
         return None
-    value = step.ed.constant(node.input[index])
+    value = G.value(tensor)
     if value is None:
         raise CannotConvert(f"its {what} is computed at run time; opset {step.tgt} needs it as "
                             "an attribute")
     return value
 
 
-def _trim_inputs(node: onnx.NodeProto, keep: int) -> None:
-    del node.input[keep:]
-
-
-def _rank(name: str, step: Step) -> int | None:
-    vt = step.ed.type_of(name)
+def _rank(tensor: gs.Tensor, step: Step) -> int | None:
+    vt = step.type_of(tensor)
     return None if vt is None else vt.rank
+
+
+def _text(node: gs.Node, name: str, default: str) -> str:
+    value = node.attrs.get(name, default)
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 # -- axes as inputs (Reduce*, Squeeze, Unsqueeze, Split) → attributes ----------------------
@@ -78,49 +105,46 @@ _REDUCE_AXES_INPUT = {"ReduceSum": 13, **{op: 18 for op in (
 
 
 @adapts(*_REDUCE_AXES_INPUT)
-def reduce_axes_to_attribute(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def reduce_axes_to_attribute(node: gs.Node, step: Step) -> list[gs.Node]:
     """Reduce*(X, axes) → Reduce*(X) with `axes` attribute; empty axes + noop → Identity."""
-    if not step.crosses(_REDUCE_AXES_INPUT[node.op_type]):
+    if not step.crosses(_REDUCE_AXES_INPUT[node.op]):
         return [node]
-    new = clone(node)
     axes = _const_input(node, 1, step, "axes input")
-    noop = int(attr_value(node, "noop_with_empty_axes", 0))
-    drop_attr(new, "noop_with_empty_axes")
-    _trim_inputs(new, 1)
-    if axes is None or axes.size == 0:
-        if noop:
-            return [step.ed.node("Identity", [node.input[0]], node.name,
-                                 outputs=list(node.output))]
-        return [new]  # no axes: reduce over all dimensions, as before
-    set_attr(new, "axes", [int(a) for a in axes.reshape(-1)])
-    return [new]
+    noop = int(node.attrs.get("noop_with_empty_axes", 0))
+    if (axes is None or axes.size == 0) and noop:
+        return [step.node("Identity", [node.inputs[0]], node.name, outputs=list(node.outputs))]
+    new = G.clone(step.graph, node)
+    new.attrs.pop("noop_with_empty_axes", None)
+    G.trim_inputs(new, 1)
+    if axes is not None and axes.size:
+        new.attrs["axes"] = [int(a) for a in axes.reshape(-1)]
+    return [new]  # no axes: reduce over all dimensions, as before
 
 
 @adapts("Squeeze", "Unsqueeze")
-def squeeze_axes_to_attribute(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def squeeze_axes_to_attribute(node: gs.Node, step: Step) -> list[gs.Node]:
     if not step.crosses(13):
         return [node]
-    new = clone(node)
     axes = _const_input(node, 1, step, "axes input")
-    _trim_inputs(new, 1)
-    if axes is not None:
-        set_attr(new, "axes", [int(a) for a in axes.reshape(-1)])
-    elif node.op_type == "Unsqueeze":
+    if axes is None and node.op == "Unsqueeze":
         raise CannotConvert("Unsqueeze without axes")
+    new = G.clone(step.graph, node)
+    G.trim_inputs(new, 1)
+    if axes is not None:
+        new.attrs["axes"] = [int(a) for a in axes.reshape(-1)]
     return [new]
 
 
 @adapts("Split")
-def split_sizes(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def split_sizes(node: gs.Node, step: Step) -> list[gs.Node]:
     """Split-18 `num_outputs` → explicit sizes; Split-13 `split` input → attribute below 13."""
-    new = clone(node)
-    n_out = len(node.output)
     sizes = None
-    if step.crosses(18) and attr_value(node, "num_outputs") is not None:
-        n_out = int(attr_value(node, "num_outputs"))
-        drop_attr(new, "num_outputs")
-        axis = int(attr_value(node, "axis", 0))
-        vt = step.ed.type_of(node.input[0])
+    drop_num_outputs = False
+    if step.crosses(18) and node.attrs.get("num_outputs") is not None:
+        n_out = int(node.attrs["num_outputs"])  # type: ignore[arg-type]
+        drop_num_outputs = True
+        axis = int(node.attrs.get("axis", 0))  # type: ignore[arg-type]
+        vt = step.type_of(node.inputs[0])
         dim = None
         if vt is not None and vt.shape is not None and -len(vt.shape) <= axis < len(vt.shape):
             d = vt.shape[axis]
@@ -134,170 +158,171 @@ def split_sizes(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
     else:
         split = _const_input(node, 1, step, "split input")
         sizes = None if split is None else [int(s) for s in split.reshape(-1)]
-    _trim_inputs(new, 1)
+    new = G.clone(step.graph, node)
+    if drop_num_outputs:
+        new.attrs.pop("num_outputs", None)
+    G.trim_inputs(new, 1)
     if sizes is not None:
         if step.tgt >= 13:
-            new.input.append(step.ed.const(np.array(sizes, np.int64), f"{node.name}_split"))
+            new.inputs.append(step.const(np.array(sizes, np.int64), f"{node.name}_split"))
         else:
-            set_attr(new, "split", sizes)
+            new.attrs["split"] = sizes
     return [new]
 
 
 # -- ops whose inputs or attributes changed shape -------------------------------------------
 
 @adapts("Pad")
-def pad_axes(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def pad_axes(node: gs.Node, step: Step) -> list[gs.Node]:
     """Pad-18 `axes` input → full-rank pads; Pad-19 `wrap` mode has no older form."""
-    if step.crosses(19) and attr_value(node, "mode", b"constant") in (b"wrap", "wrap"):
+    if step.crosses(19) and _text(node, "mode", "constant") == "wrap":
         raise CannotConvert("mode 'wrap' exists from opset 19")
-    if not step.crosses(18) or len(node.input) < 4 or not node.input[3]:
+    if not step.crosses(18) or _given(node, 3) is None:
         return [node]
     axes = _const_input(node, 3, step, "axes input")
     pads = _const_input(node, 1, step, "pads input")
-    rank = _rank(node.input[0], step)
+    rank = _rank(node.inputs[0], step)
     if rank is None or pads is None or axes is None:
         raise CannotConvert("pads on selected axes of an input of unknown rank")
     full = np.zeros(2 * rank, np.int64)
     n = len(axes)
     for i, a in enumerate(int(x) % rank for x in axes.reshape(-1)):
         full[a], full[a + rank] = pads[i], pads[i + n]
-    new = clone(node)
-    _trim_inputs(new, 3)
-    new.input[1] = step.ed.const(full, f"{node.name}_pads")
+    new = G.clone(step.graph, node)
+    G.trim_inputs(new, 3)
+    G.set_input(new, 1, step.const(full, f"{node.name}_pads"))
     return [new]
 
 
 @adapts("Resize")
-def resize_inputs(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def resize_inputs(node: gs.Node, step: Step) -> list[gs.Node]:
     """Resize-18/19 options without older forms are refused; Resize-11 needs roi and scales."""
-    new = clone(node)
-    if step.crosses(19) and attr_value(node, "coordinate_transformation_mode", b"") in (
-            b"half_pixel_symmetric", "half_pixel_symmetric"):
+    if step.crosses(19) and _text(node, "coordinate_transformation_mode",
+                                  "") == "half_pixel_symmetric":
         raise CannotConvert("coordinate_transformation_mode 'half_pixel_symmetric' exists from "
                             "opset 19")
-    if step.crosses(18) and attr_value(node, "axes") is not None:
+    if step.crosses(18) and node.attrs.get("axes") is not None:
         raise CannotConvert("the 'axes' attribute exists from opset 18")
+    new = G.clone(step.graph, node)
     if step.crosses(13):
-        while len(new.input) < 3:
-            new.input.append("")
+        while len(new.inputs) < 3:
+            new.inputs.append(gs.Variable.empty())
         for i in (1, 2):  # roi and scales are required inputs before 13; empty means unused
-            if not new.input[i]:
-                new.input[i] = step.ed.const(np.zeros(0, np.float32), f"{node.name}_empty")
+            if new.inputs[i].is_empty():
+                G.set_input(new, i, step.const(np.zeros(0, np.float32), f"{node.name}_empty"))
     return [new]
 
 
 @adapts("Shape")
-def shape_start_end(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def shape_start_end(node: gs.Node, step: Step) -> list[gs.Node]:
     """Shape-15 `start`/`end` → Shape + Slice."""
-    start, end = attr_value(node, "start"), attr_value(node, "end")
+    start, end = node.attrs.get("start"), node.attrs.get("end")
     if not step.crosses(15) or (start is None and end is None):
         return [node]
-    ed = step.ed
-    full = ed.node("Shape", [node.input[0]], node.name)
-    begin = ed.const(np.array([start or 0], np.int64), f"{node.name}_start")
-    stop = ed.const(np.array([end if end is not None else np.iinfo(np.int64).max], np.int64),
-                    f"{node.name}_end")
-    cut = ed.node("Slice", [full.output[0], begin, stop], node.name, outputs=list(node.output))
+    full = step.node("Shape", [node.inputs[0]], node.name)
+    begin = step.const(np.array([start or 0], np.int64), f"{node.name}_start")
+    stop = step.const(np.array([end if end is not None else np.iinfo(np.int64).max], np.int64),
+                      f"{node.name}_end")
+    cut = step.node("Slice", [full.outputs[0], begin, stop], node.name,
+                    outputs=list(node.outputs))
     return [full, cut]
 
 
 @adapts("Softmax", "LogSoftmax", "Hardmax")
-def softmax_axis(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def softmax_axis(node: gs.Node, step: Step) -> list[gs.Node]:
     """Version 13 normalizes along one axis; older versions flatten from `axis` onward.
 
     They agree when the axis is the last one; otherwise the axis is moved last and back.
     """
     if not step.crosses(13):
         return [node]
-    rank = _rank(node.input[0], step)
-    axis = int(attr_value(node, "axis", -1))
+    rank = _rank(node.inputs[0], step)
+    axis = int(node.attrs.get("axis", -1))
     if axis == -1 or (rank is not None and axis == rank - 1):
-        new = clone(node)
-        set_attr(new, "axis", -1)
+        new = G.clone(step.graph, node)
+        new.attrs["axis"] = -1
         return [new]
     if rank is None:
         raise CannotConvert(f"axis {axis} on an input of unknown rank")
     axis %= rank
     perm = list(range(rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]
-    ed = step.ed
-    t_in = ed.node("Transpose", [node.input[0]], node.name, perm=perm)
-    op = ed.node(node.op_type, [t_in.output[0]], node.name, axis=-1)
-    t_out = ed.node("Transpose", [op.output[0]], node.name, outputs=list(node.output),
-                    perm=perm)
+    t_in = step.node("Transpose", [node.inputs[0]], node.name, perm=perm)
+    op = step.node(node.op, [t_in.outputs[0]], node.name, axis=-1)
+    t_out = step.node("Transpose", [op.outputs[0]], node.name, outputs=list(node.outputs),
+                      perm=perm)
     return [t_in, op, t_out]
 
 
 @adapts("Constant")
-def constant_value(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def constant_value(node: gs.Node, step: Step) -> list[gs.Node]:
     """Constant-12 `value_float(s)` / `value_int(s)` → a `value` tensor."""
     if not step.crosses(12):
         return [node]
-    value = step.ed.constant(node.output[0])
-    if value is None or attr_value(node, "value") is not None:
+    value = G.value(node.outputs[0])
+    if value is None or node.attrs.get("value") is not None:
         return [node]
-    return [onnx.helper.make_node("Constant", [], list(node.output), name=node.name,
-                                  value=onnx.numpy_helper.from_array(value))]
+    return [step.node("Constant", [], node.name, name=node.name, outputs=list(node.outputs),
+                      value=gs.Constant("", np.asarray(value)))]
 
 
 @adapts("Dropout")
-def dropout_to_identity(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def dropout_to_identity(node: gs.Node, step: Step) -> list[gs.Node]:
     """Inference-mode Dropout is the identity; a used mask or training mode is refused."""
-    if len(node.output) > 1 and node.output[1]:
+    if len(node.outputs) > 1 and not node.outputs[1].is_empty():
         raise CannotConvert("its mask output is used")
     training = _const_input(node, 2, step, "training_mode input")
     if training is not None and bool(training):
         raise CannotConvert("training_mode is on")
-    return [step.ed.node("Identity", [node.input[0]], node.name, outputs=[node.output[0]])]
+    return [step.node("Identity", [node.inputs[0]], node.name, outputs=[node.outputs[0]])]
 
 
 @adapts("Cast")
-def cast_saturate(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def cast_saturate(node: gs.Node, step: Step) -> list[gs.Node]:
     """Cast-19 `saturate` only affects float8 targets, which older opsets cannot name anyway."""
-    if not step.crosses(19) or attr_value(node, "saturate") is None:
+    if not step.crosses(19) or node.attrs.get("saturate") is None:
         return [node]
-    new = clone(node)
-    drop_attr(new, "saturate")
+    new = G.clone(step.graph, node)
+    new.attrs.pop("saturate", None)
     return [new]
 
 
 @adapts("GridSample")
-def grid_sample_modes(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def grid_sample_modes(node: gs.Node, step: Step) -> list[gs.Node]:
     """GridSample-20 mode names → the GridSample-16 names; N-d sampling is refused."""
     if not step.crosses(20):
         return [node]
-    rank = _rank(node.input[0], step)
+    rank = _rank(node.inputs[0], step)
     if rank is not None and rank != 4:
         raise CannotConvert("only 4-D GridSample exists before opset 20")
-    new = clone(node)
-    mode = attr_value(node, "mode", b"linear")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
-    set_attr(new, "mode", {"linear": "bilinear", "cubic": "bicubic"}.get(mode, mode))
+    new = G.clone(step.graph, node)
+    mode = _text(node, "mode", "linear")
+    new.attrs["mode"] = {"linear": "bilinear", "cubic": "bicubic"}.get(mode, mode)
     return [new]
 
 
 @adapts("GroupNormalization")
-def group_norm(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def group_norm(node: gs.Node, step: Step) -> list[gs.Node]:
     if step.crosses(21):
         raise CannotConvert("GroupNormalization-18 scales per group, -21 per channel")
     return [node]
 
 
 @adapts("GreaterOrEqual", "LessOrEqual")
-def or_equal_as_not(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def or_equal_as_not(node: gs.Node, step: Step) -> list[gs.Node]:
     """GreaterOrEqual / LessOrEqual (opset 12) → Not(Less) / Not(Greater): the same on
     integers (a dynamic export's size and position comparisons); on floats NaN compares
     false both ways, so there they are refused."""
     if not step.crosses(12):
         return [node]
-    for name in node.input:
-        vt = step.ed.type_of(name)
+    for tensor in node.inputs:
+        vt = step.type_of(tensor)
         if vt is None or not vt.elem_type or vt.elem_type in _FLOAT_TYPES:
             raise CannotConvert("it compares floats (or tensors of unknown type), where "
                                 "Not(Less) differs on NaN")
-    strict = "Less" if node.op_type == "GreaterOrEqual" else "Greater"
-    test = step.ed.node(strict, list(node.input), node.name)
-    return [test, step.ed.node("Not", [test.output[0]], node.name, outputs=list(node.output))]
+    strict = "Less" if node.op == "GreaterOrEqual" else "Greater"
+    test = step.node(strict, list(node.inputs), node.name)
+    return [test, step.node("Not", [test.outputs[0]], node.name, outputs=list(node.outputs))]
 
 
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
@@ -305,10 +330,10 @@ _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorPro
 
 
 @adapts("LayerNormalization")
-def layernorm_primitives(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def layernorm_primitives(node: gs.Node, step: Step) -> list[gs.Node]:
     if not step.crosses(17):
         return [node]
-    return expand_layernorm(step.ed, node, step.tgt)
+    return expand_layernorm(step.graph, node, step.tgt, step.type_of)
 
 
 #: Ops that pass sizes through, or combine them into sizes that stay >= 1 (data input first).
@@ -316,35 +341,33 @@ _SIZE_KEEPING = {"Concat": None, "Mul": None, "Add": None, "Unsqueeze": 1, "Sque
                  "Cast": 1, "Identity": 1, "Gather": 1, "Slice": 1, "Reshape": 1}
 
 
-def _nonzero_sizes(name: str, step: Step, producers: dict[str, onnx.NodeProto],
-                   depth: int = 0) -> bool:
-    """True when tensor `name` is built only from tensor sizes (`Shape`) and constants without
-    a 0: a dynamic shape such as Concat(Shape(x)[0], Shape(x)[1], 4, 16). Sizes of the
+def _nonzero_sizes(tensor: gs.Tensor, depth: int = 0) -> bool:
+    """True when `tensor` is built only from tensor sizes (`Shape`) and constants without a
+    0: a dynamic shape such as Concat(Shape(x)[0], Shape(x)[1], 4, 16). Sizes of the
     non-empty tensors a `--dynamic` range (MIN >= 1) allows are never 0."""
-    value = step.ed.constant(name)
+    value = G.value(tensor)
     if value is not None:
         return not (value == 0).any()
-    node = producers.get(name)
+    node = G.producer(tensor)
     if node is None or depth > 12:
         return False
-    if node.op_type == "Shape":
+    if node.op == "Shape":
         return True
-    if node.op_type not in _SIZE_KEEPING:
+    if node.op not in _SIZE_KEEPING:
         return False
-    reads = node.input if _SIZE_KEEPING[node.op_type] is None else node.input[:1]
-    return all(_nonzero_sizes(i, step, producers, depth + 1) for i in reads if i)
+    reads = node.inputs if _SIZE_KEEPING[node.op] is None else node.inputs[:1]
+    return all(_nonzero_sizes(i, depth + 1) for i in reads if not i.is_empty())
 
 
 @adapts("Reshape")
-def reshape_allowzero(node: onnx.NodeProto, step: Step) -> list[onnx.NodeProto]:
+def reshape_allowzero(node: gs.Node, step: Step) -> list[gs.Node]:
     """Reshape-14 `allowzero=1` only differs from older Reshape when the shape holds a 0:
     never for a constant shape without 0, nor for one built from tensor sizes (the dynamo
     exporter's dynamic Reshape)."""
-    if not step.crosses(14) or not attr_value(node, "allowzero", 0):
+    if not step.crosses(14) or not node.attrs.get("allowzero", 0):
         return [node]
-    producers = {o: n for n in step.ed.graph.node for o in n.output}
-    if not _nonzero_sizes(node.input[1], step, producers):
+    if not _nonzero_sizes(node.inputs[1]):
         raise CannotConvert("allowzero=1 with a shape that may hold 0")
-    new = clone(node)
-    drop_attr(new, "allowzero")
+    new = G.clone(step.graph, node)
+    new.attrs.pop("allowzero", None)
     return [new]

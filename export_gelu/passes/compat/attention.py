@@ -20,6 +20,7 @@ as a -inf mask; fully masked rows give 0, as PyTorch's SDPA does.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -45,23 +46,26 @@ def _arg(node: fx.Node, index: int, name: str, default: Any) -> Any:
     return node.kwargs.get(name, default)
 
 
-class _Emitter:
-    """Builds aten calls before one node."""
-
-    def __init__(self, graph: fx.Graph) -> None:
-        self.graph = graph
-
-    def __call__(self, op: Any, *args: Any, **kwargs: Any) -> fx.Node:
-        return self.graph.call_function(op, args, kwargs)
+#: Adds one aten call to the fx graph: (op, *args, **kwargs) -> the new node.
+Emit = Callable[..., fx.Node]
 
 
-def _dim(e: _Emitter, t: fx.Node, axis: int) -> Any:
+def _emitter(graph: fx.Graph) -> Emit:
+    """An `Emit` for `graph` (calls land where `graph.inserting_before` says)."""
+
+    def emit(op: Any, *args: Any, **kwargs: Any) -> fx.Node:
+        return graph.call_function(op, args, kwargs)
+
+    return emit
+
+
+def _dim(e: Emit, t: fx.Node, axis: int) -> Any:
     """Size of `t` along `axis`: an int when static, else a `sym_size` node."""
     size = _val(t).shape[axis]
     return size if isinstance(size, int) else e(aten.sym_size.int, t, axis)
 
 
-def _repeat_heads(e: _Emitter, t: fx.Node, groups: int) -> fx.Node:
+def _repeat_heads(e: Emit, t: fx.Node, groups: int) -> fx.Node:
     """(B, Hk, S, E) → (B, Hk*groups, S, E), head h repeated `groups` times (GQA): a Gather
     with the constant index [0, …, 0, 1, …] (Expand would bring Where in)."""
     heads = int(_val(t).shape[-3])
@@ -87,7 +91,7 @@ def _lower_one(graph: fx.Graph, node: fx.Node) -> None:
     big = _BIG
     scale = float(scale) if scale is not None else 1.0 / math.sqrt(int(qv.shape[-1]))
     s = math.sqrt(scale)
-    e = _Emitter(graph)
+    e = _emitter(graph)
     with graph.inserting_before(node):
         if gqa and _val(k).shape[-3] != qv.shape[-3]:
             groups = int(qv.shape[-3] // _val(k).shape[-3])

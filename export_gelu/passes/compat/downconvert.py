@@ -9,14 +9,15 @@ down is collected and reported at once (exit 3), naming each op and why.
 
 from __future__ import annotations
 
+import functools
+
 import onnx
+import onnx_graphsurgeon as gs
 from onnx import defs, helper
 
+from export_gelu import graph as G
 from export_gelu.errors import TargetUnmetError
 from export_gelu.passes.compat.adapters import ADAPTERS, CannotConvert, Step
-from export_gelu.passes.compat.graph import GraphEditor, drop_attr, infer_types, set_default_opset
-
-_DEFAULT = ("", "ai.onnx")
 
 
 def _schema(op: str, opset: int) -> defs.OpSchema | None:
@@ -37,7 +38,8 @@ def _default(schema: defs.OpSchema | None, attr: str) -> object:
     default = schema.attributes[attr].default_value
     if not default.name:
         return None
-    return helper.get_attribute_value(default)
+    value = helper.get_attribute_value(default)
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _allowed_types(schema: defs.OpSchema, index: int) -> list[str] | None:
@@ -50,27 +52,27 @@ def _allowed_types(schema: defs.OpSchema, index: int) -> list[str] | None:
     return [formal.type_str] if formal.type_str.startswith("tensor(") else None
 
 
-def fit_schema(node: onnx.NodeProto, step: Step) -> str | None:
+def fit_schema(node: gs.Node, step: Step) -> str | None:
     """Make `node` valid at `step.tgt` by dropping default-valued new attributes; else why not."""
-    target = _schema(node.op_type, step.tgt)
+    target = _schema(node.op, step.tgt)
     if target is None:
-        since = _schema(node.op_type, step.src)
+        since = _schema(node.op, step.src)
         where = f"from opset {since.since_version}" if since else "in no ONNX opset"
         return f"exists only {where}"
-    source = _schema(node.op_type, step.src)
-    for attr in list(node.attribute):
-        if attr.name in target.attributes:
+    source = _schema(node.op, step.src)
+    for name, value in list(node.attrs.items()):
+        if name in target.attributes:
             continue
-        if helper.get_attribute_value(attr) == _default(source, attr.name):
-            drop_attr(node, attr.name)
+        if value == _default(source, name):
+            del node.attrs[name]
             continue
-        return f"attribute {attr.name} has no equivalent at opset {step.tgt}"
-    while node.input and not node.input[-1]:
-        del node.input[-1]
-    if len(node.input) > target.max_input:
-        return f"takes {len(node.input)} inputs; opset {step.tgt} allows {target.max_input}"
-    for i, name in enumerate(node.input):
-        vt = step.ed.type_of(name) if name else None
+        return f"attribute {name} has no equivalent at opset {step.tgt}"
+    while node.inputs and node.inputs[-1].is_empty():
+        G.trim_inputs(node, len(node.inputs) - 1)
+    if len(node.inputs) > target.max_input:
+        return f"takes {len(node.inputs)} inputs; opset {step.tgt} allows {target.max_input}"
+    for i, tensor in enumerate(node.inputs):
+        vt = step.type_of(tensor) if not tensor.is_empty() else None
         tstr = vt.type_str() if vt is not None else None
         allowed = _allowed_types(target, i)
         if tstr and allowed is not None and tstr not in allowed:
@@ -78,41 +80,43 @@ def fit_schema(node: onnx.NodeProto, step: Step) -> str | None:
     return None
 
 
-def _convert_graph(graph: onnx.GraphProto, step: Step, problems: dict[str, str]) -> int:
-    """Convert `graph` (and its subgraphs) in place; returns how many nodes changed."""
-    ed = step.ed
+def _signature(node: gs.Node) -> str:
+    return repr((node.op, [t.name for t in node.inputs], [t.name for t in node.outputs],
+                 sorted((k, repr(v)) for k, v in node.attrs.items())))
+
+
+def _convert_graph(step: Step, problems: dict[str, str]) -> int:
+    """Convert `step.graph` (and its subgraphs) in place; returns how many nodes changed."""
+    graph = step.graph
     changed = 0
-    nodes: list[onnx.NodeProto] = []
-    for node in graph.node:
-        for attr in node.attribute:
-            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-            for sub in subs:
-                sub_step = Step(GraphEditor(sub, ed.types, outer=ed), step.src, step.tgt)
-                changed += _convert_graph(sub, sub_step, problems)
-        if node.domain not in _DEFAULT or _schema(node.op_type, step.src) is None:
+    nodes: list[gs.Node] = []
+    for node in list(graph.nodes):
+        for sub in G.subgraphs(node):
+            changed += _convert_graph(step.inside(sub), problems)
+        if not G.is_default(node) or _schema(node.op, step.src) is None:
             nodes.append(node)  # custom ops (e.g. a TensorRT plugin) are not versioned
             continue
-        src, tgt = _schema(node.op_type, step.src), _schema(node.op_type, step.tgt)
+        src, tgt = _schema(node.op, step.src), _schema(node.op, step.tgt)
         if tgt is not None and src is not None and src.since_version == tgt.since_version:
             nodes.append(node)
             continue
-        adapter = ADAPTERS.get(node.op_type)
+        adapter = ADAPTERS.get(node.op)
         try:
             new = adapter(node, step) if adapter else [node]
         except CannotConvert as exc:
-            problems.setdefault(node.op_type, str(exc))
+            problems.setdefault(node.op, str(exc))
             nodes.append(node)
             continue
-        before = [n.SerializeToString() for n in new]
+        before = [_signature(n) for n in new]
         for n in new:
             why = fit_schema(n, step)
             if why:
-                problems.setdefault(n.op_type, why)
+                problems.setdefault(n.op, why)
         nodes.extend(new)
-        ed.replaced(node, new)
-        if new != [node] or before != [n.SerializeToString() for n in new]:
+        after = [_signature(n) for n in new]
+        if len(new) != 1 or after != [_signature(node)] or before != after:
             changed += 1
-    ed.commit(nodes)
+    G.set_nodes(graph, nodes)
     return changed
 
 
@@ -124,31 +128,28 @@ def ir_version_for_opset(opset: int) -> int:
     return onnx.IR_VERSION
 
 
-def downconvert(model: onnx.ModelProto, target: int) -> list[str]:
-    """Rewrite `model` in place to opset `target`; returns notes, raises TargetUnmetError."""
-    from export_gelu.compat import model_opset
-
-    source = model_opset(model)
+def downconvert(model: onnx.ModelProto | gs.Graph, target: int) -> list[str]:
+    """Rewrite the graph in place to opset `target`; returns notes, raises TargetUnmetError."""
+    if isinstance(model, onnx.ModelProto):
+        with G.opened(model, write=True) as graph:
+            return downconvert(graph, target)
+    graph = model
+    source = G.opset(graph)
     if source <= target:
         return []
-    types = infer_types(model)
     problems: dict[str, str] = {}
-    changed = _convert_graph(model.graph, Step(GraphEditor(model.graph, types), source, target),
-                             problems)
-    for fn in model.functions:
-        fn_graph = onnx.GraphProto(node=fn.node)
-        changed += _convert_graph(fn_graph, Step(GraphEditor(fn_graph), source, target),
-                                  problems)
-        fn.ClearField("node")  # a function has no initializers: new constants become nodes
-        fn.node.extend(helper.make_node("Constant", [], [i.name], value=i)
-                       for i in fn_graph.initializer)
-        fn.node.extend(fn_graph.node)
+    # the types as they are before any node list changes (inferred only if an adapter asks)
+    types = functools.cache(lambda: dict(G.infer_types(graph)))
+    changed = _convert_graph(Step(graph, source, target, types), problems)
+    for fn in graph.functions:  # a function has no initializers: new ones become Constants
+        changed += _convert_graph(Step(fn, source, target), problems)
     if problems:
         details = "; ".join(f"{op} {why}" for op, why in sorted(problems.items()))
         raise TargetUnmetError(f"cannot bring opset {source} down to {target}: {details}")
-    set_default_opset(model, target)
+    G.set_opset(graph, target)
     ir = ir_version_for_opset(target)
-    if model.functions:
+    if graph.functions:
         ir = max(ir, 8)  # local functions need IR 8
-    model.ir_version = min(model.ir_version, ir)
+    graph.ir_version = min(int(graph.ir_version), ir)
     return [f"down-converted opset {source} → {target} ({changed} node(s) adapted)"]
+

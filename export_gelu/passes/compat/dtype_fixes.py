@@ -5,23 +5,14 @@ values. INT64 constants out of INT32 range have no fix: no rewrite can keep thei
 from __future__ import annotations
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+import onnx_graphsurgeon as gs
+from onnx import TensorProto, helper
 
-from export_gelu.passes.compat.graph import attr_value, clone
-from export_gelu.passes.compat.restriction_fixes import fix, graph_fix
-from export_gelu.trt_parser.restrictions import GraphContext
+from export_gelu import graph as G
+from export_gelu.passes.compat.restriction_fix_registry import fix, graph_fix
+from export_gelu.trt_parser.dtype_rows import attr_tensors, float32_exact_enough
 
-_F32 = np.finfo(np.float32)
 _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)
-
-
-def float32_exact_enough(value: np.ndarray) -> bool:
-    """Whether every finite non-zero value lies in float32's normal range (inf/nan stay as
-    they are): then rounding to float32 changes each value by at most 2**-24 relative."""
-    finite = value[np.isfinite(value) & (value != 0)]
-    mag = np.abs(finite)
-    return not finite.size or bool((mag <= _F32.max).all() and (mag >= _F32.tiny).all())
 
 
 def _max_relative_change(value: np.ndarray) -> float:
@@ -32,51 +23,53 @@ def _max_relative_change(value: np.ndarray) -> float:
                         / np.abs(finite)))
 
 
-def _double_tensors_of(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    """Every DOUBLE tensor value the graph holds: initializers and node attribute tensors."""
-    found = [i for i in model.graph.initializer if i.data_type == TensorProto.DOUBLE]
-    found += [a.t for n in model.graph.node for a in n.attribute
-              if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.DOUBLE]
+def _double_tensors_of(graph: gs.Graph) -> list[tuple[gs.Node | None, gs.Constant]]:
+    """Every DOUBLE tensor value the graph holds: initializers (node None) and node attribute
+    tensors (with their node)."""
+    found: list[tuple[gs.Node | None, gs.Constant]] = [
+        (None, i) for i in G.initializers(graph) if G.elem_type_of(i) == TensorProto.DOUBLE]
+    found += [(n, t) for n in graph.nodes for t in attr_tensors(n)
+              if G.elem_type_of(t) == TensorProto.DOUBLE]
     return found
 
 
 @graph_fix("double-tensors")
-def _double_to_float(model: onnx.ModelProto, ctx: GraphContext) -> str | None:
+def _double_to_float(graph: gs.Graph) -> str | None:
     """DOUBLE inputs, outputs, initializers, constants and Cast targets → FLOAT.
 
     Refuses (None) when a DOUBLE value is external data it cannot read (a tensor left in its
     file by onnx_weights.load_graph is read, and comes back inline in float32) or lies outside
     float32's range, or when something other than those makes DOUBLE (then the graph keeps
     its DOUBLE and the hit is reported)."""
-    from export_gelu.onnx_weights import is_lazy, tensor_array
-
-    tensors = _double_tensors_of(model)
+    tensors = _double_tensors_of(graph)
     values = []
-    for t in tensors:
-        if t.data_location == TensorProto.EXTERNAL and not is_lazy(t):
-            return None
-        v = tensor_array(t)
-        if not float32_exact_enough(v):
+    for _node, t in tensors:
+        v = G.array_of(t)  # attribute tensors have no name; a weight left in a file is read
+        if v is None or not float32_exact_enough(v):
             return None
         values.append(v)
-    g = model.graph
     worst = max((_max_relative_change(v) for v in values), default=0.0)
-    for t, v in zip(tensors, values, strict=True):
-        t.CopyFrom(numpy_helper.from_array(v.astype(np.float32), t.name))
+    for (node, t), v in zip(tensors, values, strict=True):
+        if node is None:
+            t.values = v.astype(np.float32)
+        else:  # a new attribute value, so the node is written anew
+            key = next(k for k, a in node.attrs.items() if a is t)
+            node.attrs[key] = gs.Constant(t.name, v.astype(np.float32))
     casts = 0
-    for n in g.node:
-        for a in n.attribute:
-            if a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT \
-                    and a.i == TensorProto.DOUBLE:
-                a.i = TensorProto.FLOAT
+    for n in graph.nodes:
+        for name in ("to", "dtype"):
+            value = n.attrs.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) \
+                    and value == TensorProto.DOUBLE:
+                n.attrs[name] = TensorProto.FLOAT
                 casts += 1
     io = 0
-    for group in (g.input, g.output, g.value_info):
-        for vi in group:
-            tt = vi.type.tensor_type
-            if tt.elem_type == TensorProto.DOUBLE:
-                tt.elem_type = TensorProto.FLOAT
-                io += group is not g.value_info
+    io_names = {t.name for t in (*graph.inputs, *graph.outputs)}
+    for t in G.tensors(graph).values():
+        if isinstance(t, gs.Variable) and t.dtype is not None \
+                and G.elem_type_of(t) == TensorProto.DOUBLE:
+            t.dtype = TensorProto.FLOAT
+            io += t.name in io_names
     if not (tensors or casts or io):
         return None  # nothing of ours made the DOUBLE that is left
     return (f"DOUBLE tensors converted to FLOAT ({len(tensors)} constant(s), {casts} Cast/dtype "
@@ -86,31 +79,31 @@ def _double_to_float(model: onnx.ModelProto, ctx: GraphContext) -> str | None:
 
 
 @fix("castlike-no-importer", "rewritten as Cast to the type of their second input", early=True)
-def _castlike_to_cast(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
-    vt = ctx.type_of(node.input[1])
+def _castlike_to_cast(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
+    vt = G.type_of(graph, node.inputs[1])
     if vt is None or not vt.elem_type:
         return None
     attrs: dict[str, object] = {"to": vt.elem_type}
-    saturate = attr_value(node, "saturate")
-    if saturate is not None and ctx.opset >= 19:
+    saturate = node.attrs.get("saturate")
+    if saturate is not None and G.opset(graph) >= 19:
         attrs["saturate"] = saturate
-    return [helper.make_node("Cast", [node.input[0]], [node.output[0]],
-                             name=node.name or ctx.editor.fresh("CastLike/Cast"), **attrs)]
+    return [G.node(graph, "Cast", [node.inputs[0]], outputs=[node.outputs[0]],
+                   name=node.name or G.fresh_name(graph, "CastLike/Cast"), like=node, **attrs)]
 
 
 @fix("pow-integer-exponent", "given the same exponent values as a float constant")
-def _float_exponent(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
+def _float_exponent(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
     """A constant integer exponent as a constant of the base's float type, when every value
     converts exactly (|e| <= 2**24 for float32, 2048 for float16)."""
-    e = ctx.constant(node.input[1])
-    base = ctx.type_of(node.input[0])
+    e = G.value(node.inputs[1])
+    base = G.type_of(graph, node.inputs[0])
     if e is None or base is None or base.elem_type not in _FLOAT_TYPES:
         return None
     f = e.astype(helper.tensor_dtype_to_np_dtype(base.elem_type))
     if not np.array_equal(f.astype(np.float64), e.astype(np.float64)):
         return None
-    new = clone(node)
-    new.input[1] = ctx.editor.const(f, f"{node.input[1]}_float")
+    new = G.clone(graph, node)
+    G.set_input(new, 1, G.constant(graph, f, f"{node.inputs[1].name}_float"))
     return [new]
 
 
@@ -120,26 +113,26 @@ MAX_MUL_EXPONENT = 8
 
 @fix("pow-integer-base", f"rewritten as a chain of integer Mul (constant exponent 1 to "
      f"{MAX_MUL_EXPONENT})")
-def _pow_as_muls(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
+def _pow_as_muls(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
     """x ** k for a constant integer-valued k in 1..8 as x * x * … (exact integer arithmetic,
     the same values as Pow's), when the exponent cannot broadcast the base to a new shape."""
-    e = ctx.constant(node.input[1])
-    base = ctx.type_of(node.input[0])
+    e = G.value(node.inputs[1])
+    base = G.type_of(graph, node.inputs[0])
     if e is None or e.size != 1 or base is None or base.rank is None or e.ndim > base.rank:
         return None
     k = float(e.reshape(()))
     if k != int(k) or not 1 <= k <= MAX_MUL_EXPONENT:
         return None
-    ed = ctx.editor
-    x = node.input[0]
-    label = node.name or node.output[0]
+    x = node.inputs[0]
+    out = node.outputs[0]
+    label = node.name or out.name
     if k == 1:
-        return [ed.node("Identity", [x], label, outputs=[node.output[0]])]
-    nodes: list[onnx.NodeProto] = []
+        return [G.node(graph, "Identity", [x], base=label, outputs=[out])]
+    nodes: list[gs.Node] = []
     acc = x
     for i in range(int(k) - 1):
         last = i == int(k) - 2
-        mul = ed.node("Mul", [acc, x], label, outputs=[node.output[0]] if last else None)
+        mul = G.node(graph, "Mul", [acc, x], base=label, outputs=[out] if last else None)
         nodes.append(mul)
-        acc = mul.output[0]
+        acc = mul.outputs[0]
     return nodes

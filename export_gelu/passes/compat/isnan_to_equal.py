@@ -6,23 +6,25 @@ exporter emits IsNaN in its attention guard (`Where(IsNaN(p), 0, p)` after the s
 
 from __future__ import annotations
 
-import onnx
+import onnx_graphsurgeon as gs
 
-from export_gelu.passes.compat.graph import GraphEditor
+from export_gelu import graph as G
 
 
-def isnan_to_equal(model: onnx.ModelProto, ed: GraphEditor) -> int:
+def isnan_to_equal(graph: gs.Graph) -> int:
     """Rewrite every top-level IsNaN; returns how many."""
-    nodes: list[onnx.NodeProto] = []
+    nodes: list[gs.Node] = []
     count = 0
-    for node in model.graph.node:
-        if node.op_type != "IsNaN" or node.domain not in ("", "ai.onnx"):
+    for node in graph.nodes:
+        if node.op != "IsNaN" or not G.is_default(node):
             nodes.append(node)
             continue
         base = node.name or "isnan"
-        same = ed.node("Equal", [node.input[0], node.input[0]], base)
-        nodes += [same, ed.node("Not", [same.output[0]], base, outputs=[node.output[0]])]
+        x = node.inputs[0]
+        same = G.node(graph, "Equal", [x, x], base=base)
+        nodes += [same, G.node(graph, "Not", [same.outputs[0]], base=base,
+                               outputs=[node.outputs[0]])]
         count += 1
     if count:
-        ed.commit(nodes)
+        G.set_nodes(graph, nodes)
     return count

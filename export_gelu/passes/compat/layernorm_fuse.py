@@ -13,111 +13,105 @@ graph before and after.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
+import onnx_graphsurgeon as gs
 from onnx import helper
 
-from export_gelu.passes.compat.graph import GraphEditor, attr_value, infer_types
-
-_DEFAULT = ("", "ai.onnx")
+from export_gelu import graph as G
 
 
 @dataclass
 class LayerNormPattern:
     """One expanded LayerNorm: its input, constants, output and the nodes that compute it."""
 
-    x: str
+    x: gs.Tensor
     epsilon: float
-    scale: str | None
-    bias: str | None
-    output: str
-    nodes: list[onnx.NodeProto]
+    scale: gs.Tensor | None
+    bias: gs.Tensor | None
+    output: gs.Tensor
+    nodes: list[gs.Node]
 
 
-class _Graph:
-    def __init__(self, model: onnx.ModelProto) -> None:
-        self.ed = GraphEditor(model.graph, infer_types(model))
-        self.producer = {o: n for n in model.graph.node for o in n.output}
-        self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
-        for n in model.graph.node:
-            for i in set(n.input):
-                self.consumers[i].append(n)
-        self.outputs = {o.name for o in model.graph.output}
-
-    def op(self, name: str, op_type: str) -> onnx.NodeProto | None:
-        node = self.producer.get(name)
-        return node if node is not None and node.op_type == op_type \
-            and node.domain in _DEFAULT else None
-
-    def only_user(self, name: str, node: onnx.NodeProto) -> bool:
-        users = self.consumers.get(name, [])
-        return name not in self.outputs and len(users) == 1 and users[0] is node
-
-    def scalar(self, name: str) -> float | None:
-        value = self.ed.constant(name)
-        return float(value.reshape(())) if value is not None and value.size == 1 else None
-
-    def vector(self, name: str, size: int | None) -> bool:
-        value = self.ed.constant(name)
-        return value is not None and value.ndim == 1 and size is not None \
-            and value.shape[0] == size
-
-    def last_axis_mean(self, node: onnx.NodeProto | None, of: str) -> bool:
-        if node is None or node.input[0] != of or attr_value(node, "keepdims", 1) != 1:
-            return False
-        axes = attr_value(node, "axes")
-        if axes is None and len(node.input) > 1:
-            value = self.ed.constant(node.input[1])
-            axes = None if value is None else [int(a) for a in value.reshape(-1)]
-        vt = self.ed.type_of(of)
-        rank = vt.rank if vt is not None else None
-        return axes is not None and len(axes) == 1 and (
-            axes[0] == -1 or (rank is not None and axes[0] == rank - 1))
+def _op(tensor: gs.Tensor, op_type: str) -> gs.Node | None:
+    node = G.producer(tensor)
+    return node if node is not None and node.op == op_type and G.is_default(node) else None
 
 
-def _match(g: _Graph, div: onnx.NodeProto) -> LayerNormPattern | None:
-    d, den = div.input
-    sub = g.op(d, "Sub")
-    sqrt = g.op(den, "Sqrt")
-    if sub is None or sqrt is None or not g.only_user(den, div):
+def _only_user(graph: gs.Graph, tensor: gs.Tensor, node: gs.Node) -> bool:
+    users = G.consumers(tensor)
+    return not G.is_output(graph, tensor) and len(users) == 1 and users[0] is node
+
+
+def _scalar(tensor: gs.Tensor) -> float | None:
+    value = G.value(tensor)
+    return float(value.reshape(())) if value is not None and value.size == 1 else None
+
+
+def _vector(tensor: gs.Tensor, size: int | None) -> bool:
+    value = G.value(tensor)
+    return value is not None and value.ndim == 1 and size is not None \
+        and value.shape[0] == size
+
+
+def _last_axis_mean(graph: gs.Graph, node: gs.Node | None, of: gs.Tensor) -> bool:
+    if node is None or node.inputs[0] is not of or node.attrs.get("keepdims", 1) != 1:
+        return False
+    axes = node.attrs.get("axes")
+    if axes is None and len(node.inputs) > 1:
+        value = G.value(node.inputs[1])
+        axes = None if value is None else [int(a) for a in value.reshape(-1)]
+    vt = G.type_of(graph, of)
+    rank = vt.rank if vt is not None else None
+    return axes is not None and len(axes) == 1 and (
+        axes[0] == -1 or (rank is not None and axes[0] == rank - 1))
+
+
+def _match(graph: gs.Graph, div: gs.Node) -> LayerNormPattern | None:
+    if len(div.inputs) != 2:
         return None
-    x, mean = sub.input
-    mean_node = g.op(mean, "ReduceMean")
-    if not g.last_axis_mean(mean_node, x) or not g.only_user(mean, sub):
+    d, den = div.inputs
+    sub = _op(d, "Sub")
+    sqrt = _op(den, "Sqrt")
+    if sub is None or sqrt is None or not _only_user(graph, den, div) or len(sub.inputs) != 2:
         return None
-    add = g.op(sqrt.input[0], "Add")
-    if add is None or not g.only_user(sqrt.input[0], sqrt):
+    x, mean = sub.inputs
+    mean_node = _op(mean, "ReduceMean")
+    if not _last_axis_mean(graph, mean_node, x) or not _only_user(graph, mean, sub):
         return None
-    var, eps_name = add.input if g.scalar(add.input[1]) is not None else add.input[::-1]
-    eps = g.scalar(eps_name)
-    var_node = g.op(var, "ReduceMean")
-    if eps is None or var_node is None or not g.only_user(var, add):
+    add = _op(sqrt.inputs[0], "Add")
+    if add is None or not _only_user(graph, sqrt.inputs[0], sqrt) or len(add.inputs) != 2:
         return None
-    square = g.producer.get(var_node.input[0])
-    if not g.last_axis_mean(var_node, var_node.input[0]) or square is None \
-            or not g.only_user(var_node.input[0], var_node):
+    var, eps_in = add.inputs if _scalar(add.inputs[1]) is not None else add.inputs[::-1]
+    eps = _scalar(eps_in)
+    var_node = _op(var, "ReduceMean")
+    if eps is None or var_node is None or not _only_user(graph, var, add):
         return None
-    if square.op_type == "Pow":
-        if square.input[0] != d or g.scalar(square.input[1]) != 2.0:
+    square = G.producer(var_node.inputs[0])
+    if not _last_axis_mean(graph, var_node, var_node.inputs[0]) or square is None \
+            or not _only_user(graph, var_node.inputs[0], var_node):
+        return None
+    if square.op == "Pow":
+        if square.inputs[0] is not d or _scalar(square.inputs[1]) != 2.0:
             return None
-    elif square.op_type != "Mul" or list(square.input) != [d, d]:
+    elif square.op != "Mul" or len(square.inputs) != 2 or not all(
+            t is d for t in square.inputs):
         return None
-    if {id(n) for n in g.consumers.get(d, [])} != {id(square), id(div)} or d in g.outputs:
+    if {id(n) for n in G.consumers(d)} != {id(square), id(div)} or G.is_output(graph, d):
         return None
     nodes = [mean_node, sub, square, var_node, add, sqrt, div]
-    out, scale, bias = div.output[0], None, None
-    vt = g.ed.type_of(x)
+    out, scale, bias = div.outputs[0], None, None
+    vt = G.type_of(graph, x)
     size = vt.shape[-1] if vt is not None and vt.shape else None
     for op_type in ("Mul", "Add"):
-        users = g.consumers.get(out, [])
-        if len(users) != 1 or out in g.outputs or users[0].op_type != op_type \
-                or users[0].domain not in _DEFAULT:
+        users = G.consumers(out)
+        if len(users) != 1 or G.is_output(graph, out) or users[0].op != op_type \
+                or not G.is_default(users[0]):
             break
-        other = [i for i in users[0].input if i != out]
-        if len(other) != 1 or not g.vector(other[0], size if isinstance(size, int) else None):
+        other = [i for i in users[0].inputs if i is not out]
+        if len(other) != 1 or not _vector(other[0], size if isinstance(size, int) else None):
             break
         if op_type == "Mul":
             scale = other[0]
@@ -126,52 +120,53 @@ def _match(g: _Graph, div: onnx.NodeProto) -> LayerNormPattern | None:
                 break
             bias = other[0]
         nodes.append(users[0])
-        out = users[0].output[0]
+        out = users[0].outputs[0]
     if scale is None and not isinstance(size, int):
         return None  # a scale of ones needs the last axis size
     return LayerNormPattern(x, eps, scale, bias, out, nodes)  # type: ignore[arg-type]
 
 
-def find_layernorms(model: onnx.ModelProto) -> list[LayerNormPattern]:
-    """Every expanded LayerNorm of the main graph."""
-    g = _Graph(model)
-    found: list[LayerNormPattern] = []
-    for node in model.graph.node:
-        if node.op_type == "Div" and node.domain in _DEFAULT:
-            hit = _match(g, node)
-            if hit is not None:
-                found.append(hit)
-    return found
+def _find(graph: gs.Graph) -> list[LayerNormPattern]:
+    return [hit for node in graph.nodes if node.op == "Div" and G.is_default(node)
+            and (hit := _match(graph, node)) is not None]
+
+
+def count_layernorms(model: onnx.ModelProto) -> int:
+    """How many expanded LayerNorms the main graph holds."""
+    with G.opened(model) as graph:
+        return len(_find(graph))
 
 
 def fuse_layernorms(model: onnx.ModelProto) -> int:
     """Replace every expanded LayerNorm by `LayerNormalization` (the model must be at opset
     17 or later), in place; returns how many."""
-    found = find_layernorms(model)
+    with G.opened(model, write=True) as graph:
+        return _fuse(graph)
+
+
+def _fuse(graph: gs.Graph) -> int:
+    found = _find(graph)
     if not found:
         return 0
-    g = _Graph(model)
-    ed = g.ed
-    replace: dict[int, list[onnx.NodeProto]] = {}
+    replace: dict[int, gs.Node] = {}
     drop: set[int] = set()
     for hit in found:
         scale = hit.scale
         if scale is None:
-            vt = ed.type_of(hit.x)
+            vt = G.type_of(graph, hit.x)
             np_dtype = helper.tensor_dtype_to_np_dtype(vt.elem_type) if vt else np.float32
-            scale = ed.const(np.ones(vt.shape[-1], np_dtype), "ln_scale")  # type: ignore[union-attr]
-        inputs = [hit.x, scale] + ([hit.bias] if hit.bias else [])
-        ln = ed.node("LayerNormalization", inputs, hit.nodes[-1].name or "ln",
-                     outputs=[hit.output], axis=-1, epsilon=hit.epsilon)
-        for n in hit.nodes:
-            ed.replaced(n, [ln])
-            drop.add(id(n))
-        replace[id(hit.nodes[-1])] = [ln]
-    nodes: list[onnx.NodeProto] = []
-    for n in model.graph.node:
+            scale = G.constant(graph, np.ones(vt.shape[-1], np_dtype),  # type: ignore[union-attr]
+                               "ln_scale")
+        inputs = [hit.x, scale] + ([hit.bias] if hit.bias is not None else [])
+        ln = G.node(graph, "LayerNormalization", inputs, base=hit.nodes[-1].name or "ln",
+                    outputs=[hit.output], axis=-1, epsilon=hit.epsilon)
+        drop.update(id(n) for n in hit.nodes)
+        replace[id(hit.nodes[-1])] = ln
+    nodes: list[gs.Node] = []
+    for n in graph.nodes:
         if id(n) in replace:
-            nodes.extend(replace[id(n)])
+            nodes.append(replace[id(n)])
         elif id(n) not in drop:
             nodes.append(n)
-    ed.commit(nodes)
+    G.set_nodes(graph, nodes)
     return len(found)

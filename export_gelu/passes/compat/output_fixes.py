@@ -8,81 +8,79 @@ constants, which 7.x handles poorly)."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
+import onnx_graphsurgeon as gs
 from onnx import TensorProto
 
-from export_gelu.passes.compat.graph import attr_value, clone
-from export_gelu.passes.compat.restriction_fixes import fix
-from export_gelu.trt_parser.restrictions import GraphContext
+from export_gelu import graph as G
+from export_gelu.passes.compat.restriction_fix_registry import fix
 
 
-def _reduce_mean(ctx: GraphContext, x: str, axes: list[int], base: str,
-                 outputs: list[str] | None = None) -> onnx.NodeProto:
+def _reduce_mean(graph: gs.Graph, x: gs.Tensor, axes: list[int], base: str,
+                 outputs: list[gs.Tensor] | None = None) -> gs.Node:
     """ReduceMean over `axes` keeping dims, in the form the model's opset spells it."""
-    ed = ctx.editor
-    if ctx.opset >= 18:
-        return ed.node("ReduceMean", [x, ed.const(np.array(axes, np.int64), f"{base}_axes")],
-                       base, outputs=outputs, keepdims=1)
-    return ed.node("ReduceMean", [x], base, outputs=outputs, axes=axes, keepdims=1)
+    if G.opset(graph) >= 18:
+        return G.node(graph, "ReduceMean",
+                      [x, G.constant(graph, np.array(axes, np.int64), f"{base}_axes")],
+                      base=base, outputs=outputs, keepdims=1)
+    return G.node(graph, "ReduceMean", [x], base=base, outputs=outputs, axes=axes, keepdims=1)
 
 
 @fix("layernorm-extra-outputs", "reduced to their Y output (Mean and InvStdDev, where read, "
      "computed beside them with ReduceMean/Sub/Mul/Sqrt/Div in the stash type)")
-def _layernorm_y_only(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
-    y = clone(node)
-    del y.output[1:]
-    extra = list(node.output[1:]) + ["", ""]
-    mean_out, inv_out = (o if ctx.is_used(o) else "" for o in extra[:2])
-    if not mean_out and not inv_out:
+def _layernorm_y_only(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
+    extra = [o if G.is_used(graph, o) else None for o in node.outputs[1:]] + [None, None]
+    mean_out, inv_out = extra[:2]
+    x = node.inputs[0]
+    xt = G.type_of(graph, x)
+    axis = int(node.attrs.get("axis", -1))
+    if (mean_out is not None or inv_out is not None) and axis >= 0 \
+            and (xt is None or xt.rank is None):
+        return None
+    y = G.clone(graph, node)
+    G.trim_outputs(y, 1)
+    if mean_out is None and inv_out is None:
         return [y]
-    ed = ctx.editor
-    base = node.name or node.output[0]
-    x = node.input[0]
-    xt = ctx.type_of(x)
-    axis = int(attr_value(node, "axis", -1))
-    if axis >= 0:
-        if xt is None or xt.rank is None:
-            return None
-        axes = list(range(axis, xt.rank))
-    else:
-        axes = list(range(axis, 0))
-    stash = int(attr_value(node, "stash_type", TensorProto.FLOAT))
-    eps = float(attr_value(node, "epsilon", 1e-5))
+    base = node.name or node.outputs[0].name
+    axes = list(range(axis, xt.rank)) if axis >= 0 else list(range(axis, 0))  # type: ignore
+    stash = int(node.attrs.get("stash_type", TensorProto.FLOAT))
+    eps = float(node.attrs.get("epsilon", 1e-5))
     nodes = [y]
     if xt is None or xt.elem_type != stash:
-        cast = ed.node("Cast", [x], base, to=stash)
+        cast = G.node(graph, "Cast", [x], base=base, to=stash)
         nodes.append(cast)
-        x = cast.output[0]
-    mean = _reduce_mean(ctx, x, axes, base, [mean_out] if mean_out else None)
+        x = cast.outputs[0]
+    mean = _reduce_mean(graph, x, axes, base, [mean_out] if mean_out is not None else None)
     nodes.append(mean)
-    if inv_out:
-        d = ed.node("Sub", [x, mean.output[0]], base)
-        sq = ed.node("Mul", [d.output[0], d.output[0]], base)
-        var = _reduce_mean(ctx, sq.output[0], axes, base)
-        plus = ed.node("Add", [var.output[0], ed.scalar(eps, stash, f"{base}_eps")], base)
-        sd = ed.node("Sqrt", [plus.output[0]], base)
-        inv = ed.node("Div", [ed.scalar(1.0, stash, f"{base}_one"), sd.output[0]], base,
-                      outputs=[inv_out])
+    if inv_out is not None:
+        d = G.node(graph, "Sub", [x, mean.outputs[0]], base=base)
+        sq = G.node(graph, "Mul", [d.outputs[0], d.outputs[0]], base=base)
+        var = _reduce_mean(graph, sq.outputs[0], axes, base)
+        plus = G.node(graph, "Add", [var.outputs[0], G.scalar(graph, eps, stash, f"{base}_eps")],
+                      base=base)
+        sd = G.node(graph, "Sqrt", [plus.outputs[0]], base=base)
+        inv = G.node(graph, "Div", [G.scalar(graph, 1.0, stash, f"{base}_one"), sd.outputs[0]],
+                     base=base, outputs=[inv_out])
         nodes += [d, sq, var, plus, sd, inv]
     return nodes
 
 
 @fix("dropout-mask-output", "rewritten as Identity (a constant mask where the mask is read)")
-def _dropout_identity(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
-    if len(node.input) > 2 and node.input[2]:  # training_mode: only a constant False is kept
-        mode = ctx.constant(node.input[2])
+def _dropout_identity(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
+    if len(node.inputs) > 2 and not node.inputs[2].is_empty():
+        mode = G.value(node.inputs[2])  # training_mode: only a constant False is kept
         if mode is None or bool(mode.any()):
             return None
-    ed = ctx.editor
-    base = node.name or node.output[0]
-    x = node.input[0]
-    nodes: list[onnx.NodeProto] = []
-    if node.output[0]:
-        nodes.append(ed.node("Identity", [x], base, outputs=[node.output[0]]))
-    if ctx.is_used(node.output[1]):  # Less(x, x) is false everywhere, NaN included
-        mask = [node.output[1]]
-        less = ed.node("Less", [x, x], base, outputs=None if ctx.opset >= 12 else mask)
+    base = node.name or node.outputs[0].name
+    x = node.inputs[0]
+    nodes: list[gs.Node] = []
+    if not node.outputs[0].is_empty():
+        nodes.append(G.node(graph, "Identity", [x], base=base, outputs=[node.outputs[0]]))
+    mask = node.outputs[1]
+    if G.is_used(graph, mask):  # Less(x, x) is false everywhere, NaN included
+        opset = G.opset(graph)
+        less = G.node(graph, "Less", [x, x], base=base,
+                      outputs=None if opset >= 12 else [mask])
         nodes.append(less)
-        if ctx.opset >= 12:
-            nodes.append(ed.node("Not", [less.output[0]], base, outputs=mask))
+        if opset >= 12:
+            nodes.append(G.node(graph, "Not", [less.outputs[0]], base=base, outputs=[mask]))
     return nodes

@@ -7,29 +7,26 @@ with another exponent (GELU's cube is the GELU passes' business) is left alone.
 
 from __future__ import annotations
 
-import onnx
+import onnx_graphsurgeon as gs
 
-from export_gelu.passes.compat.graph import GraphEditor
+from export_gelu import graph as G
 
 
-def pow2_to_mul(model: onnx.ModelProto, ed: GraphEditor) -> int:
+def pow2_to_mul(graph: gs.Graph) -> int:
     """Rewrite every top-level Pow whose exponent is the constant 2; returns how many."""
-    nodes: list[onnx.NodeProto] = []
+    nodes: list[gs.Node] = []
     count = 0
-    for node in model.graph.node:
-        exponent = ed.constant(node.input[1]) if node.op_type == "Pow" else None
-        if (node.domain not in ("", "ai.onnx") or exponent is None or exponent.size != 1
+    for node in graph.nodes:
+        exponent = G.value(node.inputs[1]) if node.op == "Pow" and len(node.inputs) > 1 \
+            else None
+        if (not G.is_default(node) or exponent is None or exponent.size != 1
                 or float(exponent.reshape(-1)[0]) != 2.0):
             nodes.append(node)
             continue
-        x = node.input[0]
-        square = ed.node("Mul", [x, x], node.name or "square", outputs=[node.output[0]])
-        ed.replaced(node, [square])
-        nodes.append(square)
+        x = node.inputs[0]
+        nodes.append(G.node(graph, "Mul", [x, x], base=node.name or "square",
+                            outputs=[node.outputs[0]]))
         count += 1
     if count:
-        ed.commit(nodes)
+        G.set_nodes(graph, nodes)
     return count
-
-
-

@@ -22,39 +22,39 @@ from collections.abc import Callable
 
 import numpy as np
 import onnx
+import onnx_graphsurgeon as gs
 
+from export_gelu import graph as G
 from export_gelu.passes.compat.fold_constant_ops import constant_value
-from export_gelu.passes.compat.graph import attr_value, clone, drop_attr, set_attr
-from export_gelu.passes.compat.restriction_fixes import fix
+from export_gelu.passes.compat.restriction_fix_registry import fix
 from export_gelu.trt_parser.restriction_rows_inputs import (
     CONSTANT_INPUTS,
     REDUCE_AXES_INPUT,
     einsum_terms,
     given,
-    is_weights,
     shape_of,
 )
-from export_gelu.trt_parser.restrictions import RESTRICTIONS, GraphContext
+from export_gelu.trt_parser.restrictions import RESTRICTIONS
 
 
-def static_shape_leaf(ctx: GraphContext) -> Callable[[onnx.NodeProto], dict | None]:
+def static_shape_leaf(graph: gs.Graph) -> Callable[[gs.Node], dict | None]:
     """Shape/Size of a tensor whose shape is static, as known values (a cone leaf)."""
 
-    def dims_of(shape_node: onnx.NodeProto) -> tuple | None:
-        shape = shape_of(ctx, shape_node.input[0])
+    def dims_of(shape_node: gs.Node) -> tuple | None:
+        shape = shape_of(graph, shape_node.inputs[0])
         if shape is None:
             return None
-        start = int(attr_value(shape_node, "start", 0))
-        end = attr_value(shape_node, "end", None)
+        start = int(shape_node.attrs.get("start", 0))
+        end = shape_node.attrs.get("end", None)
         return shape[start:] if end is None else shape[start:int(end)]
 
-    def leaf(node: onnx.NodeProto) -> dict[str, np.ndarray] | None:
-        if node.domain not in ("", "ai.onnx"):
+    def leaf(node: gs.Node) -> dict[str, np.ndarray] | None:
+        if not G.is_default(node):
             return None
-        if node.op_type == "Gather":  # one static dim of a partly symbolic shape
-            shape_node = ctx.producer.get(node.input[0])
-            idx = ctx.constant(node.input[1])
-            if shape_node is None or shape_node.op_type != "Shape" or idx is None:
+        if node.op == "Gather":  # one static dim of a partly symbolic shape
+            shape_node = G.producer(node.inputs[0])
+            idx = G.value(node.inputs[1])
+            if shape_node is None or shape_node.op != "Shape" or idx is None:
                 return None
             dims = dims_of(shape_node)
             if dims is None or not all(-len(dims) <= int(i) < len(dims) for i in idx.ravel()):
@@ -62,41 +62,44 @@ def static_shape_leaf(ctx: GraphContext) -> Callable[[onnx.NodeProto], dict | No
             picked = np.array(dims, dtype=object)[idx.astype(np.int64)]
             if not all(isinstance(d, int) for d in np.ravel(picked)):
                 return None
-            return {node.output[0]: np.asarray(picked.astype(np.int64))}
-        if node.op_type not in ("Shape", "Size"):
+            return {node.outputs[0].name: np.asarray(picked.astype(np.int64))}
+        if node.op not in ("Shape", "Size"):
             return None
         dims = dims_of(node)
         if dims is None or not all(isinstance(d, int) for d in dims):
             return None
-        if node.op_type == "Size":
-            return {node.output[0]: np.array(int(np.prod(dims)), np.int64)}
-        return {node.output[0]: np.array(dims, np.int64)}
+        if node.op == "Size":
+            return {node.outputs[0].name: np.array(int(np.prod(dims)), np.int64)}
+        return {node.outputs[0].name: np.array(dims, np.int64)}
 
     return leaf
 
 
-def known_value(ctx: GraphContext, name: str) -> np.ndarray | None:
-    """The value of `name` when it is constant in fact (see the module docstring)."""
-    return constant_value(ctx.model, ctx.editor, name, static_shape_leaf(ctx))
+def known_value(graph: gs.Graph, tensor: gs.Tensor | None) -> np.ndarray | None:
+    """The value of `tensor` when it is constant in fact (see the module docstring)."""
+    return constant_value(graph, tensor, static_shape_leaf(graph))
 
 
-Fix = Callable[[onnx.NodeProto, GraphContext], "list[onnx.NodeProto] | None"]
+Fix = Callable[[gs.Node, gs.Graph], "list[gs.Node] | None"]
 
 
 def _fold_inputs(indices: tuple[int, ...]) -> Fix:
-    def fold(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
-        new = clone(node)
-        changed = False
+    def fold(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
+        folded: dict[int, gs.Constant] = {}
         for i in indices:
-            name = given(node, i)
-            if not name or is_weights(ctx, name):
+            tensor = given(node, i)
+            if tensor is None or G.is_weights(tensor):
                 continue
-            value = known_value(ctx, name)
+            value = known_value(graph, tensor)
             if value is None:
                 return None
-            new.input[i] = ctx.editor.const(value, f"{name}_folded")
-            changed = True
-        return [new] if changed else None
+            folded[i] = G.constant(graph, value, f"{tensor.name}_folded")
+        if not folded:
+            return None
+        new = G.clone(graph, node)
+        for i, const in folded.items():
+            G.set_input(new, i, const)
+        return [new]
 
     return fold
 
@@ -106,45 +109,48 @@ for _key, (_indices, _) in CONSTANT_INPUTS.items():
 
 
 @fix("trilu-rank", "reshaped to 3-D around the Trilu")
-def _trilu_3d(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
-    x = node.input[0]
-    shape = shape_of(ctx, x)
+def _trilu_3d(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
+    x = node.inputs[0]
+    shape = shape_of(graph, x)
     if shape is None or len(shape) < 4:
         return None
-    ed, base = ctx.editor, node.name or node.output[0]
-    nodes: list[onnx.NodeProto] = []
+    base = node.name or node.outputs[0].name
+
+    def const(values: list[int], hint: str) -> gs.Constant:
+        return G.constant(graph, np.array(values, np.int64), f"{base}_{hint}")
+
+    nodes: list[gs.Node] = []
     if all(isinstance(d, int) for d in shape):
-        to_3d = ed.const(np.array([-1, shape[-2], shape[-1]], np.int64), f"{base}_3d")
-        back = ed.const(np.array(shape, np.int64), f"{base}_shape")
+        to_3d: gs.Tensor = const([-1, shape[-2], shape[-1]], "3d")
+        back: gs.Tensor = const(list(shape), "shape")
     else:
-        full = ed.node("Shape", [x], base)
-        hw = ed.node("Slice", [full.output[0], ed.const(np.array([-2], np.int64), f"{base}_m2"),
-                               ed.const(np.array([len(shape)], np.int64), f"{base}_r"),
-                               ed.const(np.array([0], np.int64), f"{base}_ax")], base)
-        cat = ed.node("Concat", [ed.const(np.array([-1], np.int64), f"{base}_m1"),
-                                 hw.output[0]], base, axis=0)
+        full = G.node(graph, "Shape", [x], base=base)
+        hw = G.node(graph, "Slice", [full.outputs[0], const([-2], "m2"), const([len(shape)], "r"),
+                                     const([0], "ax")], base=base)
+        cat = G.node(graph, "Concat", [const([-1], "m1"), hw.outputs[0]], base=base, axis=0)
         nodes += [full, hw, cat]
-        to_3d, back = cat.output[0], full.output[0]
-    flat = ed.node("Reshape", [x, to_3d], base)
-    tri = clone(node)
-    tri.name = ed.fresh(f"{base}/Trilu3d")
-    tri.input[0] = flat.output[0]
-    tri.output[0] = ed.fresh(f"{base}_trilu3d")
-    out = ed.node("Reshape", [tri.output[0], back], base, outputs=[node.output[0]])
-    return [*nodes, flat, tri, out]
+        to_3d, back = cat.outputs[0], full.outputs[0]
+    flat = G.node(graph, "Reshape", [x, to_3d], base=base)
+    tri = G.clone(graph, node)
+    tri.name = G.fresh_name(graph, f"{base}/Trilu3d")
+    G.set_input(tri, 0, flat.outputs[0])
+    out = node.outputs[0]
+    G.set_output(tri, 0, G.variable(graph, f"{base}_trilu3d"))
+    back_node = G.node(graph, "Reshape", [tri.outputs[0], back], base=base, outputs=[out])
+    return [*nodes, flat, tri, back_node]
 
 
 @fix("einsum-ellipsis", "spelled out without an ellipsis")
-def _einsum_letters(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
-    eq = attr_value(node, "equation", b"")
+def _einsum_letters(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
+    eq = node.attrs.get("equation", "")
     eq = eq.decode() if isinstance(eq, bytes) else str(eq)
     terms, out = einsum_terms(eq)
-    if len(terms) != len(node.input):
+    if len(terms) != len(node.inputs):
         return None
     spans = set()
-    for term, name in zip(terms, node.input):
+    for term, tensor in zip(terms, node.inputs):
         if "..." in term:
-            shape = shape_of(ctx, name)
+            shape = shape_of(graph, tensor)
             if shape is None:
                 return None
             spans.add(len(shape) - len(term.replace("...", "")))
@@ -162,79 +168,84 @@ def _einsum_letters(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodePr
         out = (letters if any("..." in t for t in terms) else "") + "".join(once)
     new_eq = ",".join(t.replace("...", letters) for t in terms) + "->" + \
         out.replace("...", letters)
-    new = clone(node)
-    set_attr(new, "equation", new_eq)
+    new = G.clone(graph, node)
+    new.attrs["equation"] = new_eq
     return [new]
 
 
 @fix("scatternd-reduction-attribute", "lost the default reduction='none' attribute")
-def _scatternd_default(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
-    new = clone(node)
-    drop_attr(new, "reduction")
+def _scatternd_default(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
+    new = G.clone(graph, node)
+    new.attrs.pop("reduction", None)
     return [new]
 
 
 @fix("pad-axes-input", "given full-rank pads instead of an axes input")
-def _pad_full_rank(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
-    shape = shape_of(ctx, node.input[0])
-    pads = known_value(ctx, node.input[1])
-    axes = known_value(ctx, given(node, 3))
+def _pad_full_rank(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
+    shape = shape_of(graph, node.inputs[0])
+    pads = known_value(graph, node.inputs[1])
+    axes = known_value(graph, given(node, 3))
     if shape is None or pads is None or axes is None or pads.size != 2 * axes.size:
         return None
     rank, n = len(shape), axes.size
     full = np.zeros(2 * rank, np.int64)
     for j, a in enumerate(int(a) % rank for a in axes.ravel()):
         full[a], full[a + rank] = pads.ravel()[j], pads.ravel()[j + n]
-    new = clone(node)
-    new.input[1] = ctx.editor.const(full, f"{node.input[1]}_full")
-    del new.input[3:]
+    new = G.clone(graph, node)
+    G.set_input(new, 1, G.constant(graph, full, f"{node.inputs[1].name}_full"))
+    G.trim_inputs(new, 3)
     return [new]
 
 
 # -- Reduce* whose opset-18 axes input the parser ignores (< 10.0) --------------------------
 
-def _reduce_through_sum(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.NodeProto] | None:
+def _reduce_through_sum(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
     """The same reduction from ReduceSum(axes input) and TopK(k=1, axis), keepdims=1 inside,
     then Squeeze when the node had keepdims=0."""
-    x, op = node.input[0], node.op_type
-    shape = shape_of(ctx, x)
-    axes = known_value(ctx, given(node, 1))
+    x, op = node.inputs[0], node.op
+    shape = shape_of(graph, x)
+    axes = known_value(graph, given(node, 1))
     if shape is None or axes is None or op == "ReduceProd":
         return None
     rank = len(shape)
     axes_list = sorted({int(a) % rank for a in axes.ravel()})
-    keep = int(attr_value(node, "keepdims", 1))
-    ed, base = ctx.editor, node.name or node.output[0]
-    axes_c = ed.const(np.array(axes_list, np.int64), f"{base}_axes")
-    nodes: list[onnx.NodeProto] = []
+    keep = int(node.attrs.get("keepdims", 1))
+    base = node.name or node.outputs[0].name
+    vt = G.type_of(graph, x)
+    if op == "ReduceMean" and (vt is None or not vt.elem_type):
+        return None
+    if op not in ("ReduceMean", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                  "ReduceLogSumExp", "ReduceMax", "ReduceMin"):
+        return None
+    axes_c = G.constant(graph, np.array(axes_list, np.int64), f"{base}_axes")
+    nodes: list[gs.Node] = []
 
-    def add(op_type: str, *inputs: str, **attrs: object) -> str:
-        n = ed.node(op_type, list(inputs), base, **attrs)
+    def add(op_type: str, *inputs: gs.Tensor, **attrs: object) -> gs.Tensor:
+        n = G.node(graph, op_type, list(inputs), base=base, **attrs)
         nodes.append(n)
-        return n.output[0]
+        return n.outputs[0]
 
-    def rsum(t: str) -> str:
+    def rsum(t: gs.Tensor) -> gs.Tensor:
         return add("ReduceSum", t, axes_c, keepdims=1)
 
-    def extreme(t: str, largest: int) -> str:
-        k = ed.const(np.array([1], np.int64), f"{base}_k")
+    def extreme(t: gs.Tensor, largest: int) -> gs.Tensor:
+        k = G.constant(graph, np.array([1], np.int64), f"{base}_k")
         for a in axes_list:
-            n = ed.node("TopK", [t, k], base, n_out=2, axis=a, largest=largest, sorted=1)
+            n = G.node(graph, "TopK", [t, k], base=base, n_out=2, axis=a, largest=largest,
+                       sorted=1)
             nodes.append(n)
-            t = n.output[0]
+            t = n.outputs[0]
         return t
 
     if op == "ReduceMean":
         dims = [shape[a] for a in axes_list]
-        vt = ctx.type_of(x)
-        if vt is None or not vt.elem_type:
-            return None
         if all(isinstance(d, int) for d in dims):
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(vt.elem_type)
-            count = ed.const(np.array(np.prod(dims), dtype), f"{base}_n")
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(vt.elem_type)  # type: ignore[union-attr]
+            count: gs.Tensor = G.constant(graph, np.array(np.prod(dims), dtype), f"{base}_n")
         else:  # the count from the run-time shape; ReduceProd without axes reduces all
             picked = add("Gather", add("Shape", x), axes_c)
-            count = add("Cast", add("ReduceProd", picked, keepdims=0), to=vt.elem_type)
+            count = add("Cast", add("ReduceProd", picked, keepdims=0),
+                        to=vt.elem_type)  # type: ignore[union-attr]
         y = add("Div", rsum(x), count)
     elif op == "ReduceSumSquare":
         y = rsum(add("Mul", x, x))
@@ -247,15 +258,14 @@ def _reduce_through_sum(node: onnx.NodeProto, ctx: GraphContext) -> list[onnx.No
     elif op == "ReduceLogSumExp":
         m = extreme(x, 1)
         y = add("Add", add("Log", rsum(add("Exp", add("Sub", x, m)))), m)
-    elif op in ("ReduceMax", "ReduceMin"):
-        y = extreme(x, 1 if op == "ReduceMax" else 0)
     else:
-        return None
+        y = extreme(x, 1 if op == "ReduceMax" else 0)
+    out = node.outputs[0]
     last = nodes[-1]
     if keep:
-        last.output[list(last.output).index(y)] = node.output[0]
+        G.set_output(last, next(i for i, t in enumerate(last.outputs) if t is y), out)
     else:
-        nodes.append(ed.node("Squeeze", [y, axes_c], base, outputs=[node.output[0]]))
+        nodes.append(G.node(graph, "Squeeze", [y, axes_c], base=base, outputs=[out]))
     return nodes
 
 
@@ -266,36 +276,32 @@ for _op in REDUCE_AXES_INPUT:
             _reduce_through_sum)
 
 
-def fold_computed_inputs(model: onnx.ModelProto) -> int:
+def fold_computed_inputs(graph: gs.Graph) -> int:
     """Fold, on any version, every input of the must-be-weights rows that is computed but
     constant in fact (the down-converter needs such axes/sizes as attributes too). Returns
     the number of inputs folded; the cones nothing else reads are dropped."""
-    from export_gelu.passes.compat.restriction_fixes import drop_unread_producers
-    from export_gelu.trt_parser.restriction_rows_inputs import opset_of
-
     wanted: dict[str, list[tuple[int, ...]]] = {}
     for r in RESTRICTIONS:
         if r.key in CONSTANT_INPUTS:
             indices, from_opset = CONSTANT_INPUTS[r.key]
             wanted.setdefault(r.op, []).append((from_opset, *indices))
-    if not any(n.op_type in wanted for n in model.graph.node):
+    if not any(n.op in wanted for n in graph.nodes):
         return 0
-    ctx = GraphContext(model)
-    opset = opset_of(ctx)
-    released: set[str] = set()
-    for node in model.graph.node:
-        if node.domain not in ("", "ai.onnx"):
+    opset = G.opset(graph)
+    released: list[gs.Tensor] = []
+    for node in graph.nodes:
+        if not G.is_default(node):
             continue
-        for from_opset, *indices in wanted.get(node.op_type, ()):
+        for from_opset, *indices in wanted.get(node.op, ()):
             for i in indices if opset >= from_opset else ():
-                name = given(node, i)
-                if not name or is_weights(ctx, name):
+                tensor = given(node, i)
+                if tensor is None or G.is_weights(tensor):
                     continue
-                value = known_value(ctx, name)
+                value = known_value(graph, tensor)
                 if value is not None:
-                    node.input[i] = ctx.editor.const(value, f"{name}_folded")
-                    released.add(name)
+                    G.set_input(node, i, G.constant(graph, value, f"{tensor.name}_folded"))
+                    released.append(tensor)
     if released:
-        ctx.editor.commit(list(model.graph.node))
-        drop_unread_producers(model.graph, released)
+        G.forget_types(graph)
+        G.drop_unread(graph, released)
     return len(released)

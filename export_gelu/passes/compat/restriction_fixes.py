@@ -1,13 +1,15 @@
 """Rewrites that take a graph out of a TensorRT restriction without changing its math.
 
 A fix is registered for a restriction key (`export_gelu.trt_parser.restriction_rows`) with
-`@fix(key)`. It gets the node that meets the condition and the graph context, and returns
-the nodes that replace it (new constants through `ctx.editor`), or None when it cannot help
-(for example when a value it needs is not constant). `fit_restrictions` applies the fixes
-for a profile, and refuses whatever still meets a restriction (exit 3).
+`@fix(key)` (`restriction_fix_registry.py`; the fixes live in `restriction_fix_rows.py` and
+the modules it imports). It gets the node that meets the condition and its graph (the one
+graph type of `export_gelu.graph`), and returns the nodes that replace it (made with
+`export_gelu.graph`'s `node`/`constant`/`clone`), or None when it cannot help (for example
+when a value it needs is not constant). `fit_restrictions` applies the fixes for a profile,
+and refuses whatever still meets a restriction (exit 3).
 
 Graph-wide records (`@graph_restriction`) are fixed by `@graph_fix(key)`: a function that
-edits the whole model in place and returns a note saying what it did, or None when it
+edits the whole graph in place and returns a note saying what it did, or None when it
 cannot. A fix registered with `early=True` also runs before the opset down-conversion and
 the op-presence check of `fit_to_profile` (for rewrites that replace an op the parser lacks,
 such as CastLike → Cast).
@@ -15,47 +17,23 @@ such as CastLike → Cast).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import onnx
+import onnx_graphsurgeon as gs
 
+from export_gelu import graph as G
 from export_gelu.errors import TargetUnmetError
-from export_gelu.trt_parser.restrictions import GraphContext, Hit, find_hits
-
-Fix = Callable[[onnx.NodeProto, GraphContext], "list[onnx.NodeProto] | None"]
-GraphFix = Callable[[onnx.ModelProto, GraphContext], "str | None"]
-
-#: restriction key → its fix, and a few words for the report ('made non-negative').
-FIXES: dict[str, tuple[Fix, str]] = {}
-#: restriction key → the graph-wide fix of a `@graph_restriction` record.
-GRAPH_FIXES: dict[str, GraphFix] = {}
-#: keys whose fixes also run early in `fit_to_profile` (see the module docstring).
-EARLY: set[str] = set()
+from export_gelu.passes.compat import restriction_fix_rows  # noqa: F401 - registers the fixes
+from export_gelu.passes.compat.restriction_fix_registry import (  # noqa: F401 - re-exported
+    EARLY,
+    FIXES,
+    GRAPH_FIXES,
+    fix,
+    graph_fix,
+)
+from export_gelu.trt_parser.restrictions import Hit, find_hits
 
 
-def fix(key: str, does: str, early: bool = False) -> Callable[[Fix], Fix]:
-    """Register the decorated function as the fix for restriction `key`."""
-
-    def register(fn: Fix) -> Fix:
-        FIXES[key] = (fn, does)
-        if early:
-            EARLY.add(key)
-        return fn
-
-    return register
-
-
-def graph_fix(key: str) -> Callable[[GraphFix], GraphFix]:
-    """Register the decorated function as the graph-wide fix for restriction `key`."""
-
-    def register(fn: GraphFix) -> GraphFix:
-        GRAPH_FIXES[key] = fn
-        return fn
-
-    return register
-
-
-def _apply_graph_fixes(model: onnx.ModelProto, hits: list[Hit], target: str) -> list[str]:
+def _apply_graph_fixes(graph: gs.Graph, hits: list[Hit], target: str) -> list[str]:
     """Run the graph-wide fix of each graph-wide record hit; notes for what they did."""
     notes: list[str] = []
     seen: set[str] = set()
@@ -64,98 +42,60 @@ def _apply_graph_fixes(model: onnx.ModelProto, hits: list[Hit], target: str) -> 
         if key in seen or key not in GRAPH_FIXES:
             continue
         seen.add(key)
-        note = GRAPH_FIXES[key](model, GraphContext(model))
+        note = GRAPH_FIXES[key](graph)
         if note:
             notes.append(f"{note} ({target}: {h.restriction.parser_words})")
     return notes
 
 
-def _apply(model: onnx.ModelProto, hits: list[Hit], ctx: GraphContext) -> dict[str, int]:
+def _apply(graph: gs.Graph, hits: list[Hit]) -> dict[str, int]:
     """Replace each hit node that has a fix; count the fixes made per restriction key."""
-    by_name = {h.node_name: h for h in hits if h.restriction.key in FIXES}
+    by_node = {id(h.node): h for h in hits if h.node is not None and h.restriction.key in FIXES}
     done: dict[str, int] = {}
-    nodes: list[onnx.NodeProto] = []
-    released: set[str] = set()
-    for node in model.graph.node:
-        hit = by_name.get(node.name or (node.output[0] if node.output else ""))
+    nodes: list[gs.Node] = []
+    released: list[gs.Tensor] = []
+    for node in graph.nodes:
+        hit = by_node.get(id(node))
         new = None
-        if hit is not None and hit.restriction.op == node.op_type:
-            new = FIXES[hit.restriction.key][0](node, ctx)
+        if hit is not None and hit.restriction.op == node.op:
+            new = FIXES[hit.restriction.key][0](node, graph)
         if new is None:
             nodes.append(node)
             continue
-        ctx.editor.replaced(node, new)
-        released.update(set(node.input) - {i for n in new for i in n.input})
+        still = {id(t) for n in new for t in n.inputs}
+        released += [t for t in node.inputs if id(t) not in still]
         nodes.extend(new)
         done[hit.restriction.key] = done.get(hit.restriction.key, 0) + 1
     if done:
-        ctx.editor.commit(nodes)
-        drop_unread_producers(model.graph, released)
+        G.set_nodes(graph, nodes)
+        G.drop_unread(graph, released)
     return done
 
 
-def drop_unread_producers(graph: onnx.GraphProto, names: set[str]) -> None:
-    """Remove the nodes (and initializers) that computed `names` and that nothing reads any
-    more, transitively: the cone a fix stopped reading (a computed input folded to a constant)
-    goes with it. Graph outputs, names read inside subgraphs and graph inputs stay."""
-    from collections import Counter
-
-    from export_gelu.passes.compat.graph import _read_names
-
-    uses = Counter(i for n in graph.node for i in n.input if i)
-    pinned = {o.name for o in graph.output} | {i.name for i in graph.input}
-    for n in graph.node:
-        for a in n.attribute:
-            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs):
-                pinned |= _read_names(sub)
-    producer = {o: n for n in graph.node for o in n.output if o}
-    removed: set[int] = set()
-    visited: set[str] = set()
-    stack = [n for n in names if n]
-    while stack:
-        name = stack.pop()
-        visited.add(name)
-        node = producer.get(name)
-        if node is None or id(node) in removed or any(
-                o and (uses[o] > 0 or o in pinned) for o in node.output):
-            continue
-        removed.add(id(node))
-        for i in node.input:
-            if i:
-                uses[i] -= 1
-                stack.append(i)
-    if removed:
-        kept = [n for n in graph.node if id(n) not in removed]
-        graph.ClearField("node")
-        graph.node.extend(kept)
-    dead = {n for n in visited if uses[n] <= 0 and n not in pinned and n not in producer}
-    if dead & {i.name for i in graph.initializer}:
-        inits = [i for i in graph.initializer if i.name not in dead]
-        graph.ClearField("initializer")
-        graph.initializer.extend(inits)
-
-
-def fit_restrictions(model: onnx.ModelProto, trt_version: str, target: str,
+def fit_restrictions(model: onnx.ModelProto | gs.Graph, trt_version: str, target: str,
                      early: bool = False) -> list[str]:
-    """Rewrite `model` in place out of every restriction of `trt_version` that has a fix.
+    """Rewrite the graph in place out of every restriction of `trt_version` that has a fix.
 
     Returns notes for the report; raises `TargetUnmetError` naming what is left. With
     `early`, only the fixes registered `early=True` run and nothing is refused.
     """
-    from export_gelu.passes.compat import restriction_fix_rows  # noqa: F401 - registers
-
-    notes: list[str] = []
+    if isinstance(model, onnx.ModelProto):
+        with G.opened(model, write=True) as graph:
+            return fit_restrictions(graph, trt_version, target, early)
+    graph = model
+    notes = []
     for _ in range(4):  # a fix may expose another restriction (rarely); bounded
-        hits = find_hits(model, trt_version)
+        hits = find_hits(graph, trt_version)
         if early:
             hits = [h for h in hits if h.restriction.key in EARLY]
         if not hits:
             break
-        graph_notes = _apply_graph_fixes(model, hits, target)
+        graph_notes = _apply_graph_fixes(graph, hits, target)
         if graph_notes:
+            G.forget_types(graph)
             notes.extend(graph_notes)
             continue  # the graph changed as a whole: detect again
-        done = _apply(model, hits, GraphContext(model))
+        done = _apply(graph, hits)
         if not done:
             break
         for key, n in done.items():
@@ -164,7 +104,7 @@ def fit_restrictions(model: onnx.ModelProto, trt_version: str, target: str,
                          f"{r.parser_words})")
     if early:
         return notes
-    left = find_hits(model, trt_version)
+    left = find_hits(graph, trt_version)
     if left:
         raise TargetUnmetError("; ".join(h.message(trt_version) for h in left)
                                + " — export-gelu has no rewrite for this")

@@ -49,12 +49,12 @@ def _gelu_sites(model: onnx.ModelProto) -> int:
 
 def _fuses_layernorm(model: onnx.ModelProto, profile: TargetProfile) -> int:
     """How many expanded LayerNorms `profile` would rather get fused (0: none, or no gain)."""
-    from export_gelu.passes.compat.layernorm_fuse import find_layernorms
+    from export_gelu.passes.compat.layernorm_fuse import count_layernorms
 
     if profile.runtime not in ("onnx", "trt") or not profile.supports("LayerNormalization") \
             or profile.opset < LAYERNORM_OPSET:
         return 0
-    return len(find_layernorms(model))
+    return count_layernorms(model)
 
 
 def opset_goal(model: onnx.ModelProto, profile: TargetProfile, form: str
@@ -87,9 +87,9 @@ def _run(model: onnx.ModelProto, feed: Mapping[str, np.ndarray]
          ) -> tuple[list[np.ndarray], list[str]]:
     """ORT outputs and output names of `model` on `feed` (its session freed on return, so
     two big graphs are never held at once; weights left in their file are read from it)."""
-    from export_gelu.check.ort_runner import make_session
     from export_gelu.onnx_weights import ort_source
     from export_gelu.passes.onnx.plugin_math import plugins_as_math
+    from export_gelu.passes.ort_session import make_session
 
     if any(n.op_type == "CustomGeluPluginDynamic" for n in model.graph.node):
         model = copy.deepcopy(model)

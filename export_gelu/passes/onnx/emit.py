@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+import onnx_graphsurgeon as gs
 
+from export_gelu import graph as G
 from export_gelu.passes.onnx.formulas import INV_SQRT_2, QUICK_ALPHA, SQRT_2_OVER_PI, TANH_BETA
 from export_gelu.passes.onnx.recognise import MS_DOMAIN, PLUGIN_OP
 from export_gelu.trt_parser.plugin import PLUGIN_NAMESPACE, PLUGIN_VERSION, TYPE_IDS
@@ -28,72 +29,46 @@ _NP = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
        onnx.TensorProto.DOUBLE: np.float64, onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16}
 
 
-class Names:
-    """Allocates node and tensor names that are unique in the graph."""
-
-    def __init__(self, taken: set[str]) -> None:
-        self.taken = taken
-
-    def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.taken:
-            i += 1
-            name = f"{base}_{i}"
-        self.taken.add(name)
-        return name
-
-
 @dataclass
 class SiteBuilder:
-    """Collects the nodes, initializers and value infos that replace one site."""
+    """Makes the nodes that replace one site (placed in the graph by the caller)."""
 
+    graph: gs.Graph
     prefix: str
-    names: Names
     elem_type: int  # compute dtype
     shape: tuple | None  # x's shape (every elementwise intermediate has it)
     opset: int
-    metadata: list[onnx.StringStringEntryProto] = field(default_factory=list)
-    nodes: list[onnx.NodeProto] = field(default_factory=list)
-    initializers: list[onnx.TensorProto] = field(default_factory=list)
-    value_info: list[onnx.ValueInfoProto] = field(default_factory=list)
-    domains: dict[str, int] = field(default_factory=dict)
+    like: gs.Node | None = None  # the node whose module scopes the new nodes carry
+    nodes: list[gs.Node] = field(default_factory=list)
 
-    def const(self, value: float, hint: str) -> str:
+    def const(self, value: float, hint: str) -> gs.Constant:
         """A scalar initializer in the compute dtype."""
-        name = self.names.fresh(f"{self.prefix}/{hint}")
-        self.initializers.append(numpy_helper.from_array(
-            np.array(value, dtype=self._np_dtype()), name))
-        return name
+        return G.constant(self.graph, np.array(value, dtype=self._np_dtype()),
+                          f"{self.prefix}/{hint}")
 
-    def const_array(self, values: np.ndarray, hint: str) -> str:
+    def const_array(self, values: np.ndarray, hint: str) -> gs.Constant:
         """A tensor initializer (a bias vector) in the compute dtype."""
-        name = self.names.fresh(f"{self.prefix}/{hint}")
-        self.initializers.append(numpy_helper.from_array(
-            np.asarray(values).astype(self._np_dtype()), name))
-        return name
+        return G.constant(self.graph, np.asarray(values).astype(self._np_dtype()),
+                          f"{self.prefix}/{hint}")
 
     def _np_dtype(self) -> type:
         return _NP.get(self.elem_type, np.float32)
 
-    def node(self, op: str, inputs: list[str], out: str | None = None, domain: str = "",
-             elem_type: int | None = None, **attrs: object) -> str:
+    def node(self, op: str, inputs: list[gs.Tensor], out: gs.Tensor | None = None,
+             domain: str = "", elem_type: int | None = None, **attrs: object) -> gs.Tensor:
         """Append one node; returns its output (a fresh intermediate unless `out` is given)."""
-        name = self.names.fresh(f"{self.prefix}/{op}")
+        name = G.fresh_name(self.graph, f"{self.prefix}/{op}")
         if out is None:
-            out = self.names.fresh(f"{name}_output")
-            self.value_info.append(helper.make_tensor_value_info(
-                out, elem_type or self.elem_type, self.shape))
-        node = helper.make_node(op, inputs, [out], name=name, domain=domain, **attrs)
-        node.metadata_props.extend(self.metadata)
-        self.nodes.append(node)
-        if domain:
-            self.domains[domain] = 1
+            out = G.variable(self.graph, f"{name}_output", elem_type or self.elem_type,
+                             self.shape)
+        self.nodes.append(G.node(self.graph, op, inputs, outputs=[out], name=name,
+                                 domain=domain, like=self.like, **attrs))
         return out
 
 
 # -- primitives (every runtime) -----------------------------------------------------------
 
-def erf_primitives(b: SiteBuilder, x: str, out: str) -> None:
+def erf_primitives(b: SiteBuilder, x: gs.Tensor, out: gs.Tensor) -> None:
     """0.5·(x·(1 + erf(x/√2))): the TorchScript exporter's shape, which ORT and TensorRT fuse."""
     t = b.node("Div", [x, b.const(1.0 / INV_SQRT_2, "sqrt2")])
     t = b.node("Erf", [t])
@@ -102,13 +77,13 @@ def erf_primitives(b: SiteBuilder, x: str, out: str) -> None:
     b.node("Mul", [t, b.const(0.5, "half")], out=out)
 
 
-def _clip(b: SiteBuilder, x: str, bound: float) -> str:
+def _clip(b: SiteBuilder, x: gs.Tensor, bound: float) -> gs.Tensor:
     if b.opset >= 11:
         return b.node("Clip", [x, b.const(-bound, "lo"), b.const(bound, "hi")])
     return b.node("Clip", [x], min=-bound, max=bound)
 
 
-def tanh_primitives(b: SiteBuilder, x: str, out: str, fp16_safe: bool = False,
+def tanh_primitives(b: SiteBuilder, x: gs.Tensor, out: gs.Tensor, fp16_safe: bool = False,
                     ort_fusable: bool = True) -> None:
     """(1 + tanh((1 + 0.044715·u·u)·(√(2/π)·u)))·(0.5·x), u = x (or x bounded to ±10 for fp16).
 
@@ -137,7 +112,7 @@ def tanh_primitives(b: SiteBuilder, x: str, out: str, fp16_safe: bool = False,
         b.node("Mul", [b.node("Mul", [t, x]), b.const(0.5, "half")], out=out)
 
 
-def sigmoid_primitives(b: SiteBuilder, x: str, out: str) -> None:
+def sigmoid_primitives(b: SiteBuilder, x: gs.Tensor, out: gs.Tensor) -> None:
     """x·σ(1.702·x): QuickGELU."""
     s = b.node("Mul", [x, b.const(QUICK_ALPHA, "alpha")])
     s = b.node("Sigmoid", [s])
@@ -146,12 +121,13 @@ def sigmoid_primitives(b: SiteBuilder, x: str, out: str) -> None:
 
 # -- fused ops ------------------------------------------------------------------------------
 
-def onnx_gelu(b: SiteBuilder, x: str, out: str, approximate: str) -> None:
+def onnx_gelu(b: SiteBuilder, x: gs.Tensor, out: gs.Tensor, approximate: str) -> None:
     """ONNX `Gelu` (opset 20)."""
     b.node("Gelu", [x], out=out, approximate=approximate)
 
 
-def ort_gelu(b: SiteBuilder, x: str, out: str, kind: str, bias: str | None) -> None:
+def ort_gelu(b: SiteBuilder, x: gs.Tensor, out: gs.Tensor, kind: str,
+             bias: gs.Tensor | None) -> None:
     """ONNX Runtime contrib ops: Gelu / BiasGelu (exact), FastGelu (tanh), QuickGelu.
 
     BiasGelu(A, B) and FastGelu(X, bias) compute GELU(A + B): the bias is the Add before.
@@ -159,14 +135,14 @@ def ort_gelu(b: SiteBuilder, x: str, out: str, kind: str, bias: str | None) -> N
     if kind == "quick":
         b.node("QuickGelu", [x], out=out, domain=MS_DOMAIN, alpha=QUICK_ALPHA)
     elif kind == "tanh":
-        b.node("FastGelu", [x, bias] if bias else [x], out=out, domain=MS_DOMAIN)
-    elif bias:
+        b.node("FastGelu", [x, bias] if bias is not None else [x], out=out, domain=MS_DOMAIN)
+    elif bias is not None:
         b.node("BiasGelu", [x, bias], out=out, domain=MS_DOMAIN)
     else:
         b.node("Gelu", [x], out=out, domain=MS_DOMAIN)
 
 
-def trt_plugin(b: SiteBuilder, x: str, out: str, bias: np.ndarray | None) -> None:
+def trt_plugin(b: SiteBuilder, x: gs.Tensor, out: gs.Tensor, bias: np.ndarray | None) -> None:
     """TensorRT's `CustomGeluPluginDynamic`: one input, one output, tanh GELU of (x + bias).
 
     `type_id` 0 for fp32, 1 for fp16, and the bias [1,1,E] in that same type: the plugin
@@ -180,6 +156,6 @@ def trt_plugin(b: SiteBuilder, x: str, out: str, bias: np.ndarray | None) -> Non
         "plugin_namespace": PLUGIN_NAMESPACE,
     }
     if bias is not None:
-        attrs["bias"] = numpy_helper.from_array(
-            np.asarray(bias).astype(TYPE_IDS[type_id]).reshape(1, 1, -1), f"{b.prefix}/bias")
+        attrs["bias"] = gs.Constant(f"{b.prefix}/bias",
+                                    np.asarray(bias).astype(TYPE_IDS[type_id]).reshape(1, 1, -1))
     b.node(PLUGIN_OP, [x], out=out, domain=PLUGIN_DOMAIN, **attrs)

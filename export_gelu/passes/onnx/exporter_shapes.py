@@ -1,6 +1,6 @@
 """The node shapes PyTorch's exporters give each reference GELU formula.
 
-Derived, not transcribed: `python -m export_gelu.passes.onnx.derive --write` exports every
+Derived, not transcribed: `python -m export_gelu.exporter.derive_shapes --write` exports every
 formula in `derive.reference_formulas()` with the dynamo exporter (opset 18–20) and the
 TorchScript exporter (opset 13, 17) and rewrites the table below. Each node is
 (op type, inputs); an input is "x" (the GELU's input), a float (a literal: an initializer
@@ -22,7 +22,7 @@ class ExporterShape(NamedTuple):
     nodes: tuple[tuple[str, tuple[Ref, ...]], ...]
 
 
-# Generated below this line by `python -m export_gelu.passes.onnx.derive --write`.
+# Generated below this line by `python -m export_gelu.exporter.derive_shapes --write`.
 SHAPES: tuple[ExporterShape, ...] = (
     ExporterShape('F.gelu(x)', 'exact',
                   ('dynamo 18', 'dynamo 19'), (

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
+import onnx_graphsurgeon as gs
+
+from export_gelu import graph as G
 
 # LITERAL_RTOL is the fx level's too; literals stored in fp16/bf16 also get one ulp.
 from export_gelu.passes.gelu_constants import LITERAL_RTOL  # noqa: E402
-from export_gelu.passes.onnx.view import DEFAULT_DOMAINS, FLOAT_TYPES, GraphView
 
 #: The deepest and largest trees built from one root (a GELU spans at most ~12 nodes).
 MAX_DEPTH = 12
@@ -35,7 +37,7 @@ _EXACT_UPCASTS = {(_T.FLOAT16, _T.FLOAT), (_T.FLOAT16, _T.DOUBLE), (_T.BFLOAT16,
 class Leaf:
     """A tensor the tree does not look into; `key` identifies equal values (exact up-casts)."""
 
-    tensor: str
+    tensor: gs.Tensor | None = field(compare=False)
     key: str
 
 
@@ -65,7 +67,7 @@ class Tree:
     """An expression tree and what it spans in the graph."""
 
     expr: Expr
-    nodes: list[str] = field(default_factory=list)  # expanded nodes, root first
+    nodes: list[gs.Node] = field(default_factory=list)  # expanded nodes, root first
     features: set[str] = field(default_factory=set)  # "Pow", "Constant nodes", "Cast", ...
 
 
@@ -76,113 +78,111 @@ def _literal_rtol(arr: np.ndarray) -> float:
         else LITERAL_RTOL
 
 
-def _cast_to(node: onnx.NodeProto) -> int:
-    return next((a.i for a in node.attribute if a.name == "to"), 0)
+# -- leaves ---------------------------------------------------------------------------------
+
+def _is_exact_upcast(graph: gs.Graph, node: gs.Node) -> bool:
+    src = G.type_of(graph, node.inputs[0])
+    return src is not None and (src.elem_type, int(node.attrs.get("to", 0))) in _EXACT_UPCASTS
 
 
-class TreeBuilder:
-    """Builds trees over one graph view; `build(node)` starts at a candidate root."""
+def leaf_key(graph: gs.Graph, tensor: gs.Tensor) -> str:
+    """The tensor an exact up-cast (fp16→fp32 …) or Identity chain starts from."""
+    seen = 0
+    while seen < 8:
+        node = G.producer(tensor)
+        if node is None or not G.is_default(node) or not node.inputs:
+            return tensor.name
+        if node.op == "Identity" or (node.op == "Cast" and _is_exact_upcast(graph, node)):
+            tensor = node.inputs[0]
+        else:
+            return tensor.name
+        seen += 1
+    return tensor.name
 
-    def __init__(self, view: GraphView) -> None:
-        self.view = view
 
-    # -- leaves -------------------------------------------------------------------------
-    def leaf_key(self, tensor: str) -> str:
-        """The tensor an exact up-cast (fp16→fp32 …) or Identity chain starts from."""
-        seen = 0
-        while seen < 8:
-            node = self.view.producer.get(tensor)
-            if node is None or node.domain not in DEFAULT_DOMAINS:
-                return tensor
-            if node.op_type == "Identity":
-                tensor = node.input[0]
-            elif node.op_type == "Cast" and self._is_exact_upcast(node):
-                tensor = node.input[0]
-            else:
-                return tensor
-            seen += 1
-        return tensor
-
-    def _is_exact_upcast(self, node: onnx.NodeProto) -> bool:
-        src = self.view.type(node.input[0])
-        return src is not None and (src.elem_type, _cast_to(node)) in _EXACT_UPCASTS
-
-    def _const(self, tensor: str, tree: Tree) -> Const | None:
-        arr = self.view.constant(tensor)
-        if arr is None or arr.size != 1 or arr.dtype.kind not in "fiu":
-            return None
-        producer = self.view.producer.get(tensor)
-        if producer is not None and producer.op_type == "Constant":
-            tree.features.add("Constant nodes")
-        value = float(arr.reshape(()))
-        return Const(value, _literal_rtol(arr), arr.dtype.kind in "iu" or value.is_integer())
-
-    # -- trees --------------------------------------------------------------------------
-    def build(self, root: onnx.NodeProto) -> Tree:
-        tree = Tree(Leaf("", ""))
-        tree.expr = self._node_expr(root, tree, 0) or Leaf(root.output[0], root.output[0])
-        return tree
-
-    def _tensor(self, tensor: str, tree: Tree, depth: int) -> Expr:
-        const = self._const(tensor, tree)
-        if const is not None:
-            return const
-        leaf = Leaf(tensor, self.leaf_key(tensor))
-        node = self.view.producer.get(tensor)
-        if (node is None or depth >= MAX_DEPTH or len(tree.nodes) >= MAX_NODES
-                or self.view.users(tensor) != 1 or len(node.output) != 1):
-            return leaf
-        return self._node_expr(node, tree, depth + 1) or leaf
-
-    def _node_expr(self, node: onnx.NodeProto, tree: Tree, depth: int) -> Expr | None:
-        """The node as an expression, or None when it is not one the formulas use."""
-        if node.domain not in DEFAULT_DOMAINS:
-            return None
-        op, ins = node.op_type, list(node.input)
-        if op in ("Mul", "Add") and len(ins) == 2:
-            tree.nodes.append(node.name)
-            args = tuple(self._tensor(t, tree, depth) for t in ins)
-            return product(args) if op == "Mul" else total(args)
-        if op == "Neg" and len(ins) == 1:
-            tree.nodes.append(node.name)
-            return product((self._tensor(ins[0], tree, depth), MINUS_ONE))
-        if op in ("Div", "Sub") and len(ins) == 2:
-            const = self._const(ins[1], tree)
-            if const is None and op == "Sub":  # c − b, as ONNX writes erfc(u) = 1 − erf(u)
-                first = self._const(ins[0], tree)
-                if first is None:
-                    return None
-                tree.nodes.append(node.name)
-                return total((first, product((self._tensor(ins[1], tree, depth), MINUS_ONE))))
-            if const is None or (op == "Div" and const.value == 0.0):
-                return None
-            tree.nodes.append(node.name)
-            a = self._tensor(ins[0], tree, depth)
-            if op == "Div":
-                tree.features.add("Div")
-                return product((a, Const(1.0 / const.value, const.rtol)))
-            return total((a, Const(-const.value, const.rtol)))
-        if op == "Pow" and len(ins) == 2:
-            exponent = self._const(ins[1], tree)
-            if exponent is None or exponent.value not in (2.0, 3.0):
-                return None
-            tree.nodes.append(node.name)
-            tree.features.add("Pow")
-            base = self._tensor(ins[0], tree, depth)
-            return product((base,) * int(exponent.value))
-        if op in _FUNCS and len(ins) == 1:
-            tree.nodes.append(node.name)
-            return Op(_FUNCS[op], (self._tensor(ins[0], tree, depth),))
-        if op in ("Cast", "Identity") and len(ins) == 1:
-            if op == "Cast":
-                src = self.view.type(ins[0])
-                if _cast_to(node) not in FLOAT_TYPES or src is None \
-                        or src.elem_type not in FLOAT_TYPES:
-                    return None
-                tree.features.add("Cast")
-            tree.nodes.append(node.name)
-            return self._tensor(ins[0], tree, depth)
+def _const(graph: gs.Graph, tensor: gs.Tensor, tree: Tree) -> Const | None:
+    arr = G.literal(graph, tensor)
+    if arr is None or arr.size != 1 or arr.dtype.kind not in "fiu":
         return None
+    if G.constant_node(tensor) is not None:
+        tree.features.add("Constant nodes")
+    number = float(arr.reshape(()))
+    return Const(number, _literal_rtol(arr), arr.dtype.kind in "iu" or number.is_integer())
+
+
+# -- trees ----------------------------------------------------------------------------------
+
+def build_tree(graph: gs.Graph, root: gs.Node) -> Tree:
+    """The expression `root` computes, expanded through single-use intermediates."""
+    tree = Tree(Leaf(None, ""))
+    out = root.outputs[0]
+    tree.expr = _node_expr(graph, root, tree, 0) or Leaf(out, out.name)
+    return tree
+
+
+def _tensor(graph: gs.Graph, tensor: gs.Tensor, tree: Tree, depth: int) -> Expr:
+    const = _const(graph, tensor, tree)
+    if const is not None:
+        return const
+    leaf = Leaf(tensor, leaf_key(graph, tensor))
+    node = G.producer(tensor)
+    if (node is None or depth >= MAX_DEPTH or len(tree.nodes) >= MAX_NODES
+            or G.users(graph, tensor) != 1 or len(node.outputs) != 1):
+        return leaf
+    return _node_expr(graph, node, tree, depth + 1) or leaf
+
+
+def _node_expr(graph: gs.Graph, node: gs.Node, tree: Tree, depth: int) -> Expr | None:
+    """The node as an expression, or None when it is not one the formulas use."""
+    if not G.is_default(node):
+        return None
+    op, ins = node.op, list(node.inputs)
+    if any(t.is_empty() for t in ins):
+        return None
+    if op in ("Mul", "Add") and len(ins) == 2:
+        tree.nodes.append(node)
+        args = tuple(_tensor(graph, t, tree, depth) for t in ins)
+        return product(args) if op == "Mul" else total(args)
+    if op == "Neg" and len(ins) == 1:
+        tree.nodes.append(node)
+        return product((_tensor(graph, ins[0], tree, depth), MINUS_ONE))
+    if op in ("Div", "Sub") and len(ins) == 2:
+        const = _const(graph, ins[1], tree)
+        if const is None and op == "Sub":  # c − b, as ONNX writes erfc(u) = 1 − erf(u)
+            first = _const(graph, ins[0], tree)
+            if first is None:
+                return None
+            tree.nodes.append(node)
+            return total((first, product((_tensor(graph, ins[1], tree, depth), MINUS_ONE))))
+        if const is None or (op == "Div" and const.value == 0.0):
+            return None
+        tree.nodes.append(node)
+        a = _tensor(graph, ins[0], tree, depth)
+        if op == "Div":
+            tree.features.add("Div")
+            return product((a, Const(1.0 / const.value, const.rtol)))
+        return total((a, Const(-const.value, const.rtol)))
+    if op == "Pow" and len(ins) == 2:
+        exponent = _const(graph, ins[1], tree)
+        if exponent is None or exponent.value not in (2.0, 3.0):
+            return None
+        tree.nodes.append(node)
+        tree.features.add("Pow")
+        base = _tensor(graph, ins[0], tree, depth)
+        return product((base,) * int(exponent.value))
+    if op in _FUNCS and len(ins) == 1:
+        tree.nodes.append(node)
+        return Op(_FUNCS[op], (_tensor(graph, ins[0], tree, depth),))
+    if op in ("Cast", "Identity") and len(ins) == 1:
+        if op == "Cast":
+            src = G.type_of(graph, ins[0])
+            if int(node.attrs.get("to", 0)) not in G.FLOAT_TYPES or src is None \
+                    or src.elem_type not in G.FLOAT_TYPES:
+                return None
+            tree.features.add("Cast")
+        tree.nodes.append(node)
+        return _tensor(graph, ins[0], tree, depth)
+    return None
 
 
 def _fold(kind: str, args: tuple[Expr, ...]) -> Expr:

@@ -35,7 +35,7 @@ Pattern = Var | Const | Op
 
 
 class TreeAlgebra(catalogue.Algebra[Pattern]):
-    """Catalogue formulas as the trees `expr.TreeBuilder` builds from ONNX nodes."""
+    """Catalogue formulas as the trees `expr.build_tree` builds from ONNX nodes."""
 
     functions = frozenset(("tanh", "erf", "sigmoid"))  # the ONNX ops of that name
 

@@ -13,11 +13,12 @@ from functools import partial
 
 import numpy as np
 import onnx
+import onnx_graphsurgeon as gs
 
+from export_gelu import graph as G
 from export_gelu.passes.onnx import emit
 from export_gelu.passes.onnx.plugin_form import site_bias
 from export_gelu.passes.onnx.recognise import Match
-from export_gelu.passes.onnx.view import DEFAULT_DOMAINS, GraphView
 from export_gelu.passes.sites import added_max_error
 from export_gelu.targets import TargetProfile
 
@@ -44,20 +45,20 @@ def added_error(site_kind: str, new_kind: str) -> float:
 
 
 def _no_bias(fn: Callable[..., None]) -> Callable[..., None]:
-    def run(b: emit.SiteBuilder, x: str, out: str, bias: object) -> None:
+    def run(b: emit.SiteBuilder, x: gs.Tensor, out: gs.Tensor, bias: object) -> None:
         fn(b, x, out)
     return run
 
 
 def _ort(kind: str) -> Lowering:
-    def run(b: emit.SiteBuilder, x: str, out: str, bias: str | None) -> None:
+    def run(b: emit.SiteBuilder, x: gs.Tensor, out: gs.Tensor, bias: gs.Tensor | None) -> None:
         emit.ort_gelu(b, x, out, kind, bias)
     return Lowering("{op} (ONNX Runtime contrib op)", kind, "" if kind == "quick" else "input",
                     run, bias_to_gemm=True)
 
 
 def _plugin(trt_version: str) -> Lowering:
-    def run(b: emit.SiteBuilder, x: str, out: str, bias: np.ndarray | None) -> None:
+    def run(b: emit.SiteBuilder, x: gs.Tensor, out: gs.Tensor, bias: np.ndarray | None) -> None:
         emit.trt_plugin(b, x, out, site_bias(bias, b.shape, b.prefix, trt_version))
     return Lowering(f"TensorRT {emit.PLUGIN_OP} (computes the tanh form)", "tanh", "attribute",
                     run)
@@ -79,19 +80,19 @@ def _primitives(kind: str, fp16_safe: bool, half_x_elsewhere: bool) -> Lowering:
                     _no_bias(emit.sigmoid_primitives))
 
 
-def half_x_elsewhere(view: GraphView, site: Match) -> bool:
+def half_x_elsewhere(graph: gs.Graph, site: Match) -> bool:
     """True when a node outside `site` computes site.x · 0.5 (a Mul by a constant 0.5)."""
-    for node in view.consumers.get(site.x, ()):
-        if node.name in site.nodes or node.op_type != "Mul" or node.domain not in DEFAULT_DOMAINS:
+    for node in G.consumers(site.x):
+        if site.covers(node) or node.op != "Mul" or not G.is_default(node):
             continue
-        others = [i for i in node.input if i != site.x]
-        value = view.constant(others[0]) if len(others) == 1 else None
+        others = [i for i in node.inputs if i is not site.x]
+        value = G.literal(graph, others[0]) if len(others) == 1 else None
         if value is not None and value.size == 1 and float(value.reshape(())) == 0.5:
             return True
     return False
 
 
-def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset: int,
+def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset: int, *,
            elem_type: int, half_x_taken: bool = False) -> tuple[Lowering, list[str]]:
     """The lowering for one site, and notes on why (for the site's action).
 
@@ -112,20 +113,20 @@ def choose(site: Match, profile: TargetProfile, form: str, precision: str, opset
         if opset >= 20 and "Gelu" in profile.ops:
             approx = "tanh" if kind == "tanh" else "none"
 
-            def run(b: emit.SiteBuilder, x: str, out: str, bias: object) -> None:
+            def run(b: emit.SiteBuilder, x: gs.Tensor, out: gs.Tensor, bias: object) -> None:
                 emit.onnx_gelu(b, x, out, approx)
             return Lowering(f"ONNX Gelu(approximate={approx})", kind, "", run), notes
         notes.append(f"graph opset {opset} < 20 has no Gelu op")
     return _primitives(kind, fp16_safe, half_x_taken), notes
 
 
-def action_text(site: Match, lowering: Lowering, last: onnx.NodeProto, folded: str | None,
+def action_text(site: Match, lowering: Lowering, last: gs.Node, folded: gs.Node | None,
                 notes: list[str]) -> str:
     """The report's sentence for what a site became (`last`: the node it now ends in)."""
-    op = f"{last.domain}.{last.op_type}" if last.domain else last.op_type
+    op = f"{last.domain}.{last.op}" if last.domain else last.op
     parts = [f"rewritten to {lowering.name.format(op=op)}"]
-    if folded:
-        parts.append(f"bias Add {folded} folded in")
+    if folded is not None:
+        parts.append(f"bias Add {folded.name} folded in")
     if site.kind != lowering.kind:
         err = added_error(site.kind, lowering.kind)
         parts.append(f"changes {site.kind} → {lowering.kind}: adds up to {err:.3g} (opt-in)")

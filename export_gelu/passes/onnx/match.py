@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import onnx_graphsurgeon as gs
 
 
 @dataclass
@@ -13,15 +14,19 @@ class Match:
 
     kind: str  # exact | tanh | quick
     shape: str  # what was matched, for the report
-    x: str  # input tensor
-    output: str  # output tensor (kept: its consumers and graph outputs see no change)
-    nodes: list[str]  # nodes that compute it (removed when the site is rewritten)
-    root: str  # the node producing `output`
-    bias: str | None = None  # a bias tensor the site adds to x first (GELU(x + bias))
+    x: gs.Tensor  # input tensor
+    output: gs.Tensor  # output tensor (kept: its consumers and graph outputs see no change)
+    nodes: list[gs.Node]  # nodes that compute it, root first (removed when it is rewritten)
+    root: gs.Node  # the node producing `output`
+    bias: gs.Tensor | None = None  # a bias tensor the site adds to x first (GELU(x + bias))
     bias_values: np.ndarray | None = None  # a bias held as an attribute (plugin nodes)
-    bias_node: str | None = None  # the Add node a bias was folded from
+    bias_node: gs.Node | None = None  # the Add node a bias was folded from
     features: set[str] = field(default_factory=set)
 
     @property
     def has_bias(self) -> bool:
         return self.bias is not None or self.bias_values is not None
+
+    def covers(self, node: gs.Node) -> bool:
+        """Whether `node` is one of the site's nodes."""
+        return any(n is node for n in self.nodes)

@@ -12,16 +12,17 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-import onnx
+import onnx_graphsurgeon as gs
 
+from export_gelu import graph as G
 from export_gelu.passes.sites import GeluSite
 
 _SCOPES_KEY = "pkg.torch.onnx.name_scopes"
 
 
-def module_of(node: onnx.NodeProto) -> str:
+def module_of(node: gs.Node) -> str:
     """The module path an exporter recorded for `node`, or ""."""
-    for prop in node.metadata_props:
+    for prop in G.metadata_props(node):
         if prop.key == _SCOPES_KEY:
             try:
                 scopes = ast.literal_eval(prop.value)

@@ -11,14 +11,17 @@ Anything written in another order or spelling is left to the formula matcher.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
+import onnx_graphsurgeon as gs
 
+from export_gelu import graph as G
 from export_gelu.passes.onnx.exporter_shapes import SHAPES, ExporterShape
 from export_gelu.passes.onnx.expr import Const, _literal_rtol
 from export_gelu.passes.onnx.formulas import close
 from export_gelu.passes.onnx.match import Match
-from export_gelu.passes.onnx.view import GraphView
 
 _SHAPE_OPS = frozenset(op for s in SHAPES for op, _r in s.nodes)
 
@@ -48,31 +51,44 @@ def made_by(shape: ExporterShape) -> str:
     return ", ".join(f"{e} {'/'.join(o)}" for e, o in opsets.items())
 
 
-def _gs_view(view: GraphView):  # -> onnx_graphsurgeon.Graph
-    """A graphsurgeon graph of the model with `Constant` node outputs as constants."""
-    import onnx_graphsurgeon as gs
-
-    graph = gs.import_onnx(view.model)
+@contextmanager
+def _as_pattern_sees_it(graph: gs.Graph) -> Iterator[dict[int, gs.Tensor]]:
+    """While matching: `Constant` node outputs read as constants (`GraphPattern.constant()`
+    matches graphsurgeon Constants only), and an id on every subgraph node too (its
+    consumer check reads `.id` of every consumer, a subgraph's included). Undone after."""
+    swaps: list[tuple[gs.Node, int, gs.Tensor]] = []
     for node in graph.nodes:
-        if node.op != "Constant" or not node.outputs:
+        if node.op != "Constant" or not G.is_default(node) or len(node.outputs) != 1:
             continue
         out = node.outputs[0]
-        value = view.constant(out.name)
-        if value is None:
+        arr = G.literal(graph, out)
+        if arr is None:
             continue
-        const = gs.Constant(out.name, np.asarray(value))
-        for consumer in list(out.outputs):
-            for i, tensor in enumerate(list(consumer.inputs)):
+        const = gs.Constant(out.name, np.asarray(arr))
+        for consumer in G.consumers(out):
+            for i, tensor in enumerate(consumer.inputs):
                 if tensor is out:
-                    consumer.inputs[i] = const
-    return graph
+                    G.set_input(consumer, i, const)
+                    swaps.append((consumer, i, out))
+    top = {id(n) for n in graph.nodes}
+    inner = [n for n in G.walk(graph) if id(n) not in top] \
+        if any(G.subgraphs(n) for n in graph.nodes) else []
+    for k, n in enumerate(inner):
+        n.id = -1 - k
+    try:
+        yield {id(consumer.inputs[i]): out for consumer, i, out in swaps}
+    finally:
+        for n in inner:
+            del n.id
+        for consumer, i, out in reversed(swaps):
+            G.set_input(consumer, i, out)
 
 
-def _literals_match(shape: ExporterShape, nodes: list, view: GraphView) -> bool:
+def _literals_match(graph: gs.Graph, shape: ExporterShape, nodes: list[gs.Node]) -> bool:
     for (_op, refs), node in zip(shape.nodes, nodes):
         for ref, tensor in zip(refs, node.inputs):
             if isinstance(ref, float):
-                arr = view.constant(tensor.name)
+                arr = G.literal(graph, tensor)
                 if arr is None or arr.size != 1:
                     return False
                 lit = Const(float(np.asarray(arr).reshape(())), _literal_rtol(arr))
@@ -81,26 +97,29 @@ def _literals_match(shape: ExporterShape, nodes: list, view: GraphView) -> bool:
     return True
 
 
-def exporter_shape_matches(view: GraphView, claimed: set[str]) -> list[Match]:
-    """Sites whose nodes are exactly an exporter's shape of a reference formula."""
-    if not any(n.op_type in _SHAPE_OPS for n in view.model.graph.node):
+def exporter_shape_matches(graph: gs.Graph, claimed: set[int]) -> list[Match]:
+    """Sites whose nodes are exactly an exporter's shape of a reference formula; `claimed`:
+    ids of nodes another source took (updated)."""
+    if not any(n.op in _SHAPE_OPS for n in graph.nodes):
         return []
     from onnx_graphsurgeon.logger import G_LOGGER
 
     found: list[Match] = []
-    with G_LOGGER.suppress(G_LOGGER.ERROR):  # GraphPattern logs every attempt at INFO
-        graph = _gs_view(view)
+    with G_LOGGER.suppress(G_LOGGER.ERROR), _as_pattern_sees_it(graph) as swapped:
+        # GraphPattern logs every attempt at INFO
         mappings = [(shape, m) for index, shape in enumerate(SHAPES)
                     for m in _pattern(index).match_all(graph)]
-    for shape, mapping in mappings:
-        nodes = [mapping.get(f"n{i}") for i in range(len(shape.nodes))]
-        names = [n.name for n in nodes]
-        if any(n in claimed for n in names) or not _literals_match(shape, nodes, view):
+        hits = [(shape, [mapping.get(f"n{i}") for i in range(len(shape.nodes))],
+                 swapped.get(id(mapping.inputs[0]), mapping.inputs[0]))
+                for shape, mapping in mappings]
+        hits = [(shape, nodes, x) for shape, nodes, x in hits
+                if _literals_match(graph, shape, nodes)]
+    for shape, nodes, x in hits:
+        if any(id(n) in claimed for n in nodes):
             continue
-        if any(view.users(n.outputs[0].name) != 1 for n in nodes[:-1]):
+        if any(G.users(graph, n.outputs[0]) != 1 for n in nodes[:-1]):
             continue
-        x = mapping.inputs[0].name
         found.append(Match(shape.kind, f"{shape.formula}, as exported by {made_by(shape)}", x,
-                           nodes[-1].outputs[0].name, names[::-1], names[-1]))
-        claimed.update(names)
+                           nodes[-1].outputs[0], nodes[::-1], nodes[-1]))
+        claimed.update(id(n) for n in nodes)
     return found

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_graphsurgeon as gs
 from onnx import TensorProto
 
+from export_gelu import graph as G
 from export_gelu.passes.onnx import emit
 from export_gelu.passes.onnx.recognise import PLUGIN_OP, plugin_bias
 
@@ -27,30 +29,25 @@ def plugin_nodes(model: onnx.ModelProto) -> int:
     return sum(n.op_type == PLUGIN_OP for n in model.graph.node)
 
 
-def _opset(model: onnx.ModelProto) -> int:
-    return next((int(i.version) for i in model.opset_import if i.domain in ("", "ai.onnx")), 0)
-
-
-def _replacement(node: onnx.NodeProto, names: emit.Names, opset: int
-                 ) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+def _replacement(graph: gs.Graph, node: gs.Node, opset: int) -> list[gs.Node]:
     try:
         bias = plugin_bias(node)
     except ValueError as exc:
         raise ValueError(f"{PLUGIN_OP} node {node.name!r}: {exc}") from exc
-    type_id = next(a.i for a in node.attribute if a.name == "type_id")
-    half = type_id == 1
-    b = emit.SiteBuilder(node.name or "plugin", names, TensorProto.FLOAT, None, opset)
-    x = b.node("Cast", [node.input[0]], to=TensorProto.FLOAT) if half else node.input[0]
+    half = int(node.attrs["type_id"]) == 1
+    b = emit.SiteBuilder(graph, node.name or "plugin", TensorProto.FLOAT, None, opset)
+    x_in, y = node.inputs[0], node.outputs[0]
+    x = b.node("Cast", [x_in], to=TensorProto.FLOAT) if half else x_in
     if bias is not None:
         x = b.node("Add", [x, b.const_array(bias.astype(np.float32), "bias")])
-    out = b.names.fresh(f"{b.prefix}/gelu_fp32") if half else node.output[0]
+    out = G.variable(graph, f"{b.prefix}/gelu_fp32") if half else y
     if opset >= 20:
         emit.onnx_gelu(b, x, out, "tanh")
     else:
         emit.tanh_primitives(b, x, out, ort_fusable=False)
     if half:
-        b.node("Cast", [out], out=node.output[0], to=TensorProto.FLOAT16)
-    return b.nodes, b.initializers
+        b.node("Cast", [out], out=y, to=TensorProto.FLOAT16)
+    return b.nodes
 
 
 def plugins_as_math(model: onnx.ModelProto) -> int:
@@ -60,25 +57,18 @@ def plugins_as_math(model: onnx.ModelProto) -> int:
     """
     if not plugin_nodes(model):
         return 0
-    graph = model.graph
-    taken = {n.name for n in graph.node} | {o for n in graph.node for o in n.output} \
-        | {i.name for i in graph.input} | {i.name for i in graph.initializer} \
-        | {v.name for v in graph.value_info}
-    names = emit.Names(taken)
-    opset = _opset(model)
-    nodes: list[onnx.NodeProto] = []
-    count = 0
-    for node in graph.node:
-        if node.op_type != PLUGIN_OP:
-            nodes.append(node)
-            continue
-        new, inits = _replacement(node, names, opset)
-        nodes.extend(new)
-        graph.initializer.extend(inits)
-        count += 1
-    del graph.node[:]
-    graph.node.extend(nodes)
-    used = {n.domain for n in graph.node}
+    with G.opened(model, write=True) as graph:
+        opset = G.opset(graph)
+        nodes: list[gs.Node] = []
+        count = 0
+        for node in graph.nodes:
+            if node.op != PLUGIN_OP:
+                nodes.append(node)
+                continue
+            nodes.extend(_replacement(graph, node, opset))
+            count += 1
+        G.set_nodes(graph, nodes)
+    used = {n.domain for n in model.graph.node}
     keep = [i for i in model.opset_import if i.domain in ("", "ai.onnx") or i.domain in used]
     del model.opset_import[:]
     model.opset_import.extend(keep)

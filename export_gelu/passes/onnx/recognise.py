@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+import onnx_graphsurgeon as gs
 
-from export_gelu.passes.onnx.expr import TreeBuilder
+from export_gelu import graph as G
+from export_gelu.passes.onnx.expr import build_tree
 from export_gelu.passes.onnx.formulas import QUICK_ALPHA, match_formula, root_ops
 from export_gelu.passes.onnx.match import Match
 from export_gelu.passes.onnx.patterns import exporter_shape_matches
-from export_gelu.passes.onnx.view import DEFAULT_DOMAINS, GraphView
 from export_gelu.trt_parser.plugin import TYPE_IDS, bias_as_read
 
 MS_DOMAIN = "com.microsoft"
@@ -32,63 +32,56 @@ __all__ = ["Match", "MS_DOMAIN", "PLUGIN_OP", "existing_op_match", "formula_matc
            "find_matches", "bias_to_fold", "gemm_fusion_takes"]
 
 
-def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
-    for a in node.attribute:
-        if a.name == name:
-            return onnx.helper.get_attribute_value(a)
-    return default
-
-
-def plugin_bias(node: onnx.NodeProto) -> np.ndarray | None:
+def plugin_bias(node: gs.Node) -> np.ndarray | None:
     """A plugin node's bias as the plugin reads it (per `type_id`), None when it has none.
 
     Raises ValueError for a node the plugin cannot run (no or another `type_id`, a bias it
     would read past).
     """
-    type_id = _attr(node, "type_id")
+    type_id = node.attrs.get("type_id")
     if type_id is None:
         raise ValueError("no type_id attribute (the creator refuses it: invalid typeId -1)")
-    tensor = _attr(node, "bias")
-    if tensor is None:
+    bias = G.attr_array(node, "bias")
+    if bias is None:
         if int(type_id) not in TYPE_IDS:  # type: ignore[call-overload]
             raise ValueError(f"type_id {type_id}: the plugin runs float32 (0) and float16 (1)")
         return None
-    return bias_as_read(numpy_helper.to_array(tensor), int(type_id))  # type: ignore[call-overload]
+    return bias_as_read(bias, int(type_id))  # type: ignore[call-overload]
 
 
-def existing_op_match(node: onnx.NodeProto) -> Match | None:
+def existing_op_match(node: gs.Node) -> Match | None:
     """A GELU op already in the graph, as a Match (None for anything else)."""
-    op, domain = node.op_type, node.domain
-    ins = [i for i in node.input]
-    if not ins or not ins[0] or len(node.output) != 1:
+    op, domain = node.op, node.domain or ""
+    ins = list(node.inputs)
+    if not ins or ins[0].is_empty() or len(node.outputs) != 1:
         return None
-    bias = ins[1] if len(ins) > 1 and ins[1] else None
+    bias = ins[1] if len(ins) > 1 and not ins[1].is_empty() else None
 
     def make(kind: str, shape: str, **kw: object) -> Match:
-        return Match(kind, shape, ins[0], node.output[0], [node.name], node.name, **kw)
+        return Match(kind, shape, ins[0], node.outputs[0], [node], node, **kw)
 
     one_input = op in ("Gelu", "QuickGelu") and (domain == MS_DOMAIN or
-                                                 (domain in DEFAULT_DOMAINS and op == "Gelu"))
-    if one_input and len([i for i in ins if i]) > 1:
+                                                 (domain in G.DEFAULT_DOMAINS and op == "Gelu"))
+    if one_input and len([i for i in ins if not i.is_empty()]) > 1:
         from export_gelu.errors import BadInputError
 
         shown = f"{domain + ' ' if domain else ''}{op}"
-        raise BadInputError(f"node {node.name or node.output[0]!r}: {shown} takes one input, "
-                            f"this one has {len(ins)} ({', '.join(ins)}); a malformed GELU "
-                            "op is not rewritten (ONNX Runtime would refuse it as well)")
+        names = [t.name for t in ins]
+        raise BadInputError(f"node {node.name or node.outputs[0].name!r}: {shown} takes one "
+                            f"input, this one has {len(ins)} ({', '.join(names)}); a malformed "
+                            "GELU op is not rewritten (ONNX Runtime would refuse it as well)")
 
-    if domain in DEFAULT_DOMAINS and op == "Gelu":
-        approx = _attr(node, "approximate", b"none")
-        approx = approx.decode() if isinstance(approx, bytes) else str(approx)
+    if domain in G.DEFAULT_DOMAINS and op == "Gelu":
+        approx = str(node.attrs.get("approximate", "none"))
         return make("tanh" if approx == "tanh" else "exact", f"ONNX Gelu(approximate={approx})")
     if domain == MS_DOMAIN and op == "Gelu":
         return make("exact", "com.microsoft Gelu")
-    if domain == MS_DOMAIN and op == "BiasGelu" and bias:
+    if domain == MS_DOMAIN and op == "BiasGelu" and bias is not None:
         return make("exact", "com.microsoft BiasGelu", bias=bias)
     if domain == MS_DOMAIN and op == "FastGelu":
         return make("tanh", "com.microsoft FastGelu", bias=bias)
     if domain == MS_DOMAIN and op == "QuickGelu":
-        alpha = float(_attr(node, "alpha", 1.702))  # type: ignore[arg-type]
+        alpha = float(node.attrs.get("alpha", 1.702))  # type: ignore[arg-type]
         if abs(alpha - QUICK_ALPHA) > 1e-4 * QUICK_ALPHA:
             return None  # x·σ(αx) with another α: not a QuickGELU site
         return make("quick", "com.microsoft QuickGelu")
@@ -101,18 +94,17 @@ def existing_op_match(node: onnx.NodeProto) -> Match | None:
     return None
 
 
-def formula_matches(view: GraphView, claimed: set[str]) -> list[Match]:
-    """GELU formulas written as primitive ops, outermost first; skips claimed nodes."""
-    builder = TreeBuilder(view)
+def formula_matches(graph: gs.Graph, claimed: set[int]) -> list[Match]:
+    """GELU formulas written as primitive ops, outermost first; skips claimed nodes (ids)."""
     found: list[Match] = []
     ops = root_ops()
-    roots = [n for n in reversed(view.model.graph.node)
-             if n.op_type in ops and n.domain in DEFAULT_DOMAINS and len(n.output) == 1]
+    roots = [n for n in reversed(graph.nodes)
+             if n.op in ops and G.is_default(n) and len(n.outputs) == 1]
     for root in roots:
-        if root.name in claimed:
+        if id(root) in claimed:
             continue
-        tree = builder.build(root)
-        if any(n in claimed for n in tree.nodes):
+        tree = build_tree(graph, root)
+        if any(id(n) in claimed for n in tree.nodes):
             continue
         hit = match_formula(tree.expr)
         if hit is None:
@@ -121,42 +113,43 @@ def formula_matches(view: GraphView, claimed: set[str]) -> list[Match]:
         features = set(tree.features)
         if "Pow" not in features and rule.kind == "tanh" and "x³" in rule.name:
             features.add("x*x*x")
-        found.append(Match(rule.kind, rule.name, leaf.tensor, root.output[0], list(tree.nodes),
-                           root.name, features=features))
-        claimed.update(tree.nodes)
+        found.append(Match(rule.kind, rule.name, leaf.tensor, root.outputs[0],
+                           list(tree.nodes), root, features=features))
+        claimed.update(id(n) for n in tree.nodes)
     return found
 
 
-def find_matches(view: GraphView) -> list[Match]:
+def find_matches(graph: gs.Graph) -> list[Match]:
     """Every GELU site in the graph, in graph order."""
-    claimed: set[str] = set()
+    claimed: set[int] = set()
     matches: list[Match] = []
-    for node in view.model.graph.node:
+    for node in graph.nodes:
         m = existing_op_match(node)
         if m is not None:
             matches.append(m)
-            claimed.add(node.name)
-    matches += exporter_shape_matches(view, claimed)
-    matches += formula_matches(view, claimed)
-    matches.sort(key=lambda m: view.order[m.root])
+            claimed.add(id(node))
+    matches += exporter_shape_matches(graph, claimed)
+    matches += formula_matches(graph, claimed)
+    order = {id(n): i for i, n in enumerate(graph.nodes)}
+    matches.sort(key=lambda m: order[id(m.root)])
     return matches
 
 
-def _graph_input_bias(view: GraphView, m: Match, bias: str, last_dim: int) -> bool:
+def _graph_input_bias(graph: gs.Graph, m: Match, bias: gs.Tensor, last_dim: int) -> bool:
     """True when `bias` is a rank-1 graph input of length `last_dim` in the site's own type.
 
     ONNX Runtime's online BiasGelu fusion and onnxscript's take any rank-1 tensor as the bias
     (docs/onnxruntime.md); an op that takes the bias as an input reads it at run time.
     """
-    if bias not in view.graph_inputs:
+    if not any(t is bias for t in graph.inputs):
         return False
-    bt, out = view.type(bias), view.type(m.output)
+    bt, out = G.type_of(graph, bias), G.type_of(graph, m.output)
     return (bt is not None and bt.shape == (last_dim,) and out is not None
             and out.elem_type == bt.elem_type)
 
 
-def bias_to_fold(view: GraphView, m: Match,
-                 graph_input_bias: bool = False) -> tuple[str, str, str] | None:
+def bias_to_fold(graph: gs.Graph, m: Match, graph_input_bias: bool = False
+                 ) -> tuple[gs.Node, gs.Tensor, gs.Tensor] | None:
     """(Add node, other input, bias) when `m.x = Add(t, bias)` can be folded into the GELU op.
 
     The bias must be a constant vector over the last axis of `t` (shape [E] or [1,…,1,E]),
@@ -166,37 +159,37 @@ def bias_to_fold(view: GraphView, m: Match,
     """
     if m.has_bias:
         return None
-    add = view.producer.get(m.x)
-    if add is None or add.op_type != "Add" or add.domain not in DEFAULT_DOMAINS:
+    add = G.producer(m.x)
+    if add is None or add.op != "Add" or not G.is_default(add) or len(add.inputs) != 2:
         return None
-    if view.users(m.x) != sum(1 for c in view.consumers.get(m.x, ()) if c.name in m.nodes) \
-            or m.x in view.graph_outputs or m.x in view.outer_reads:
+    if G.users(graph, m.x) != sum(1 for c in G.consumers(m.x) if m.covers(c)):
         return None
-    xt = view.type(m.x)
+    xt = G.type_of(graph, m.x)
     if xt is None or xt.last_dim is None:
         return None
-    for bias, other in ((add.input[1], add.input[0]), (add.input[0], add.input[1])):
-        if view.is_constant(other):
+    for bias, other in ((add.inputs[1], add.inputs[0]), (add.inputs[0], add.inputs[1])):
+        if G.is_constant(graph, other):
             continue
-        if not view.is_constant(bias):
-            if graph_input_bias and _graph_input_bias(view, m, bias, xt.last_dim) \
-                    and view.type(other) is not None and view.type(other).shape == xt.shape:
-                return add.name, other, bias
+        if not G.is_constant(graph, bias):
+            ot = G.type_of(graph, other)
+            if graph_input_bias and _graph_input_bias(graph, m, bias, xt.last_dim) \
+                    and ot is not None and ot.shape == xt.shape:
+                return add, other, bias
             continue
-        bt, ot = view.type(bias), view.type(other)
+        bt, ot = G.type_of(graph, bias), G.type_of(graph, other)
         if bt is None or ot is None or bt.shape is None or ot.shape != xt.shape:
             continue
         if bt.elem_type != xt.elem_type or not bt.shape:
             continue
         if bt.shape[-1] == xt.last_dim and all(d == 1 for d in bt.shape[:-1]):
-            return add.name, other, bias
+            return add, other, bias
     return None
 
 
 _GEMM_ELEM_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 
 
-def gemm_fusion_takes(view: GraphView, add: str, other: str, bias: str) -> bool:
+def gemm_fusion_takes(graph: gs.Graph, add: gs.Node, other: gs.Tensor, bias: gs.Tensor) -> bool:
     """True when ONNX Runtime's MatMul+Add→Gemm fusion would take bias Add `add`.
 
     That fusion (a basic-level session transform, before its BiasGelu fusion) needs: `other`
@@ -206,13 +199,13 @@ def gemm_fusion_takes(view: GraphView, add: str, other: str, bias: str) -> bool:
     epilogue and the GELU op a full-size scratch buffer: measured 1.5% slower on an erf
     Linear→GELU→Linear stack (benchmarks/gelu_bound.py).
     """
-    matmul = view.producer.get(other)
-    if matmul is None or matmul.op_type != "MatMul" or matmul.domain not in DEFAULT_DOMAINS:
+    matmul = G.producer(other)
+    if matmul is None or matmul.op != "MatMul" or not G.is_default(matmul):
         return False
-    if view.users(other) != 1 or len(matmul.input) != 2:
+    if G.users(graph, other) != 1 or len(matmul.inputs) != 2:
         return False
-    a, b, c = (view.type(t) for t in (matmul.input[0], matmul.input[1], bias))
-    out = view.type(view.nodes[add].output[0])
+    a, b, c = (G.type_of(graph, t) for t in (matmul.inputs[0], matmul.inputs[1], bias))
+    out = G.type_of(graph, add.outputs[0])
     if None in (a, b, c, out) or a.shape is None or b.shape is None or c.shape is None:
         return False
     if len({a.elem_type, b.elem_type, c.elem_type, out.elem_type}) != 1 \

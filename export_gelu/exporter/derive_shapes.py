@@ -1,7 +1,7 @@
 """Derive each exporter's GELU node shapes by exporting the reference formulas with it.
 
-    python -m export_gelu.passes.onnx.derive            # print the table
-    python -m export_gelu.passes.onnx.derive --write    # regenerate exporter_shapes.py
+    python -m export_gelu.exporter.derive_shapes            # print the table
+    python -m export_gelu.exporter.derive_shapes --write    # regenerate exporter_shapes.py
 
 A new torch release is a regeneration, not a hunt: the test suite re-derives the shapes
 with the installed torch and fails when `exporter_shapes.py` no longer matches them.
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from export_gelu import graph as G
 from export_gelu.passes.onnx.exporter_shapes import ExporterShape, Ref
-from export_gelu.passes.onnx.view import constant_node_value
 
 #: (exporter, opset) pairs derived: dynamo's own range and two TorchScript opsets.
 EXPORTS: tuple[tuple[str, int], ...] = (("dynamo", 18), ("dynamo", 19), ("dynamo", 20),
@@ -81,40 +81,41 @@ def export_references(exporter: str, opset: int) -> tuple[onnx.ModelProto, list[
 
 def extract_shape(model: onnx.ModelProto, x: str, output: str) -> tuple | None:
     """The nodes computing `output` from `x` as (op, refs) pairs; None if more than x feeds it."""
-    producer = {o: n for n in model.graph.node for o in n.output}
-    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    order: list[onnx.NodeProto] = []
+    with G.opened(model) as graph:
+        return _shape_of(graph, x, output)
 
-    def visit(tensor: str) -> bool:
-        if tensor == x or tensor in inits:
+
+def _shape_of(graph, x: str, output: str) -> tuple | None:  # noqa: ANN001 - a gs.Graph
+    tensors = G.tensors(graph)
+    order: list = []
+
+    def visit(tensor) -> bool:  # noqa: ANN001 - a graphsurgeon tensor
+        if tensor.name == x or G.is_weights(tensor) and G.constant_node(tensor) is None:
             return True
-        node = producer.get(tensor)
+        node = G.producer(tensor)
         if node is None:
             return False
-        if node.op_type == "Constant" or any(n is node for n in order):
+        if node.op == "Constant" or any(n is node for n in order):
             return True
-        if not all(visit(i) for i in node.input):
+        if not all(visit(i) for i in node.inputs):
             return False
         order.append(node)
         return True
 
-    if not visit(output):
+    if output not in tensors or not visit(tensors[output]):
         return None
-    index = {n.output[0]: i for i, n in enumerate(order)}
+    index = {id(n.outputs[0]): i for i, n in enumerate(order)}
     nodes = []
     for node in order:
         refs: list[Ref] = []
-        for i in node.input:
-            if i == x:
+        for t in node.inputs:
+            if t.name == x:
                 refs.append("x")
-            elif i in index:
-                refs.append(index[i])
+            elif id(t) in index:
+                refs.append(index[id(t)])
             else:
-                arr = inits.get(i)
-                if arr is None:
-                    arr = constant_node_value(producer[i])
-                refs.append(float(np.asarray(arr).reshape(())))
-        nodes.append((node.op_type, tuple(refs)))
+                refs.append(float(np.asarray(G.value(t)).reshape(())))
+        nodes.append((node.op, tuple(refs)))
     return tuple(nodes)
 
 
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.write:
         print(table, end="")
         return 0
-    path = Path(__file__).with_name("exporter_shapes.py")
+    path = Path(__file__).parent.parent / "passes" / "onnx" / "exporter_shapes.py"
     text = path.read_text()
     head = text[: text.index("SHAPES: tuple[ExporterShape, ...] = (")]
     path.write_text(head + table)
