@@ -62,7 +62,11 @@ class TorchRunner(BaseRunner):
 
     def infer_impl(self, feed_dict: dict[str, Any]) -> OrderedDict[str, np.ndarray]:
         args = [self._tensor(feed_dict[n]) for n in self.input_names]
-        with torch.inference_mode():
+        # no_grad, not inference_mode: a TorchScript model the profiling executor has run with
+        # grad enabled keeps differentiable subgraphs that save their inputs for backward, and
+        # inference-mode tensors cannot be saved ("Inference tensors cannot be saved for
+        # backward"; docs/exporters.md)
+        with torch.no_grad():
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
             start = time.perf_counter()

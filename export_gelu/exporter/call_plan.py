@@ -21,19 +21,23 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class CallPlan:
-    """`positional`: feed names passed in order; `keyword`: (feed name, parameter) pairs."""
+    """`positional`: feed names passed in order; `keyword`: (feed name, parameter) pairs;
+    `fixed`: (parameter, value) pairs passed by keyword on every call, not fed (an
+    ExportedProgram's keyword arguments saved as `None`)."""
 
     positional: tuple[str, ...] = ()
     keyword: tuple[tuple[str, str], ...] = ()
+    fixed: tuple[tuple[str, Any], ...] = ()
 
     @property
     def uses_keywords(self) -> bool:
-        return bool(self.keyword)
+        return bool(self.keyword or self.fixed)
 
     def split(self, named: Mapping[str, T]) -> tuple[tuple[T, ...], dict[str, T]]:
         """(args, kwargs) for a call, from values keyed by feed name."""
-        return (tuple(named[n] for n in self.positional),
-                {param: named[n] for n, param in self.keyword})
+        kwargs = {param: named[n] for n, param in self.keyword}
+        kwargs.update(self.fixed)
+        return tuple(named[n] for n in self.positional), kwargs
 
     def split_values(self, values: tuple[T, ...]) -> tuple[tuple[T, ...], dict[str, T]]:
         """(args, kwargs) from values in feed order (positional first, then keyword)."""
@@ -41,7 +45,8 @@ class CallPlan:
         return self.split(dict(zip(names, values)))
 
     def describe(self) -> str:
-        return ", ".join([*self.positional, *(f"{p}=" for _n, p in self.keyword)])
+        return ", ".join([*self.positional, *(f"{p}=" for _n, p in self.keyword),
+                          *(f"{p}={v!r}" for p, v in self.fixed)])
 
 
 def _forward_params(module: Any) -> list[tuple[str, bool]] | None:
@@ -93,9 +98,24 @@ def plan_for_program(program: Any, names: list[str]) -> CallPlan:
     keys = list(kwargs_spec.context or [])
     n_args = args_spec.num_leaves
     leaf_kwargs = all(c.is_leaf() for c in kwargs_spec.children())
-    if not keys or not leaf_kwargs or n_args + len(keys) != len(names):
+    fixed = _fixed_kwargs(program, n_args, keys)
+    fed = [k for k in keys if k not in dict(fixed)]
+    if not keys or not leaf_kwargs or n_args + len(fed) != len(names):
         return CallPlan(tuple(names))
-    return CallPlan(tuple(names[:n_args]), tuple(zip(names[n_args:], keys)))
+    return CallPlan(tuple(names[:n_args]), tuple(zip(names[n_args:], fed)), tuple(fixed))
+
+
+def _fixed_kwargs(program: Any, n_args: int, keys: list[str]) -> list[tuple[str, Any]]:
+    """The keyword arguments a program was captured with as constants, not tensors (None in
+    its signature's user inputs): (key, the saved example's value, else None)."""
+    try:
+        users = list(program.graph_signature.user_inputs)
+    except Exception:  # noqa: BLE001 - an odd signature: every keyword is fed
+        return []
+    if len(users) != n_args + len(keys):
+        return []
+    saved = (program.example_inputs or ((), {}))[1] or {}
+    return [(k, saved.get(k)) for k, u in zip(keys, users[n_args:]) if u is None]
 
 
 def plan_for(loaded: Any, names: list[str]) -> CallPlan:

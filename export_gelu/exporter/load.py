@@ -289,6 +289,7 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     _refuse_nan(path, ep.state_dict)
     args, kwargs = ep.example_inputs or ((), {})
     names = [s for s in ep.graph_signature.user_inputs if isinstance(s, str)]
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}  # saved None: passed as None
     example = tuple(args) + tuple(kwargs.values()) if (args or kwargs) else None
     if example is not None and any(not isinstance(t, torch.Tensor) for t in example):
         example = None  # non-tensor example inputs cannot be fed to ONNX Runtime

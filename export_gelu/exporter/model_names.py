@@ -9,6 +9,7 @@ import onnx
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.output_names import names_from_spec, names_from_value, rename_outputs
+from export_gelu.notes import Note
 
 
 def model_output_names(loaded: Any, module: Any, program: Any, plan: Any,
@@ -48,8 +49,40 @@ def apply_output_names(model: onnx.ModelProto, names: list[str], forced: bool,
         return []
     if names == have:
         return []
+    notes: list[str] = []
+    if not forced:
+        names, clashes = unique_output_names(model, names)
+        if clashes:
+            notes.append(Note("output name(s) that are also graph inputs or inner values made "
+                              "unique (as optimum does): " + ", ".join(
+                                  f"{old} → {new}" for old, new in clashes), "output-renamed"))
     changed = rename_outputs(model, names)
     if not forced and all(re.fullmatch(r"output_\d+", n) for n in names):
         return []  # positions only: nothing worth a note
     how = "as given by --output-names" if forced else "as the model names them"
-    return [f"graph outputs named {how}: " + ", ".join(n for _o, n in changed)] if changed else []
+    if changed:
+        notes.insert(0, f"graph outputs named {how}: " + ", ".join(n for _o, n in changed))
+    return notes
+
+
+def unique_output_names(model: onnx.ModelProto,
+                        names: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The model's own output names, each that is already an input, initializer or inner value
+    of the graph (a UNet's input `sample` and output field `sample`) prefixed `out_` until it
+    is free; and the (name, new name) pairs changed."""
+    graph = model.graph
+    olds = {o.name for o in graph.output}
+    taken = ({o for n in graph.node for o in n.output} | {i.name for i in graph.input}
+             | {i.name for i in graph.initializer}) - olds
+    used = set(names)
+    out: list[str] = []
+    clashes: list[tuple[str, str]] = []
+    for name in names:
+        new = name
+        while new in taken or (new != name and new in used):
+            new = f"out_{new}"
+        if new != name:
+            clashes.append((name, new))
+            used.add(new)
+        out.append(new)
+    return out, clashes
