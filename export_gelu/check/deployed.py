@@ -222,15 +222,22 @@ def deployed_runner(deployed: Deployed, threads: int = 1, name: str | None = Non
 def deployed_feed(feed: Mapping[str, np.ndarray], model: Any,
                   precision: str) -> OrderedDict[str, np.ndarray]:
     """The feed as the produced graph (`model`, an onnx.ModelProto) takes it: its inputs only,
-    floats in its precision."""
+    floats in the float type each input declares (an fp32 ONNX input exported with
+    `--precision fp16` keeps fp32 inputs), else in its precision."""
     inits = {i.name for i in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in inits]
-    dtype = np.float16 if precision == "fp16" else None
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    default = np.float16 if precision == "fp16" else None
     out: OrderedDict[str, np.ndarray] = OrderedDict()
-    for name in names:
+    for vi in inputs:
+        name = vi.name
         if name not in feed:
             raise TargetUnmetError(f"the produced graph takes an input {name!r} that the model "
                                    f"was not given (inputs: {', '.join(feed)})")
         arr = feed[name]
+        dtype = _DECLARED_FLOATS.get(vi.type.tensor_type.elem_type, default)
         out[name] = arr.astype(dtype) if dtype is not None and arr.dtype.kind == "f" else arr
     return out
+
+
+#: ONNX element types (TensorProto FLOAT, FLOAT16, DOUBLE) an input feed is cast to.
+_DECLARED_FLOATS = {1: np.float32, 10: np.float16, 11: np.float64}

@@ -59,7 +59,21 @@ def onnx_input(state: RunState) -> None:
     if o.opset is not None:
         state.profile = state.profile.at_opset(o.opset)
     rep.notes.extend(tagged("opset-conversion", notes))
+    if o.precision == "fp16" and _float32_inputs(model):
+        rep.notes.append(Note(FP32_ONNX_NOTE, "onnx-precision-kept"))
     state.graph = model
+
+
+#: An fp32 ONNX input with --precision fp16: what the precision changes and what it does not.
+FP32_ONNX_NOTE = ("the ONNX input is fp32 and stays fp32 (inputs and weights): --precision "
+                  "fp16 chose fp16-safe GELU forms (and the plugin's fp16 type); TensorRT "
+                  "runs it in fp16 when its builder's fp16 flag is set; ONNX Runtime ran it in "
+                  "fp32")
+
+
+def _float32_inputs(model: object) -> bool:
+    """Does the ONNX model take a float32 input?"""
+    return any(i.type.tensor_type.elem_type == 1 for i in model.graph.input)  # type: ignore[attr-defined]
 
 
 def onnx_passes(state: RunState) -> None:

@@ -1,0 +1,166 @@
+"""Models with the structure of ones users save that the project had not seen (issue 27):
+each exports with exit 0 and parity passed, fp16 as accurate as PyTorch's own fp16, and a
+static model stays static."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from examples import unseen_models as U
+from tests.conftest import note_codes, run_cli
+
+
+def _quiet_save(fn: Callable[[], None]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn()
+
+
+def _save(model: torch.nn.Module, fmt: str, path: Path, args: tuple = (),
+          kwargs: dict | None = None) -> Path:
+    """`model` saved as users save it: exported, torchscript (traced), pickle, state_dict."""
+    def go() -> None:
+        if fmt == "exported":
+            torch.export.save(torch.export.export(model, args, kwargs, strict=False), str(path))
+        elif fmt == "torchscript":
+            torch.jit.save(torch.jit.trace(model, args, check_trace=False), str(path))
+        elif fmt == "pickle":
+            torch.save(model, str(path))
+        elif fmt == "state_dict":
+            torch.save(model.state_dict(), str(path))
+    _quiet_save(go)
+    return path
+
+
+def _export(tmp_path: Path, model: Path, *extra: str) -> tuple[int, dict, str]:
+    out, rep = tmp_path / "out.onnx", tmp_path / "report.json"
+    res = run_cli(model, "-o", out, "--report", rep, "--allow-pickle", *extra)
+    report = res.report(rep) if rep.exists() else {}
+    return res.code, report, res.err + res.out
+
+
+def _dim_params(path: Path) -> list[str]:
+    model = onnx.load(str(path), load_external_data=False)
+    return [d.dim_param for vi in [*model.graph.input, *model.graph.output]
+            for d in vi.type.tensor_type.shape.dim if d.dim_param]
+
+
+# --- an output named like an input ---------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["exported", "pickle"])
+def test_unet_output_named_like_its_input_gets_a_unique_name(tmp_path: Path, fmt: str) -> None:
+    path = _save(U.unet_block(), fmt, tmp_path / f"unet.{fmt}.pt",
+                 (torch.randn(1, 8, 8, 8), torch.tensor([3.0])))
+    extra = [] if fmt == "exported" else ["--input", "sample:1x8x8x8", "--input", "timestep:1"]
+    code, report, text = _export(tmp_path, path, *extra)
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    model = onnx.load(str(tmp_path / "out.onnx"))
+    assert [i.name for i in model.graph.input] == ["sample", "timestep"]
+    assert [o.name for o in model.graph.output] == ["out_sample"]
+    assert "output-renamed" in note_codes(report)
+
+
+# --- an ExportedProgram saved with None keyword arguments ----------------------------------
+
+def test_program_with_none_keyword_inputs_runs_on_its_saved_examples(tmp_path: Path) -> None:
+    kwargs = {"hidden_states": torch.randn(1, 4, 16),
+              "encoder_hidden_states": torch.randn(1, 6, 16),
+              "timestep": torch.tensor([1.0]), "attention_mask": None, "added_cond_kwargs": None}
+    path = _save(U.keyword_block(), "exported", tmp_path / "kw.pt2", (), kwargs)
+    code, report, text = _export(tmp_path, path, "--target", "trt8.6")
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    model = onnx.load(str(tmp_path / "out.onnx"))
+    assert [i.name for i in model.graph.input] == ["hidden_states", "encoder_hidden_states",
+                                                    "timestep"]
+    assert "attention_mask=None, added_cond_kwargs=None" in text
+
+
+# --- a traced attention whose TorchScript graph saves tensors for backward -----------------
+
+def test_reference_runs_a_traced_model_that_ran_with_grad(tmp_path: Path) -> None:
+    """The profiling executor, having run the traced model with grad enabled (as the
+    conversion's retry does), keeps differentiable subgraphs; inference mode refused them."""
+    from export_gelu.check.torch_runner import TorchRunner
+
+    x = torch.randn(2, 8, 16)
+    path = _save(U.dit_attention(), "torchscript", tmp_path / "dit.ts.pt", (x,))
+    script = torch.jit.load(str(path))
+    for _ in range(3):
+        script(x)
+    runner = TorchRunner(script, {"x": x.numpy()}, ["y"])
+    with runner:
+        got = runner.infer({"x": x.numpy()})["y"]
+    np.testing.assert_allclose(got, U.dit_attention()(x).detach().numpy(), atol=1e-5)
+
+
+def test_traced_dit_attention_exports(tmp_path: Path) -> None:
+    path = _save(U.dit_attention(), "torchscript", tmp_path / "dit.ts.pt", (torch.randn(2, 8, 16),))
+    code, report, text = _export(tmp_path, path, "--input", "x:2x8x16")
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+
+
+# --- fp16 as accurate as PyTorch's own -----------------------------------------------------
+
+def _fp16_errors(onnx_path: Path, model: torch.nn.Module,
+                 feed: dict[str, np.ndarray]) -> tuple[float, float]:
+    """(graph's, PyTorch fp16's) max abs error against fp32 eager PyTorch on the same
+    (fp16-representable) inputs."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    fed = {i.name: (feed[i.name].astype(np.float16) if i.type == "tensor(float16)"
+                    else feed[i.name]) for i in sess.get_inputs()}
+    graph = sess.run(None, fed)[0].astype(np.float32)
+    args32 = [torch.from_numpy(v.astype(np.float32) if v.dtype.kind == "f" else v)
+              for v in fed.values()]
+    with torch.no_grad():
+        ref = model(*args32).numpy()
+        half = model.half()(*[a.half() if a.is_floating_point() else a for a in args32])
+    model.float()
+    return float(np.abs(graph - ref).max()), float(np.abs(half.float().numpy() - ref).max())
+
+
+def _convnext_feed() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {"x": rng.standard_normal((1, 3, 32, 32)).astype(np.float16).astype(np.float32)}
+
+
+def _deberta_feed() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    mask = np.ones((2, 8), np.int64)
+    mask[1, 5:] = 0
+    return {"x": rng.standard_normal((2, 8, 32)).astype(np.float16).astype(np.float32),
+            "attention_mask": mask}
+
+
+FP16_CASES = {"convnext_v2": (U.convnext_v2, _convnext_feed),
+              "deberta_attention": (U.deberta_attention, _deberta_feed)}
+
+
+@pytest.mark.parametrize("fmt", ["exported", "torchscript", "pickle"])
+@pytest.mark.parametrize("target", ["trt", "trt8.6"])
+@pytest.mark.parametrize("case", sorted(FP16_CASES))
+def test_fp16_is_as_accurate_as_pytorch_fp16(tmp_path: Path, case: str, target: str,
+                                             fmt: str) -> None:
+    build, make_feed = FP16_CASES[case]
+    feed = make_feed()
+    args = tuple(torch.from_numpy(v) for v in feed.values())
+    path = _save(build(), fmt, tmp_path / f"{case}.{fmt}.pt", args)
+    npz = tmp_path / "feed.npz"
+    np.savez(npz, **feed)
+    code, report, text = _export(tmp_path, path, "--precision", "fp16", "--target", target,
+                                 "--inputs", npz)
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    graph_err, torch_err = _fp16_errors(tmp_path / "out.onnx", build(), feed)
+    assert graph_err <= 2 * torch_err, (graph_err, torch_err)
