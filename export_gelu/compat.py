@@ -98,6 +98,8 @@ def incompatibilities(model: onnx.ModelProto, profile: TargetProfile,
             reasons.append(f"{PLUGIN_OP} is a TensorRT plugin; {profile.name} cannot run it")
         elif not profile.plugin_usable:
             reasons.append(f"plugin {PLUGIN_OP} {profile.gelu_plugin} in {profile.name}")
+        else:
+            reasons.extend(_biasless_plugin_reason(model, graph, profile))
     foreign = sorted(k for k in counts if "." in k and not k.endswith(PLUGIN_OP))
     if foreign and profile.runtime != "ort":
         reasons.append(f"ops from a non-standard domain: {', '.join(foreign)}")
@@ -107,6 +109,58 @@ def incompatibilities(model: onnx.ModelProto, profile: TargetProfile,
         hits = find_hits(graph if graph is not None else model, profile.trt_version)
         reasons.extend(h.message(profile.trt_version) for h in hits)
     return reasons
+
+
+def _biasless_plugin_reason(model: onnx.ModelProto, graph: gs.Graph | None,
+                            profile: TargetProfile) -> list[str]:
+    """A plugin node without a `bias` on a TensorRT version whose kernel then divides by zero
+    (8.6 to 10.12: docs/tensorrt-plugin.md), as a reason; else nothing."""
+    from export_gelu.trt_parser.plugin import BIASLESS_CRASH, biasless_crashes
+
+    if not biasless_crashes(profile.trt_version):
+        return []
+    if graph is not None:
+        names = [n.name for g in G.graphs(graph) for n in g.nodes
+                 if n.op == PLUGIN_OP and not _has_bias(n.attrs.get("bias"))]
+    else:
+        names = [n.name for n in _proto_nodes(model.graph)
+                 if n.op_type == PLUGIN_OP and not any(
+                     a.name == "bias" and _has_bias(a.t) for a in n.attribute)]
+    if not names:
+        return []
+    since, fixed = BIASLESS_CRASH
+    shown = ", ".join(repr(n) for n in names[:3]) + (" …" if len(names) > 3 else "")
+    return [f"{len(names)} {PLUGIN_OP} node(s) without a bias ({shown}): the plugin's kernel "
+            f"divides by zero without one on TensorRT {since} to {_before(fixed)} (fixed in "
+            f"{fixed}); give each a bias (zeros over the last axis), as export-gelu "
+            "--gelu plugin writes it"]
+
+
+def _before(fixed: str) -> str:
+    """'10.12' for '10.13': the last minor release before a fix."""
+    major, minor = fixed.split(".")[:2]
+    return f"{major}.{int(minor) - 1}" if int(minor) > 0 else f"{int(major) - 1}.x"
+
+
+def _has_bias(value: object) -> bool:
+    """A `bias` attribute (a TensorProto or graphsurgeon's array) with at least one value."""
+    if value is None:
+        return False
+    if isinstance(value, onnx.TensorProto):
+        return len(value.dims) == 0 or all(d > 0 for d in value.dims)
+    size = getattr(getattr(value, "values", value), "size", None)
+    return bool(size) if size is not None else True
+
+
+def _proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """Nodes of `graph` and its subgraphs."""
+    out: list[onnx.NodeProto] = []
+    for node in graph.node:
+        out.append(node)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                out.extend(_proto_nodes(sub))
+    return out
 
 
 def compatibility_table(model: onnx.ModelProto, profiles: list[TargetProfile] | None = None,

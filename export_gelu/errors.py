@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 from dataclasses import dataclass
 
@@ -82,6 +83,27 @@ def one_line(text: object, limit: int | None = None) -> str:
     return flat if limit is None else flat[:limit]
 
 
+#: First lines that only say where an error happened; its cause is stated further down.
+_WRAPPER_LINES = ("The following operation failed in the TorchScript interpreter",
+                  "Traceback of TorchScript")
+_STATED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception):\s*\S")
+
+
+def stated_cause(text: object) -> str:
+    """The line of an exception's text that states its cause: the first line, unless that
+    only says where it failed (a TorchScript interpreter error puts "The following operation
+    failed in the TorchScript interpreter" first and `RuntimeError: <cause>` last); then the
+    last `SomeError: …` line."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].startswith(_WRAPPER_LINES):
+        stated = [line for line in lines[1:] if _STATED.match(line)]
+        if stated:
+            return stated[-1]
+    return lines[0]
+
+
 def _path_text(path: object) -> str:
     """A path as the user typed it, printable even when it is not UTF-8."""
     if isinstance(path, bytes):
@@ -142,7 +164,10 @@ def failure_outcome(exc: BaseException, prog: str = PROG) -> Outcome:
     if missing:
         return Outcome(3, f"{prog}: error: this command needs {missing[0]}, which is not "
                           f"installed here ({missing[1]})")
-    return Outcome(4, f"{prog}: internal error: {type(exc).__name__}: {one_line(exc, 500)} "
+    text = str(exc).strip()
+    if text.startswith(_WRAPPER_LINES):
+        text = stated_cause(text).removeprefix(f"{type(exc).__name__}: ")
+    return Outcome(4, f"{prog}: internal error: {type(exc).__name__}: {one_line(text, 500)} "
                       "(run again with --debug for the traceback)")
 
 

@@ -164,3 +164,66 @@ def test_fp16_is_as_accurate_as_pytorch_fp16(tmp_path: Path, case: str, target: 
     assert report["parity"]["status"] == "passed"
     graph_err, torch_err = _fp16_errors(tmp_path / "out.onnx", build(), feed)
     assert graph_err <= 2 * torch_err, (graph_err, torch_err)
+
+
+# --- an exporter's failure by its root cause -----------------------------------------------
+
+def test_torchscript_failure_is_reported_by_its_cause(tmp_path: Path) -> None:
+    """A traced model with an fp32 constant baked in, cast to half, fails in the TorchScript
+    interpreter; the one-line message states the cause, not the interpreter's first line."""
+    from export_gelu.errors import failure_outcome
+    from export_gelu.exporter.to_onnx import exporter_cause
+
+    class TimeEmbedding(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 16)
+
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            freqs = torch.exp(-torch.arange(8, dtype=torch.float32) / 8)
+            a = t[:, None].float() * freqs[None]
+            return self.lin(torch.cat([a.cos(), a.sin()], -1))
+
+    path = _save(TimeEmbedding().eval(), "torchscript", tmp_path / "te.ts.pt",
+                 (torch.tensor([1.0, 2.0]),))
+    half = torch.jit.load(str(path)).half()
+    with pytest.raises(RuntimeError) as caught:
+        half(torch.tensor([1.0, 2.0]).half())
+    assert str(caught.value).startswith("The following operation failed")
+    line = failure_outcome(caught.value).line
+    assert "mat1 and mat2 must have the same dtype" in line, line
+    assert "TorchScript interpreter" not in line
+    assert exporter_cause(caught.value).startswith("RuntimeError: mat1 and mat2")
+
+
+# --- inspect: a bias-free GELU plugin node on 8.6-10.12 ------------------------------------
+
+def _plugin_graph(path: Path, bias: bool) -> Path:
+    from onnx import TensorProto, helper
+
+    attrs: dict = {"type_id": 0, "plugin_version": "1", "plugin_namespace": ""}
+    if bias:
+        attrs["bias"] = helper.make_tensor("bias", TensorProto.FLOAT, [4], [0.0] * 4)
+    node = helper.make_node("CustomGeluPluginDynamic", ["x"], ["y"], name="gelu_plugin",
+                            domain="trt.plugins", **attrs)
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("trt.plugins", 1)]
+    onnx.save(helper.make_model(graph, opset_imports=opsets), str(path))
+    return path
+
+
+@pytest.mark.parametrize(("target", "flagged"), [("trt8.6", True), ("trt10", True),
+                                                 ("trt8.4", False), ("trt10.13", False)])
+def test_inspect_flags_a_bias_free_plugin_node(tmp_path: Path, target: str,
+                                               flagged: bool) -> None:
+    bare = run_cli("inspect", _plugin_graph(tmp_path / "bare.onnx", False), "--target", target)
+    biased = run_cli("inspect", _plugin_graph(tmp_path / "biased.onnx", True),
+                     "--target", target)
+    assert biased.code == 0, biased.err
+    assert bare.code == (3 if flagged else 0), bare.err  # inspect: 3 when the target refuses
+    assert ("without a bias" in bare.out) is flagged, bare.out
+    assert "divides by zero" not in biased.out
+    if flagged:
+        assert "'gelu_plugin'" in bare.out and "fixed in 10.13" in bare.out

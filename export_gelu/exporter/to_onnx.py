@@ -14,7 +14,13 @@ from typing import Any
 
 import onnx
 
-from export_gelu.errors import BadInputError, TargetUnmetError, WorldError, is_world_fault
+from export_gelu.errors import (
+    BadInputError,
+    TargetUnmetError,
+    WorldError,
+    is_world_fault,
+    stated_cause,
+)
 from export_gelu.passes.compat.attention import lower_attention
 
 #: The dynamo exporter cannot produce an opset below this in torch 2.13.
@@ -117,7 +123,7 @@ def exporter_cause(exc: BaseException, limit: int = 300) -> str:
         after = lines[lines.index("## Exception summary") + 1:]
         if after:
             lines = after
-    cause = lines[0] if lines else type(exc).__name__
+    cause = stated_cause("\n".join(lines)) if lines else type(exc).__name__
     cause = re.sub(r"^<class '([\w.]+)'>:\s*", r"\1: ", cause)
     if type(exc).__name__ not in cause and ":" not in cause[:40]:
         cause = f"{type(exc).__name__}: {cause}"
