@@ -227,3 +227,31 @@ def test_inspect_flags_a_bias_free_plugin_node(tmp_path: Path, target: str,
     assert "divides by zero" not in biased.out
     if flagged:
         assert "'gelu_plugin'" in bare.out and "fixed in 10.13" in bare.out
+
+
+# --- static stays static ------------------------------------------------------------------
+
+STATIC_CASES = {"convnext_v2": ("x:1x3x32x32", (torch.zeros(1, 3, 32, 32),)),
+                "dit_attention": ("x:2x8x16", (torch.zeros(2, 8, 16),))}
+
+
+@pytest.mark.parametrize("fmt", ["exported", "torchscript", "pickle", "state_dict"])
+@pytest.mark.parametrize("case", sorted(STATIC_CASES))
+def test_static_model_keeps_every_dim_static(tmp_path: Path, case: str, fmt: str) -> None:
+    """TS2EPConverter makes every input dim symbolic (a channel dim named "3"): a model
+    exported without --dynamic must come out with none."""
+    spec, args = STATIC_CASES[case]
+    path = _save(getattr(U, case)(), fmt, tmp_path / f"{case}.{fmt}.pt", args)
+    extra = ["--model-factory", f"examples.unseen_models:{case}"] if fmt == "state_dict" else []
+    code, report, text = _export(tmp_path, path, "--input", spec, *extra)
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    assert _dim_params(tmp_path / "out.onnx") == []
+
+
+def test_dynamic_dims_stay_where_asked(tmp_path: Path) -> None:
+    path = _save(U.convnext_v2(), "pickle", tmp_path / "cnx.pt")
+    code, _report, text = _export(tmp_path, path, "--input", "x:batchx3x32x32",
+                                  "--dynamic", "batch=1:2:4")
+    assert code == 0, text
+    assert _dim_params(tmp_path / "out.onnx") == ["batch", "batch"]

@@ -65,6 +65,20 @@ def script_to_program(script: Any, pos: tuple[Any, ...], kw: dict[str, Any]) -> 
     return _then_with_grad(lambda: TS2EPConverter(script, pos, kw or None).convert())
 
 
+def static_program(program: Any, pos: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """`program` (TS2EPConverter's) captured again at the example's sizes: the converter
+    makes every input dim symbolic (even a channel dim, named after its size: "3"), and a
+    model exported without --dynamic keeps its dims static. The converted program when the
+    capture fails (its dims stay symbolic)."""
+    def again() -> Any:
+        return torch.export.export(program.module(), pos, kw or None, strict=False)
+
+    try:
+        return _then_with_grad(again)
+    except Exception:  # noqa: BLE001 - keep what the converter made
+        return program
+
+
 def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
                          precision: str) -> Any:
     """A TorchScript model captured in fp16/bf16: its trace records float32 dtypes, so it is
@@ -116,7 +130,7 @@ def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: 
             if isinstance(module, torch.jit.ScriptModule):
                 if precision in ("fp16", "bf16") and loaded.module is not None:
                     return _script_at_precision(loaded.module, pos, kw, precision), None
-                return script_to_program(module, pos, kw), None
+                return static_program(script_to_program(module, pos, kw), pos, kw), None
             if dynamic is None:
                 return export(None), None
             names = [*plan.positional, *(n for n, _ in plan.keyword)]
