@@ -30,7 +30,8 @@ def _save(model: torch.nn.Module, fmt: str, path: Path, args: tuple = (),
         if fmt == "exported":
             torch.export.save(torch.export.export(model, args, kwargs, strict=False), str(path))
         elif fmt == "torchscript":
-            torch.jit.save(torch.jit.trace(model, args, check_trace=False), str(path))
+            torch.jit.save(torch.jit.trace(model, args, check_trace=False, strict=False),
+                           str(path))
         elif fmt == "pickle":
             torch.save(model, str(path))
         elif fmt == "state_dict":
@@ -255,3 +256,49 @@ def test_dynamic_dims_stay_where_asked(tmp_path: Path) -> None:
                                   "--dynamic", "batch=1:2:4")
     assert code == 0, text
     assert _dim_params(tmp_path / "out.onnx") == ["batch", "batch"]
+
+
+# --- where the TorchScript exporter cannot: the ExportedProgram route ----------------------
+
+def test_traced_attention_at_opset_13_on_the_dynamic_path(tmp_path: Path) -> None:
+    """The TorchScript exporter has no scaled_dot_product_attention below opset 14; the
+    ScriptModule goes through TS2EPConverter, dynamo at 18, and down to the target's 13."""
+    path = _save(U.dit_attention(), "torchscript", tmp_path / "dit.ts.pt", (torch.randn(2, 8, 16),))
+    code, report, text = _export(tmp_path, path, "--input", "x:batchx8x16",
+                                 "--dynamic", "batch=1:2:4", "--target", "trt8.0")
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    assert report["opset"] == 13
+    assert any("TS2EPConverter" in n["message"] and "scaled_dot_product_attention" in n["message"]
+               for n in report["notes"])
+    assert _dim_params(tmp_path / "out.onnx") == ["batch", "batch"]
+
+
+def test_traced_dict_output_at_opset_13_on_the_dynamic_path(tmp_path: Path) -> None:
+    """A traced UNet returning {"sample": …}: prim::DictConstruct has no TorchScript-exporter
+    form; the dict is flattened by the ExportedProgram route, its field named out_sample."""
+    path = _save(U.unet_block(), "torchscript", tmp_path / "unet.ts.pt",
+                 (torch.randn(2, 8, 8, 8), torch.tensor([3.0, 1.0])))
+    code, report, text = _export(tmp_path, path, "--input", "sample:batchx8x8x8",
+                                 "--input", "timestep:batch", "--dynamic", "batch=1:2:4",
+                                 "--target", "trt8.0")
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    assert report["opset"] == 13
+    model = onnx.load(str(tmp_path / "out.onnx"))
+    assert [o.name for o in model.graph.output] == ["out_sample"]
+    assert any("prim::DictConstruct" in n["message"] for n in report["notes"])
+
+
+def test_refusal_names_the_op_the_opset_and_the_targets(tmp_path: Path) -> None:
+    """The TorchScript exporter's own refusal, as the final message words it."""
+    from export_gelu.exporter.fallback import refusal_hint
+    from export_gelu.exporter.to_onnx import TargetUnmetError, export_to_onnx
+
+    x = torch.randn(2, 8, 16)
+    with pytest.raises(TargetUnmetError) as caught:
+        export_to_onnx(U.dit_attention(), (x,), ["x"], 13, exporter="torchscript")
+    hint = refusal_hint([str(caught.value)])
+    assert hint.startswith("aten::scaled_dot_product_attention needs opset 14: targets that "
+                           "reach it: onnx, ort, trt8.4"), hint
+    assert "trt8.0" not in hint

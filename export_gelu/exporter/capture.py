@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -77,6 +77,34 @@ def static_program(program: Any, pos: tuple[Any, ...], kw: dict[str, Any]) -> An
         return _then_with_grad(again)
     except Exception:  # noqa: BLE001 - keep what the converter made
         return program
+
+
+def script_program_with_axes(script: Any, args: tuple[Any, ...], input_names: Sequence[str],
+                             plan: Any, dynamic_axes: dict[str, dict[int, str]] | None) -> Any:
+    """A TorchScript module as an ExportedProgram whose `dynamic_axes` ({input: {axis: dim
+    name}}, the TorchScript exporter's) are symbolic: TS2EPConverter's program captured again
+    with those dims (one `Dim` per name). The route for what the TorchScript exporter cannot
+    export (a dict output, attention below opset 14) on the dynamic path."""
+    from export_gelu.exporter.call_plan import CallPlan
+
+    plan = plan or CallPlan(tuple(input_names))
+    pos, kw = plan.split_values(args)
+    program = script_to_program(script, pos, kw)
+    dims: dict[str, Any] = {}
+
+    def spec(name: str) -> dict[int, Any] | None:
+        axes = (dynamic_axes or {}).get(name) or {}
+        return {a: dims.setdefault(d, torch.export.Dim(d)) for a, d in axes.items()} or None
+
+    ds_pos, ds_kw = plan.split_values(tuple(spec(n) for n in input_names))
+    shapes = (*ds_pos, *ds_kw.values()) if dynamic_axes else None
+
+    def again() -> Any:
+        return torch.export.export(program.module(), pos, kw or None, dynamic_shapes=shapes,
+                                   strict=False)
+
+    with quiet_exporter(), torch.no_grad():
+        return _then_with_grad(again)
 
 
 def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],

@@ -17,6 +17,7 @@ boilerplate, the `Exception summary` line when torch gives one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +40,12 @@ def _detail(exc: TargetUnmetError) -> str:
     """The cause part of export_to_onnx's message."""
     text = str(exc)
     return text.split(": ", 1)[1] if ": " in text else text
+
+
+def _is_script(module: Any) -> bool:
+    import torch
+
+    return isinstance(module, torch.jit.ScriptModule)
 
 
 def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequence[str],
@@ -83,6 +90,18 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
         other, other_opset = "dynamo", DYNAMO_MIN_OPSET
     else:
         other = ""
+    via = ""
+    if other == "dynamo" and program is None and _is_script(module):
+        try:  # the dynamo exporter takes no ScriptModule: convert it first
+            from export_gelu.exporter.capture import script_program_with_axes
+
+            program = script_program_with_axes(module, args, input_names, plan, dynamic_axes)
+            module = None
+            via = " through an ExportedProgram (TS2EPConverter)"
+        except Exception as exc:  # noqa: BLE001 - reported with the other causes
+            if is_world_fault(exc):
+                raise
+            failures.append(f"TS2EPConverter: {exporter_cause(exc)}")
     if other:
         try:
             source = program
@@ -97,8 +116,36 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
             tail = "" if other_opset == opset else \
                 f" (converted to opset {opset} by the target fit)"
             return model, used, [f"the {first_exporter} exporter failed ({why}); exported with "
-                                 f"the {other} exporter at opset {other_opset} instead{tail}"]
+                                 f"the {other} exporter at opset {other_opset}{via} instead{tail}"]
         except TargetUnmetError as exc:
             failures.append(f"{other} at opset {other_opset}: {_detail(exc)}")
+    hint = refusal_hint(failures)
     raise TargetUnmetError("no exporter could export this model: " + "; ".join(failures)
-                           ) from first_error
+                           + (f" ({hint})" if hint else "")) from first_error
+
+
+_UNSUPPORTED = re.compile(r"Exporting the operator '([^']+)' to ONNX opset version (\d+) is "
+                          r"not supported(?:\. Support for this operator was added in version "
+                          r"(\d+))?")
+
+
+def refusal_hint(failures: Sequence[str]) -> str:
+    """For an op the TorchScript exporter has no form of at the opset: the op, the opset it
+    needs and the targets whose opset reaches it (or the route that takes it), in words."""
+    from export_gelu.targets import PROFILES
+
+    for text in failures:
+        found = _UNSUPPORTED.search(text)
+        if not found:
+            continue
+        op, opset, since = found.group(1), int(found.group(2)), found.group(3)
+        need = int(since) if since else DYNAMO_MIN_OPSET
+        takers = [n for n, p in PROFILES.items() if p.opset_ceiling >= need]
+        trt = [n for n in takers if n.startswith("trt")]
+        shown = ", ".join([n for n in takers if not n.startswith("trt")]
+                          + ([f"{trt[0]}–{trt[-1]}" if len(trt) > 1 else trt[0]] if trt else []))
+        how = (f"{op} needs opset {need}" if since else
+               f"{op} has no TorchScript-exporter form at opset {opset}; the dynamo exporter "
+               f"(opset {need}, through torch.export) takes it")
+        return f"{how}: targets that reach it: {shown or 'none'}"
+    return ""
