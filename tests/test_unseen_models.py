@@ -302,3 +302,21 @@ def test_refusal_names_the_op_the_opset_and_the_targets(tmp_path: Path) -> None:
     assert hint.startswith("aten::scaled_dot_product_attention needs opset 14: targets that "
                            "reach it: onnx, ort, trt8.4"), hint
     assert "trt8.0" not in hint
+
+
+# --- an fp32 ONNX file with --precision fp16 ----------------------------------------------
+
+def test_fp32_onnx_with_fp16_plugin_target(tmp_path: Path) -> None:
+    """ONNX Runtime refused the fp16 feed of an fp32 graph (exit 4); the graph is fed as its
+    inputs declare and the report says it stays fp32."""
+    path = _save(U.convnext_v2(), "pickle", tmp_path / "cnx.pt")
+    fp32 = tmp_path / "fp32.onnx"
+    assert run_cli(path, "--allow-pickle", "--input", "x:1x3x32x32", "-o", fp32,
+                   "--no-verify").code == 0
+    code, report, text = _export(tmp_path, fp32, "--gelu", "plugin", "--precision", "fp16",
+                                 "--target", "trt8.6")
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    assert "onnx-precision-kept" in note_codes(report)
+    model = onnx.load(str(tmp_path / "out.onnx"))
+    assert [n for n in model.graph.node if n.op_type == "CustomGeluPluginDynamic"]
