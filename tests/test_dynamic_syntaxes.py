@@ -143,12 +143,13 @@ def test_dims_torch_makes_equal_with_different_ranges_exit_2_naming_both():
 # -- the README's examples, run as written ------------------------------------------------------
 
 def readme_commands() -> list[list[str]]:
-    """The shell commands of the README's dynamic-shapes section, continuation lines joined."""
+    """The shell commands (`$ ` lines) of the README's dynamic-shapes task, continuation lines
+    joined (tests/test_docs_run.py also runs them and compares their output)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Dynamic shapes (`--dynamic`)", 1)[1].split("\n### ", 1)[0]
-    blocks = re.findall(r"```\n(.*?)```", section, flags=re.S)
+    section = text.split("Dynamic shapes (`--dynamic`)\n", 1)[1].split("\n### ", 1)[0]
+    blocks = re.findall(r"```console\n(.*?)```", section, flags=re.S)
     joined = "\n".join(blocks).replace("\\\n", " ")
-    return [shlex.split(line) for line in joined.splitlines() if line.strip()]
+    return [shlex.split(line[2:]) for line in joined.splitlines() if line.startswith("$ ")]
 
 
 def test_the_readme_section_shows_each_spelling():
