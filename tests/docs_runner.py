@@ -32,12 +32,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- run -->"
-#: The example models every block finds in its folder (saved once per session).
-PROVIDED = (
-    "python -m examples.save_model bert --format exported -o bert.pt",
-    "python -m examples.save_model gpt2 --format exported -o gpt2.pt",
-    "python -m examples.save_model bert_model --format pickle -o bert.pkl",
-)
+#: The example models every block finds in its folder (saved once per session): file name →
+#: (example, format) of `python -m examples.save_model EXAMPLE --format FORMAT -o NAME`.
+PROVIDED = {"bert.pt": ("bert", "exported"), "gpt2.pt": ("gpt2", "exported"),
+            "bert.pkl": ("bert_model", "pickle")}
 TIMEOUT_S = 600
 _EXIT = re.compile(r"#\s*exit\s+(\d+)\s*$")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -157,18 +155,18 @@ def run_shell(command: str, folder: Path) -> subprocess.CompletedProcess[str]:
 
 def provide(cache: Path) -> None:
     """Save the PROVIDED examples into `cache` (once)."""
-    for command in PROVIDED:
-        name = command.split(" -o ")[1]
+    for name, (example, fmt) in PROVIDED.items():
         if not (cache / name).exists():
+            command = f"python -m examples.save_model {example} --format {fmt} -o {name}"
             done = run_shell(command, cache)
             if done.returncode:
                 raise RuntimeError(f"{command} failed:\n{done.stdout}")
 
 
-def prepare(folder: Path, cache: Path) -> None:
-    for command in PROVIDED:
-        name = command.split(" -o ")[1]
-        shutil.copy2(cache / name, folder / name)
+def prepare(folder: Path, saved: dict[str, Path]) -> None:
+    """Copy the PROVIDED examples (`saved`: name → path) into a block's folder."""
+    for name in PROVIDED:
+        shutil.copy2(saved[name], folder / name)
 
 
 def run_block(block: Block, folder: Path) -> list[str]:
@@ -204,6 +202,7 @@ def show(names: list[str]) -> None:
         cache = Path(tmp) / "cache"
         cache.mkdir()
         provide(cache)
+        saved = {name: cache / name for name in PROVIDED}
         files = [Path(n).resolve() for n in names if n.endswith(".md")]
         blocks = [b for f in files for b in find_blocks(f)] if files else all_blocks()
         for block in blocks:
@@ -211,7 +210,7 @@ def show(names: list[str]) -> None:
                 continue
             folder = Path(tmp) / f"block{block.line}"
             folder.mkdir()
-            prepare(folder, cache)
+            prepare(folder, saved)
             print(f"=== {block.name}")
             commands = (block.commands() if block.kind == "console"
                         else [Command("python snippet.py")])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_runner import Block, all_blocks, missing_lines, prepare, provide, run_block
+from tests.docs_runner import PROVIDED, ROOT, Block, all_blocks, missing_lines, prepare, run_block
 
 BLOCKS = all_blocks()
 #: Blocks that export several models each (a few times the others' time): `slow`.
@@ -17,11 +17,10 @@ MIN_BLOCKS = 20
 
 
 @pytest.fixture(scope="session")
-def provided(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example models every block finds in its folder, saved once per session."""
-    cache = tmp_path_factory.mktemp("docs-examples")
-    provide(cache)
-    return cache
+def provided(saved_model) -> dict[str, Path]:
+    """The example models every block finds in its folder: conftest's session cache, so the
+    other tests' saves of the same examples are reused."""
+    return {name: saved_model(example, fmt) for name, (example, fmt) in PROVIDED.items()}
 
 
 def _param(block: Block):
@@ -30,7 +29,7 @@ def _param(block: Block):
 
 
 @pytest.mark.parametrize("block", [_param(b) for b in BLOCKS])
-def test_block_runs_as_documented(block: Block, provided: Path, tmp_path: Path):
+def test_block_runs_as_documented(block: Block, provided: dict[str, Path], tmp_path: Path):
     prepare(tmp_path, provided)
     problems = run_block(block, tmp_path)
     assert not problems, f"{block.name}: " + "\n".join(problems)
@@ -58,3 +57,15 @@ def test_a_changed_word_fails_and_a_changed_number_does_not():
     assert missing_lines(["  FAIL output_0: max abs 7.15e-07, max rel 9.23e-05"], out)
     # order matters: quoted lines must appear in the order the docs give them
     assert missing_lines(["  ok …", "Parity: PASSED …"], out)
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    """The README's map of docs/ names every page there (a new page needs its line)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    pages = sorted(p.name for p in (ROOT / "docs").iterdir() if p.suffix in (".md", ".json"))
+    missing = [p for p in pages if f"](docs/{p})" not in readme]
+    assert not missing, f"README.md's docs map lacks a line for: {', '.join(missing)}"
+
+
+def test_readme_stays_short():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 300
