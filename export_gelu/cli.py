@@ -381,12 +381,18 @@ def _run_inspect(argv: Sequence[str]) -> int:
 
     args = inspect_parser().parse_args(argv)
     from export_gelu import api
-    from export_gelu.inspection import format_table
+    from export_gelu.check.inspection import format_table
+    from export_gelu.progress import Progress
     from export_gelu.targets import resolve_target
 
     work_begins()
     targets = [resolve_target(t)[0].name for t in args.target]
-    info = api.inspect_model(args.model, targets or None, dry_run=not args.no_dry_run)
+    progress = Progress()
+    try:
+        info = api.inspect_model(args.model, targets or None, dry_run=not args.no_dry_run,
+                                 progress=progress)
+    finally:
+        progress.done()
     print(json.dumps(info, indent=2) if args.json else format_table(info))
     rejected = [t for t in targets if info["compatibility"][t]]
     if rejected:
