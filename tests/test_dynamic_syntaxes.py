@@ -172,6 +172,7 @@ def test_every_readme_example_runs(tmp_path, monkeypatch):
     from tests.conftest import run_cli
 
     monkeypatch.chdir(tmp_path)
+    assert save_main(["bert_model", "--format", "pickle", "-o", "bert.pkl"]) == 0  # README set-up
     for argv in readme_commands():
         if argv[0] == "python":
             assert save_main(argv[3:]) == 0, argv
