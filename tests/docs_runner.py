@@ -1,7 +1,8 @@
 """Runnable blocks in README.md and docs/*.md: finding them, running them, comparing output.
 
 The convention (docs/README.md, "Runnable examples"): a fenced block preceded by the line
-`<!-- run -->` is run by tests/test_docs_run.py.
+`<!-- run -->` (or `<!-- run slow -->` for a block that takes long: its test is marked
+`slow`) is run by tests/test_docs_run.py.
 
 - ```` ```console ````: each line starting with `$ ` is a command (a line ending in `\\`
   continues it), run by bash in a fresh folder; the lines after it, up to the next command,
@@ -32,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- run -->"
+#: The marker of a block that takes long (several exports with parity and timing): `slow`.
+SLOW_MARKER = "<!-- run slow -->"
 #: The example models every block finds in its folder (saved once per session): file name →
 #: (example, format) of `python -m examples.save_model EXAMPLE --format FORMAT -o NAME`.
 PROVIDED = {"bert.pt": ("bert", "exported"), "gpt2.pt": ("gpt2", "exported"),
@@ -58,6 +61,7 @@ class Block:
     line: int
     kind: str  # "console" | "python"
     body: list[str]
+    slow: bool = False
 
     @property
     def name(self) -> str:
@@ -92,14 +96,15 @@ def find_blocks(path: Path) -> list[Block]:
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks = []
     for i, line in enumerate(lines):
-        if line.strip() != MARKER or i + 1 >= len(lines):
+        if line.strip() not in (MARKER, SLOW_MARKER) or i + 1 >= len(lines):
             continue
         fence = lines[i + 1].strip()
         if not fence.startswith("```") or fence[3:] not in ("console", "python"):
             raise ValueError(f"{path.name}:{i + 1}: {MARKER} must be followed by a ```console "
                              f"or ```python fence, not {fence!r}")
         end = next(j for j in range(i + 2, len(lines)) if lines[j].strip() == "```")
-        blocks.append(Block(path, i + 2, fence[3:], lines[i + 2:end]))
+        blocks.append(Block(path, i + 2, fence[3:], lines[i + 2:end],
+                            slow=line.strip() == SLOW_MARKER))
     return blocks
 
 
