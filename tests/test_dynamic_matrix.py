@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,10 +128,10 @@ FAST = [("gpt2", "pickle", "per_input", "trt10"), ("vit", "exported", "per_input
 
 
 @pytest.fixture(scope="session")
-def matrix_file(tmp_path_factory: pytest.TempPathFactory):
+def matrix_file(tmp_path_factory: pytest.TempPathFactory, session_cache):
     """matrix_file(model, format) → the model saved in that format by examples/save_model.py
-    (once per session); an ExportedProgram is saved with dynamic batch (and seq), its example
-    attention mask padded."""
+    (built once: session_cache; copied into this session's folder); an ExportedProgram is
+    saved with dynamic batch (and seq), its example attention mask padded."""
     from examples.save_model import save
 
     root = tmp_path_factory.mktemp("dynamic-matrix")
@@ -138,9 +139,11 @@ def matrix_file(tmp_path_factory: pytest.TempPathFactory):
 
     def get(name: str, fmt: str) -> Path:
         if (name, fmt) not in cache:
-            path = root / f"{name}.{fmt}.pt"
-            cache[(name, fmt)] = save(CASES[name].factory.split(":")[1], fmt, path,
-                                      dynamic=fmt == "exported")
+            built = session_cache.file(
+                f"matrix-{name}.{fmt}.pt",
+                lambda path: save(CASES[name].factory.split(":")[1], fmt, path,
+                                  dynamic=fmt == "exported"))
+            cache[(name, fmt)] = Path(shutil.copyfile(built, root / f"{name}.{fmt}.pt"))
         return cache[(name, fmt)]
 
     return get
