@@ -163,6 +163,11 @@ def test_the_readme_section_shows_each_spelling():
     assert all(c.startswith(("export-gelu ", "python -m examples.save_model ")) for c in commands)
 
 
+#: slow (make test only): each spelling it runs is exported fast by test_dynamic_matrix's
+#: FAST cases (named dims, axis lists, one INPUT:AXIS at a time, an ExportedProgram saved
+#: dynamic with no flag); that the README shows each spelling is pinned fast by
+#: test_the_readme_section_shows_each_spelling.
+@pytest.mark.slow
 def test_every_readme_example_runs(tmp_path, monkeypatch):
     """Each command as written, in a fresh folder: the examples are saved, each export exits
     0 with `batch` and `seq` on its graph's inputs."""
