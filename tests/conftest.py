@@ -112,3 +112,16 @@ def saved_real(tmp_path_factory: pytest.TempPathFactory, session_cache: SessionC
 def _cwd_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository root so `examples.models:…` factories import as users would."""
     monkeypatch.chdir(ROOT)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `slow` the tests tests/slow_tests.txt lists (measured: tests/slow_list.py);
+    `EXPORT_GELU_SLOW_LIST=off` ignores the list (to measure the tests it holds)."""
+    if os.environ.get("EXPORT_GELU_SLOW_LIST") == "off":
+        return
+    from tests.slow_list import listed
+
+    slow = listed()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
