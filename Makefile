@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.export-gelu-installed
 DEMO   := build/demo
 
-.PHONY: demo test test-gpu lint fuzz clean bench
+.PHONY: demo test test-fast test-gpu lint fuzz clean bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,9 +25,21 @@ demo: $(STAMP)
 	$(PY) -m examples.save_model gpt2 --format exported -o $(DEMO)/model.pt
 	$(VENV)/bin/export-gelu $(DEMO)/model.pt --target trt --report $(DEMO)/report.json
 
+# The whole suite, one worker per core (pytest-xdist), after ruff and the import contracts
+# (import-linter, setup.cfg). CI runs this. Models the tests build are kept between runs in
+# .pytest_cache (docs/testing.md); `make clean` drops them.
 test: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks
-	$(PY) -m pytest -q -rs
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q -rs -n auto
+
+# Everything not marked `slow` (each slow test's behaviour is also pinned by a fast one), and
+# the fuzzer with fewer examples: a few minutes on two cores.
+FAST_FUZZ_EXAMPLES ?= 60
+test-fast: $(STAMP)
+	$(PY) -m ruff check export_gelu tests examples benchmarks
+	$(VENV)/bin/lint-imports
+	EXPORT_GELU_FUZZ_EXAMPLES=$(FAST_FUZZ_EXAMPLES) $(PY) -m pytest -q -rs -n auto -m "not slow"
 
 # The GPU tests (pytest markers `trt` and `gpu`). On a machine with a CUDA GPU (nvidia-smi):
 # swaps onnxruntime for onnxruntime-gpu (the gpu extra; never both) and installs tensorrt (the

@@ -11,7 +11,6 @@ from typing import Any
 from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.in_memory import from_memory, is_in_memory
-from export_gelu.exporter.load import load_model
 from export_gelu.options import (
     COMPARE_TARGETS,
     COMPARED_FORMS,
@@ -19,6 +18,7 @@ from export_gelu.options import (
     PRECISIONS,
     ExportOptions,
     FormsOptions,
+    InspectOptions,
     VerifyOptions,
 )
 from export_gelu.output_plan import default_output
@@ -28,6 +28,7 @@ from export_gelu.pipeline.commands import (
     DEVICE_VERIFY,
     EXPORT,
     FORMS_REPORT,
+    INSPECT,
     VERIFY,
     new_state,
 )
@@ -139,21 +140,14 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
 
 
 def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
-                  dry_run: bool = True) -> dict[str, Any]:
+                  dry_run: bool = True, *, progress: Progress | None = None) -> dict[str, Any]:
     """GELU sites and per-target compatibility of an ONNX file, without a GPU.
 
     For each target (all by default): the reasons it would not parse the file as is, and
     (`dry_run`) whether `export-gelu FILE --target T` would fit it.
     """
-    from export_gelu.inspection import inspect_onnx
-    from export_gelu.targets import resolve_profile
-
-    for t in targets or ():
-        resolve_profile(t)  # an unknown target is bad input (exit 2)
-    loaded = load_model(model)
-    if not loaded.is_onnx:
-        raise BadInputError(f"{model}: inspect takes an ONNX file (export one first)")
-    return inspect_onnx(loaded.path, list(targets) if targets else None, dry_run)
+    options = InspectOptions(targets=tuple(targets or ()), dry_run=dry_run)
+    return run_stages(INSPECT, new_state(options, model, progress)).inspection
 
 
 __all__ = ["export", "verify", "compare_forms", "forms_report", "export_with_best_form",

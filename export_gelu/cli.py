@@ -195,10 +195,12 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare-forms", action="store_true",
                    help="export with every GELU form (fused: target onnx; expanded: trt8.6; "
                         "or only --target when given) and print error vs PyTorch and latency")
-    p.add_argument("--opset", type=int,
+    p.add_argument("--opset", type=int, metavar="N",
                    help="export opset (default: the target's); on an ONNX input, convert it "
                         "to this opset, down or up (default: up only where the target gains)")
-    p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"))
+    p.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"),
+                   help="the output graph's float precision (fp32); the default tolerances "
+                        "follow it")
     p.add_argument("--cast-down", action="store_true",
                    help="a float64 model: export it in float32 (or --precision) instead of "
                         "float64, and report the error measured against the float64 model")
@@ -233,8 +235,14 @@ def inspect_parser() -> argparse.ArgumentParser:
                     "and for TensorRT targets whether this machine can build an engine of that "
                     "version or only the device can. A static check: no GPU or tensorrt "
                     "needed.",
-        epilog="exit codes: 0 done; 2 bad input; 3 with --target: that target would not "
-               "parse the file as is")
+        epilog="examples:\n"
+               "  export-gelu inspect model.onnx                      # every target\n"
+               "  export-gelu inspect model.onnx --target trt8.2 --target trt8.2.3\n"
+               "  export-gelu inspect model.onnx --json --no-dry-run  # for scripts, faster\n"
+               "\n"
+               "exit codes: 0 done; 2 bad input; 3 with --target: that target would not "
+               "parse the file as is",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL.onnx")
     p.add_argument("--target", action="append", default=[], type=target_name,
                    metavar="TARGET", help=f"only this target (repeatable; {TARGET_HELP}; "
@@ -373,12 +381,18 @@ def _run_inspect(argv: Sequence[str]) -> int:
 
     args = inspect_parser().parse_args(argv)
     from export_gelu import api
-    from export_gelu.inspection import format_table
+    from export_gelu.check.inspection import format_table
+    from export_gelu.progress import Progress
     from export_gelu.targets import resolve_target
 
     work_begins()
     targets = [resolve_target(t)[0].name for t in args.target]
-    info = api.inspect_model(args.model, targets or None, dry_run=not args.no_dry_run)
+    progress = Progress()
+    try:
+        info = api.inspect_model(args.model, targets or None, dry_run=not args.no_dry_run,
+                                 progress=progress)
+    finally:
+        progress.done()
     print(json.dumps(info, indent=2) if args.json else format_table(info))
     rejected = [t for t in targets if info["compatibility"][t]]
     if rejected:

@@ -127,6 +127,14 @@ class FormsOptions(RunOptions):
 
 
 @dataclass(frozen=True)
+class InspectOptions(RunOptions):
+    """`export-gelu inspect MODEL.onnx ...` and `export_gelu.inspect_model(...)`."""
+
+    targets: tuple[str, ...] = ()  # () : every target profile
+    dry_run: bool = True  # run the ONNX passes on a copy: would `export-gelu --target T` fit?
+
+
+@dataclass(frozen=True)
 class Checked:
     """What checking the options resolved on the way (export: the target and parsed flags)."""
 
@@ -135,6 +143,7 @@ class Checked:
     output_names: list[str] | None = None
     dynamic: list[Any] = dataclasses.field(default_factory=list)  # exporter.dynamic.DimRange
     outputs: Any = None  # output_plan.OutputPlan: what the run writes, checked
+    profiles: tuple[Any, ...] = ()  # inspect: the target profiles to judge the file for
 
 
 def check_form(form: str, profile: Any) -> None:
@@ -225,6 +234,13 @@ def _check_forms(o: FormsOptions) -> Checked:
     return Checked()
 
 
+def _check_inspect(o: InspectOptions) -> Checked:
+    from export_gelu.targets import PROFILES, resolve_profile
+
+    profiles = [resolve_profile(t) for t in o.targets] if o.targets else list(PROFILES.values())
+    return Checked(profiles=tuple({p.name: p for p in profiles}.values()))
+
+
 def validate(options: RunOptions) -> Checked:
     """Check every option of one command before any work (the only place they are checked).
 
@@ -238,4 +254,6 @@ def validate(options: RunOptions) -> Checked:
         return _check_verify(options)
     if isinstance(options, FormsOptions):
         return _check_forms(options)
+    if isinstance(options, InspectOptions):
+        return _check_inspect(options)
     raise TypeError(f"no checks for {type(options).__name__}")

@@ -6,10 +6,13 @@ import contextlib
 import io
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.session_cache import CACHE_NAME, SessionCache
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,36 +53,57 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def saved_model(model_dir: Path):
-    """saved_model(example, format) → path of that example saved in that format (cached)."""
+def session_cache(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> SessionCache:
+    """Files built once for every test, worker and session (tests/session_cache.py): under
+    the pytest cache, or this session's temporary folder with `-p no:cacheprovider`."""
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        built = SessionCache(cache.mkdir(CACHE_NAME))
+        built.prune()  # entries of older sources, untouched for an hour
+        return built
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the folder every worker of this run shares
+    return SessionCache(base / CACHE_NAME)
+
+
+@pytest.fixture(scope="session")
+def saved_model(model_dir: Path, session_cache: SessionCache):
+    """saved_model(example, format) → path of that example saved in that format: built once
+    (session_cache), copied into this session's model folder (tests may write beside it)."""
     from examples.save_model import save
 
-    cache: dict[tuple[str, str], Path] = {}
+    copies: dict[tuple[str, str], Path] = {}
 
     def get(example: str, fmt: str) -> Path:
         key = (example, fmt)
-        if key not in cache:
-            cache[key] = save(example, fmt, model_dir / f"{example}.{fmt}.pt")
-        return cache[key]
+        if key not in copies:
+            name = f"{example}.{fmt}.pt"
+            built = session_cache.file(name, lambda path: save(example, fmt, path))
+            copies[key] = Path(shutil.copyfile(built, model_dir / name))
+        return copies[key]
 
     return get
 
 
 @pytest.fixture(scope="session")
-def saved_real(tmp_path_factory: pytest.TempPathFactory):
+def saved_real(tmp_path_factory: pytest.TempPathFactory, session_cache: SessionCache):
     """saved_real(name, fmt) → examples/real_models.py's `name` saved as 'exported' (keyword
-    inputs, the library's output object) or 'torchscript' (cached for the session)."""
+    inputs, the library's output object) or 'torchscript': built once (session_cache),
+    copied into this session's folder."""
     from examples.real_models import save_exported, save_torchscript
 
     folder = tmp_path_factory.mktemp("real_models")
-    cache: dict[tuple[str, str], Path] = {}
+    copies: dict[tuple[str, str], Path] = {}
 
     def get(name: str, fmt: str) -> Path:
-        if (name, fmt) not in cache:
-            path = folder / f"{name}.{fmt}.pt"
-            (save_exported if fmt == "exported" else save_torchscript)(name, str(path))
-            cache[name, fmt] = path
-        return cache[name, fmt]
+        if (name, fmt) not in copies:
+            saver = save_exported if fmt == "exported" else save_torchscript
+            built = session_cache.file(f"{name}.{fmt}.pt",
+                                       lambda path: saver(name, str(path)))
+            copies[name, fmt] = Path(shutil.copyfile(built, folder / built.name))
+        return copies[name, fmt]
 
     return get
 
@@ -88,3 +112,16 @@ def saved_real(tmp_path_factory: pytest.TempPathFactory):
 def _cwd_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository root so `examples.models:…` factories import as users would."""
     monkeypatch.chdir(ROOT)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `slow` the tests tests/slow_tests.txt lists (measured: tests/slow_list.py);
+    `EXPORT_GELU_SLOW_LIST=off` ignores the list (to measure the tests it holds)."""
+    if os.environ.get("EXPORT_GELU_SLOW_LIST") == "off":
+        return
+    from tests.slow_list import listed
+
+    slow = listed()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)

@@ -41,17 +41,20 @@ from tests.conftest import ROOT
 
 
 @pytest.fixture(scope="module")
-def big_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An ExportedProgram: 8 × Linear(1024,1024)+GELU (32 MiB of weights)."""
-    torch.manual_seed(0)
-    layers: list[nn.Module] = []
-    for _ in range(8):
-        layers += [nn.Linear(1024, 1024), nn.GELU()]
-    model = nn.Sequential(*layers).eval()
-    path = tmp_path_factory.mktemp("atomic") / "model.pt"
-    with path.open("wb") as fh:
-        torch.export.save(torch.export.export(model, (torch.randn(2, 1024),)), fh)
-    return path
+def big_model(session_cache) -> Path:
+    """An ExportedProgram: 8 × Linear(1024,1024)+GELU (32 MiB of weights). Built once
+    (session_cache); the tests only read it."""
+
+    def build(path: Path) -> None:
+        torch.manual_seed(0)
+        layers: list[nn.Module] = []
+        for _ in range(8):
+            layers += [nn.Linear(1024, 1024), nn.GELU()]
+        model = nn.Sequential(*layers).eval()
+        with path.open("wb") as fh:
+            torch.export.save(torch.export.export(model, (torch.randn(2, 1024),)), fh)
+
+    return session_cache.file("atomic-big-model.pt", build)
 
 
 @pytest.fixture(scope="module")

@@ -110,17 +110,18 @@ def script_trtexec_flags(script: str) -> list[str]:
 # -- fixtures --------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def bert_bundles(saved_model, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    """BERT (int64 input) exported for each version with --bundle: target → (model, bundle)."""
-    d = tmp_path_factory.mktemp("bundles")
+def bert_bundles(saved_model, session_cache) -> dict[str, tuple[Path, Path]]:
+    """BERT (int64 input) exported for each version with --bundle: target → (model, bundle).
+    Exported once (session_cache); the tests only read the bundles."""
     model = saved_model("bert", "exported")
-    out = {}
-    for target in VERSIONS:
-        bundle = d / target
-        export(model, target=target, output=d / f"bert.{target}.onnx", verify=False,
-               iterations=0, bundle=bundle)
-        out[target] = (model, bundle)
-    return out
+
+    def build(d: Path) -> None:
+        for target in VERSIONS:
+            export(model, target=target, output=d / f"bert.{target}.onnx", verify=False,
+                   iterations=0, bundle=d / target)
+
+    d = session_cache.folder("bert-bundles", build)
+    return {target: (model, d / target) for target in VERSIONS}
 
 
 @pytest.fixture(scope="module")

@@ -79,17 +79,20 @@ def test_the_public_names_import_on_first_use():
 
 
 @pytest.fixture(scope="module")
-def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An ExportedProgram with 64 MiB of weights: reading and exporting it take a while."""
-    torch.manual_seed(0)
-    layers: list[nn.Module] = []
-    for _ in range(16):
-        layers += [nn.Linear(1024, 1024), nn.GELU()]
-    path = tmp_path_factory.mktemp("slow") / "model.pt"
-    with path.open("wb") as fh:
-        torch.export.save(torch.export.export(nn.Sequential(*layers).eval(),
-                                              (torch.randn(2, 1024),)), fh)
-    return path
+def slow_model(session_cache) -> Path:
+    """An ExportedProgram with 64 MiB of weights: reading and exporting it take a while.
+    Built once (session_cache); the tests only read it."""
+
+    def build(path: Path) -> None:
+        torch.manual_seed(0)
+        layers: list[nn.Module] = []
+        for _ in range(16):
+            layers += [nn.Linear(1024, 1024), nn.GELU()]
+        with path.open("wb") as fh:
+            torch.export.save(torch.export.export(nn.Sequential(*layers).eval(),
+                                                  (torch.randn(2, 1024),)), fh)
+
+    return session_cache.file("slow-model.pt", build)
 
 
 def _sha(path: Path) -> str:
@@ -147,9 +150,17 @@ MOMENTS = {
 }
 
 
+#: slow (make test only): SIGINT while reading the model or exporting. The same moments are
+#: pinned fast with SIGTERM, SIGINT's handling by "importing torch-SIGINT" and, while
+#: exporting, by test_a_burst_of_ctrl_c_is_one_line.
+SLOW_SIGNALS = {("reading the model", signal.SIGINT), ("exporting", signal.SIGINT)}
+
+
 @pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs /proc to see the moment")
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("moment", list(MOMENTS))
+@pytest.mark.parametrize("moment, sig", [
+    pytest.param(m, s, marks=[pytest.mark.slow] if (m, s) in SLOW_SIGNALS else [],
+                 id=f"{m}-{s.name}")
+    for m in MOMENTS for s in (signal.SIGINT, signal.SIGTERM)])
 def test_a_signal_at_any_moment_is_one_line(moment, sig, slow_model, tmp_path):
     before = _sha(slow_model)
     proc = _start(slow_model, tmp_path)

@@ -4,6 +4,8 @@ error against PyTorch and its latency measured, and a choice made from the measu
 from __future__ import annotations
 
 import json
+import pickle
+from pathlib import Path
 
 import onnx
 import pytest
@@ -15,10 +17,15 @@ ITERATIONS = 8
 
 
 @pytest.fixture(scope="module")
-def bert_forms(saved_model):
+def bert_forms(saved_model, session_cache):
+    """compare_forms on BERT: measured once (session_cache, pickled), read by each worker."""
     from export_gelu import compare_forms
 
-    return compare_forms(saved_model("bert", "exported"), iterations=ITERATIONS, warmup=2)
+    def build(path: Path) -> None:
+        forms = compare_forms(saved_model("bert", "exported"), iterations=ITERATIONS, warmup=2)
+        path.write_bytes(pickle.dumps(forms))
+
+    return pickle.loads(session_cache.file("bert-forms.pickle", build).read_bytes())
 
 
 def _check_measured(rows: list[dict], iterations: int) -> None:

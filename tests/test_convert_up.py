@@ -23,29 +23,31 @@ FILES = {"bert-ts13": ("bert", False, 13, b"none"), "gpt2-dynamo18": ("gpt2", Tr
 
 
 @pytest.fixture(scope="module")
-def onnx_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def onnx_inputs(session_cache) -> dict[str, Path]:
     """The BERT example exported by TorchScript at opset 13 (eager attention: that exporter
-    has no SDPA below 14) and GPT-2 exported by dynamo at opset 18, as users bring them."""
-    import torch
+    has no SDPA below 14) and GPT-2 exported by dynamo at opset 18, as users bring them.
+    Exported once (session_cache); the tests only read them."""
 
-    from examples.models import build
-    from examples.save_model import example_inputs
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    def build(out: Path) -> None:
+        import torch
 
-    out = tmp_path_factory.mktemp("onnx-up")
-    files = {}
-    for key, (name, dynamo, opset, _approx) in FILES.items():
-        model = build(name)
-        for module in model.modules():
-            cfg = getattr(module, "config", None)
-            if cfg is not None:
-                cfg._attn_implementation = "eager"
-        files[key] = out / f"{key}.onnx"
-        with warnings.catch_warnings(), quiet_exporter():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(model, example_inputs(name), str(files[key]), dynamo=dynamo,
-                              opset_version=opset, input_names=["x"])
-    return files
+        from examples.models import build as build_example
+        from examples.save_model import example_inputs
+        from export_gelu.exporter.to_onnx import quiet_exporter
+
+        for key, (name, dynamo, opset, _approx) in FILES.items():
+            model = build_example(name)
+            for module in model.modules():
+                cfg = getattr(module, "config", None)
+                if cfg is not None:
+                    cfg._attn_implementation = "eager"
+            with warnings.catch_warnings(), quiet_exporter():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(model, example_inputs(name), str(out / f"{key}.onnx"),
+                                  dynamo=dynamo, opset_version=opset, input_names=["x"])
+
+    out = session_cache.folder("onnx-up", build)
+    return {key: out / f"{key}.onnx" for key in FILES}
 
 
 def _opset(model: onnx.ModelProto) -> int:

@@ -166,7 +166,8 @@ def test_export_without_tensorrt_skips_the_engine_and_says_why(blocker, saved_mo
     _one_line_error(proc, 3, "tensorrt")
 
 
-@pytest.mark.parametrize("command", ["export", "verify"])
+#: slow (make test only): "verify"; the same report writer is pinned fast by "export".
+@pytest.mark.parametrize("command", ["export", pytest.param("verify", marks=pytest.mark.slow)])
 def test_markdown_report_without_matplotlib_says_plots_skipped(command, blocker, saved_model,
                                                                deployed, tmp_path):
     md = tmp_path / "r.md"

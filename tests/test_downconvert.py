@@ -5,6 +5,7 @@ of BERT, GPT-2 and ViT brought down to TensorRT 7.0 / 8.2 / 8.4."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -217,18 +218,20 @@ def test_layernorm_expansion_in_fp16_computes_statistics_in_fp32():
 # -- real exports ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def dynamo18(saved_model, tmp_path_factory):
+def dynamo18(saved_model, session_cache):
     """The dynamo exporter's opset-18 ONNX of each example (Split-18, LayerNormalization,
-    IsNaN, GatherElements, Reshape allowzero=1 …)."""
-    root = tmp_path_factory.mktemp("dynamo18")
-    files = {}
-    for ex in ("bert", "gpt2", "vit"):
-        out = root / f"{ex}.onnx"
-        res = run_cli(saved_model(ex, "exported"), "--target", "onnx", "--opset", "18", "-o",
-                      out, "--no-verify")
-        assert res.code == 0, res.err
-        files[ex] = out
-    return files
+    IsNaN, GatherElements, Reshape allowzero=1 …). Exported once (session_cache); the tests
+    only read them."""
+    examples = ("bert", "gpt2", "vit")
+
+    def build(root: Path) -> None:
+        for ex in examples:
+            res = run_cli(saved_model(ex, "exported"), "--target", "onnx", "--opset", "18",
+                          "-o", root / f"{ex}.onnx", "--no-verify")
+            assert res.code == 0, res.err
+
+    root = session_cache.folder("dynamo18", build)
+    return {ex: root / f"{ex}.onnx" for ex in examples}
 
 
 @pytest.mark.parametrize("example,target", [("bert", "trt7.0"), ("gpt2", "trt7.0"),

@@ -143,12 +143,13 @@ def test_dims_torch_makes_equal_with_different_ranges_exit_2_naming_both():
 # -- the README's examples, run as written ------------------------------------------------------
 
 def readme_commands() -> list[list[str]]:
-    """The shell commands of the README's dynamic-shapes section, continuation lines joined."""
+    """The shell commands (`$ ` lines) of the README's dynamic-shapes task, continuation lines
+    joined (tests/test_docs_run.py also runs them and compares their output)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Dynamic shapes (`--dynamic`)", 1)[1].split("\n### ", 1)[0]
-    blocks = re.findall(r"```\n(.*?)```", section, flags=re.S)
+    section = text.split("Dynamic shapes (`--dynamic`)\n", 1)[1].split("\n### ", 1)[0]
+    blocks = re.findall(r"```console\n(.*?)```", section, flags=re.S)
     joined = "\n".join(blocks).replace("\\\n", " ")
-    return [shlex.split(line) for line in joined.splitlines() if line.strip()]
+    return [shlex.split(line[2:]) for line in joined.splitlines() if line.startswith("$ ")]
 
 
 def test_the_readme_section_shows_each_spelling():
@@ -162,6 +163,11 @@ def test_the_readme_section_shows_each_spelling():
     assert all(c.startswith(("export-gelu ", "python -m examples.save_model ")) for c in commands)
 
 
+#: slow (make test only): each spelling it runs is exported fast by test_dynamic_matrix's
+#: FAST cases (named dims, axis lists, one INPUT:AXIS at a time, an ExportedProgram saved
+#: dynamic with no flag); that the README shows each spelling is pinned fast by
+#: test_the_readme_section_shows_each_spelling.
+@pytest.mark.slow
 def test_every_readme_example_runs(tmp_path, monkeypatch):
     """Each command as written, in a fresh folder: the examples are saved, each export exits
     0 with `batch` and `seq` on its graph's inputs."""
@@ -171,6 +177,7 @@ def test_every_readme_example_runs(tmp_path, monkeypatch):
     from tests.conftest import run_cli
 
     monkeypatch.chdir(tmp_path)
+    assert save_main(["bert_model", "--format", "pickle", "-o", "bert.pkl"]) == 0  # README set-up
     for argv in readme_commands():
         if argv[0] == "python":
             assert save_main(argv[3:]) == 0, argv

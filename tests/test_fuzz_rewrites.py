@@ -269,7 +269,8 @@ def run_ort(model: onnx.ModelProto, feed: dict[str, np.ndarray], optimize: bool 
 def run_ort_optimized(model: onnx.ModelProto, feed: dict[str, np.ndarray]
                       ) -> list[np.ndarray] | None:
     """Outputs with ORT's own optimizer on; None when ORT cannot load the graph that way
-    (its FastGelu fusion breaks graphs where ORT merged a shared x·0.5 node: see the README)."""
+    (its FastGelu fusion breaks graphs where ORT merged a shared x·0.5 node: see
+    docs/safety.md, "Rewrite fuzzing")."""
     try:
         return run_ort(model, feed, optimize=True)
     except Exception as exc:  # noqa: BLE001 - onnxruntime's InvalidArgument and others

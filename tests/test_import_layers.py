@@ -71,7 +71,7 @@ def test_trt_parser_and_the_graph_import_no_behaviour():
     """trt_parser/ is data about TensorRT and graph/ is the base layer: neither imports a
     pass, a runner, the exporter or the check (their detectors take the one graph)."""
     behaviour = ("export_gelu.passes", "export_gelu.exporter", "export_gelu.compat",
-                 "export_gelu.inspection", "export_gelu.device", "export_gelu.report")
+                 "export_gelu.check.inspection", "export_gelu.device", "export_gelu.report")
     upward = {f"{p.relative_to(PACKAGE).as_posix()} → {m}"
               for package in ("trt_parser", "graph")
               for p in sorted((PACKAGE / package).rglob("*.py"))

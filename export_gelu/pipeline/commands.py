@@ -12,6 +12,7 @@ from export_gelu.options import ExportOptions, RunOptions, validate
 from export_gelu.output_plan import check_outputs
 from export_gelu.pipeline import device_stages, finish, forms, sources, verify_stages
 from export_gelu.pipeline.export_command import EXPORT
+from export_gelu.pipeline.inspect_command import INSPECT
 from export_gelu.pipeline.stage import Stage
 from export_gelu.pipeline.state import RunState
 from export_gelu.progress import Progress
@@ -91,4 +92,5 @@ def new_state(options: RunOptions, model: str | Path, progress: Progress | None 
                     output=Path(deployed) if deployed is not None else None, loaded=loaded)
 
 
-__all__ = ["EXPORT", "VERIFY", "DEVICE_VERIFY", "COMPARE_FORMS", "FORMS_REPORT", "new_state"]
+__all__ = ["EXPORT", "INSPECT", "VERIFY", "DEVICE_VERIFY", "COMPARE_FORMS", "FORMS_REPORT",
+           "new_state"]

@@ -51,6 +51,7 @@ class RunState:
     graph: Any = None  # onnx.ModelProto: exported, rewritten, then a skeleton once saved
     gs_graph: Any = None  # the one graph (export_gelu.graph) the passes and checks share
     output: Path | None = None  # where the graph is written
+    inspection: dict[str, Any] | None = None  # inspect: sites, census, per-target verdicts
 
     # -- check -------------------------------------------------------------------------------
     deployed: Any = None  # check.deployed.Deployed: the artifact verify checks

@@ -1,4 +1,4 @@
-"""The run report: its JSON keys (README "Report") and the one-screen summary after a run."""
+"""The run report: its JSON keys (docs/report.md) and the one-screen summary after a run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`export-gelu inspect`: what each target would make of an ONNX file, without a GPU.
+"""The judgements of `export-gelu inspect` (run as stages by pipeline/inspect_command.py):
+what each target would make of an ONNX file, without a GPU.
 
 For every target profile: does it parse the file as is, and if not why not (the static check
 of `compat.py`); would `export-gelu FILE --target T` fit it (a dry run of the ONNX-level
@@ -8,21 +9,17 @@ run an engine of that version, or only the device (`--bundle DIR`).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import onnx
 
 from export_gelu import graph as G
 from export_gelu.compat import (
-    compatibility_table,
     format_targets,
     incompatibilities,
-    model_opset,
-    op_counts,
 )
 from export_gelu.errors import ExportGeluError
-from export_gelu.targets import PROFILES, TargetProfile, resolve_profile
+from export_gelu.targets import TargetProfile
 
 
 def fit_after_export(model: onnx.ModelProto, profile: TargetProfile) -> dict[str, Any]:
@@ -62,29 +59,6 @@ def engine_here(profile: TargetProfile) -> dict[str, Any] | None:
     why = local_engine_blocker(profile.trt_version)
     return {"here": why is None, "reason": why or "",
             "device_only": in_range(profile.trt_version, fixed_in=POLYGRAPHY_MIN_TRT)}
-
-
-def inspect_onnx(path: str | Path, targets: list[str] | None = None,
-                 dry_run: bool = True) -> dict[str, Any]:
-    """GELU sites, op census and per-target verdicts for the ONNX file at `path`."""
-    from export_gelu.onnx_weights import load_graph
-    from export_gelu.passes.onnx import find_sites
-
-    model = load_graph(path)  # big weights stay in their file: inspecting reads the graph
-    profiles = [resolve_profile(t) for t in targets] if targets else list(PROFILES.values())
-    sites = find_sites(model)  # reads the graph; the model is not written to
-    info: dict[str, Any] = {
-        "model": str(path),
-        "opset": model_opset(model),
-        "ir_version": int(model.ir_version),
-        "op_counts": dict(sorted(op_counts(model).items())),
-        "gelu_sites": [s.to_json() for s in sites],
-        "compatibility": compatibility_table(model, profiles),
-        "engine_here": {p.name: e for p in profiles if (e := engine_here(p)) is not None},
-    }
-    if dry_run:
-        info["after_export"] = {p.name: fit_after_export(model, p) for p in profiles}
-    return info
 
 
 def format_table(info: dict[str, Any]) -> str:

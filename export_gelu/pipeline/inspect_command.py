@@ -1,0 +1,60 @@
+"""`export-gelu inspect` as its list of stages: the file loaded as every command loads it,
+then what each target would make of it (inspection.py holds the judgements)."""
+
+from __future__ import annotations
+
+from export_gelu.check.inspection import engine_here, fit_after_export
+from export_gelu.compat import compatibility_table, model_opset, op_counts
+from export_gelu.errors import BadInputError
+from export_gelu.onnx_weights import load_graph
+from export_gelu.passes.onnx import find_sites
+from export_gelu.pipeline import sources
+from export_gelu.pipeline.stage import Stage
+from export_gelu.pipeline.state import RunState
+
+
+def require_onnx(state: RunState) -> None:
+    """loaded → the graph (weights left in their files); inspect judges ONNX files only."""
+    if not state.loaded.is_onnx:
+        raise BadInputError(f"{state.model_path}: inspect takes an ONNX file (export one "
+                            "first)")
+    state.graph = load_graph(state.loaded.path)
+    state.inspection = {"model": str(state.model_path)}
+
+
+def census(state: RunState) -> None:
+    """graph → opset, IR version, op counts and GELU sites (the graph is only read)."""
+    model = state.graph
+    state.inspection.update(
+        opset=model_opset(model), ir_version=int(model.ir_version),
+        op_counts=dict(sorted(op_counts(model).items())),
+        gelu_sites=[s.to_json() for s in find_sites(model)])
+
+
+def target_verdicts(state: RunState) -> None:
+    """graph, the checked profiles → why each target would not parse the file as is, and
+    whether this machine can build an engine of each TensorRT version."""
+    profiles = state.checked.profiles
+    state.inspection.update(
+        compatibility=compatibility_table(state.graph, list(profiles)),
+        engine_here={p.name: e for p in profiles if (e := engine_here(p)) is not None})
+
+
+def dry_run(state: RunState) -> None:
+    """graph → per target: would `export-gelu FILE --target T` fit it (passes on a copy)."""
+    state.progress.step("dry run of the ONNX passes per target")
+    state.inspection["after_export"] = {p.name: fit_after_export(state.graph, p)
+                                        for p in state.checked.profiles}
+
+
+def _dry_runs(state: RunState) -> bool:
+    return bool(state.options.dry_run)
+
+
+INSPECT = (
+    Stage("load", sources.load),
+    Stage("graph", require_onnx, timed_as="load"),
+    Stage("census", census),
+    Stage("targets", target_verdicts),
+    Stage("dry_run", dry_run, applies=_dry_runs),
+)
