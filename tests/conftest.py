@@ -125,3 +125,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid in slow:
             item.add_marker(pytest.mark.slow)
+
+
+def default_signals() -> None:
+    """`preexec_fn` for a CLI child the tests send Ctrl-C to: SIGINT handled as by default.
+
+    A child inherits an ignored SIGINT across exec, and Python then installs no
+    KeyboardInterrupt handler; pytest-xdist's workers ignore SIGINT, so without this a
+    test's Ctrl-C would never reach the CLI under `make test` (`-n auto`).
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

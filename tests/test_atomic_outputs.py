@@ -37,7 +37,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from export_gelu.exporter.save import EXTERNAL_DATA_ENV, STAGING_TAG, clean_stale_staging
-from tests.conftest import ROOT
+from tests.conftest import ROOT, default_signals
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def _start(model: Path, out_dir: Path, *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "export_gelu.cli", str(model), "--target", "onnx",
            "-o", str(out_dir / "m.onnx"), "--report", str(out_dir / "r.json"), *extra]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
 
 
 def _staging(out_dir: Path) -> list[Path]:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from export_gelu import __version__
-from tests.conftest import ROOT
+from tests.conftest import ROOT, default_signals
 
 HEAVY = ("torch", "onnx", "onnxruntime", "onnxscript", "transformers")
 
@@ -103,7 +103,7 @@ def _start(model: Path, out_dir: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "export_gelu.cli", str(model), "--target",
                              "onnx", "-o", str(out_dir / "m.onnx"), "--report",
                              str(out_dir / "r.json")], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
 
 
 def _wait(proc: subprocess.Popen, ready: Callable[[], bool], timeout: float = 240) -> bool:
