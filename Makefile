@@ -33,8 +33,9 @@ test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -rs -n auto
 
-# Everything not marked `slow` (each slow test's behaviour is also pinned by a fast one), and
-# the fuzzer with fewer examples: a few minutes on two cores.
+# Everything not marked `slow` (written marks, each naming the fast test that pins the same
+# behaviour, and the measured list tests/slow_tests.txt), and the fuzzer with fewer examples:
+# under 3 minutes on two cores (docs/testing.md).
 FAST_FUZZ_EXAMPLES ?= 60
 test-fast: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks
