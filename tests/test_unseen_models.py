@@ -320,3 +320,43 @@ def test_fp32_onnx_with_fp16_plugin_target(tmp_path: Path) -> None:
     assert "onnx-precision-kept" in note_codes(report)
     model = onnx.load(str(tmp_path / "out.onnx"))
     assert [n for n in model.graph.node if n.op_type == "CustomGeluPluginDynamic"]
+
+
+def _mixed_layernorm(path: Path) -> Path:
+    """fp16 X, float32 scale and bias: the LayerNormalization ONNX Runtime refuses to load."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    scale = numpy_helper.from_array(rng.normal(1, 0.1, 8).astype(np.float32), "gamma")
+    bias = numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "beta")
+    graph = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["y"], axis=-1,
+                          epsilon=1e-5)],
+        "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 4, 8])], [scale, bias])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("target", ["trt8.6", "ort"])
+def test_layernorm_scale_and_bias_follow_the_input_type(tmp_path: Path, target: str) -> None:
+    import onnxruntime as ort
+
+    from export_gelu import graph as G
+    from export_gelu.passes.compat import fit_to_profile
+    from export_gelu.targets import resolve_profile
+
+    src = _mixed_layernorm(tmp_path / "mixed.onnx")
+    with pytest.raises(Exception, match="LayerNormalization"):
+        ort.InferenceSession(str(src))  # the graph as such does not load
+    model = onnx.load(src)
+    with G.opened(model, write=True) as graph:
+        notes = fit_to_profile(graph, resolve_profile(target))[1]
+    assert any("LayerNormalization" in n and "element type" in n for n in notes), notes
+    x = np.random.default_rng(1).normal(size=(2, 4, 8)).astype(np.float16)
+    (y,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    gamma, beta = (onnx.numpy_helper.to_array(t) for t in model.graph.initializer)
+    x32 = x.astype(np.float32)
+    want = (x32 - x32.mean(-1, keepdims=True)) / np.sqrt(x32.var(-1, keepdims=True) + 1e-5)
+    assert y.dtype == np.float16
+    assert np.abs(y.astype(np.float32) - (want * gamma + beta)).max() < 1e-2

@@ -86,6 +86,7 @@ def _fit(graph: gs.Graph, profile: TargetProfile) -> list[str]:
     from export_gelu.passes.compat.fold_constant_ops import fold_constant_ops
     from export_gelu.passes.compat.isnan_to_equal import isnan_to_equal
     from export_gelu.passes.compat.layernorm import expand_all_layernorms
+    from export_gelu.passes.compat.layernorm_types import match_layernorm_types
     from export_gelu.passes.compat.pow2_to_mul import pow2_to_mul
 
     opset = G.opset(graph)
@@ -98,6 +99,9 @@ def _fit(graph: gs.Graph, profile: TargetProfile) -> list[str]:
     def lacking(node: gs.Node) -> bool:
         return not profile.supports(node.op) or not has_form_at(node.op, target_opset)
 
+    if "LayerNormalization" in ops and (n := match_layernorm_types(graph)):
+        notes.append(f"{n} LayerNormalization node(s): scale/bias cast to the input's element "
+                     "type (ONNX types them alike)")
     folded = fold_constant_ops(graph, lacking)
     if folded:
         kinds = ", ".join(sorted(set(folded)))
