@@ -6,7 +6,7 @@ list is made from a measured run, not by hand:
 
     EXPORT_GELU_SLOW_LIST=off .venv/bin/python -m pytest -n auto -m "not slow" \
         --junitxml=/tmp/t.xml
-    .venv/bin/python -m tests.slow_list /tmp/t.xml --budget 280
+    .venv/bin/python -m tests.slow_list /tmp/t.xml --budget 190
 
 takes the slowest tests out of the quick lane until what stays sums to at most `--budget`
 seconds (of one worker's time), keeping each file's quickest test in it so that every test
@@ -68,8 +68,8 @@ def choose_slow(times: dict[str, float], budget: float) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("junit", type=Path, help="pytest --junitxml of a `-m 'not slow'` run")
-    ap.add_argument("--budget", type=float, default=280.0,
-                    help="seconds of test time the quick lane may keep (default 280)")
+    ap.add_argument("--budget", type=float, default=190.0,
+                    help="seconds of test time the quick lane may keep (default 190)")
     args = ap.parse_args()
     times = durations(args.junit)
     slow = choose_slow(times, args.budget)
