@@ -123,7 +123,7 @@ def _biasless_plugin_reason(model: onnx.ModelProto, graph: gs.Graph | None,
         names = [n.name for g in G.graphs(graph) for n in g.nodes
                  if n.op == PLUGIN_OP and not _has_bias(n.attrs.get("bias"))]
     else:
-        names = [n.name for n in _proto_nodes(model.graph)
+        names = [n.name for n in G.all_node_protos(model.graph)
                  if n.op_type == PLUGIN_OP and not any(
                      a.name == "bias" and _has_bias(a.t) for a in n.attribute)]
     if not names:
@@ -151,16 +151,6 @@ def _has_bias(value: object) -> bool:
     size = getattr(getattr(value, "values", value), "size", None)
     return bool(size) if size is not None else True
 
-
-def _proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """Nodes of `graph` and its subgraphs."""
-    out: list[onnx.NodeProto] = []
-    for node in graph.node:
-        out.append(node)
-        for attr in node.attribute:
-            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                out.extend(_proto_nodes(sub))
-    return out
 
 
 def compatibility_table(model: onnx.ModelProto, profiles: list[TargetProfile] | None = None,

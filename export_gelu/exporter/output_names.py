@@ -15,6 +15,7 @@ from typing import Any
 
 import onnx
 
+from export_gelu import graph as G
 from export_gelu.errors import BadInputError
 
 _NAME = re.compile(r"^[A-Za-z_][\w.\-/:]*$")
@@ -127,20 +128,10 @@ def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> list[tuple[s
         out.name = new
         changed.append((old, new))
     if renames:
-        for node in _all_nodes(graph):
+        for node in G.all_node_protos(graph):
             node.input[:] = [renames.get(i, i) for i in node.input]
             node.output[:] = [renames.get(o, o) for o in node.output]
         for vi in graph.value_info:
             vi.name = renames.get(vi.name, vi.name)
     return changed
 
-
-def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """Nodes of `graph` and of its subgraphs (an If/Loop body may read an outer output)."""
-    nodes = []
-    for node in graph.node:
-        nodes.append(node)
-        for attr in node.attribute:
-            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                nodes.extend(_all_nodes(sub))
-    return nodes

@@ -56,6 +56,7 @@ from export_gelu.graph.index import (
     walk,
 )
 from export_gelu.graph.proto import (
+    all_node_protos,
     close,
     has_subgraphs,
     load,
@@ -87,7 +88,8 @@ from export_gelu.graph.values import (
 )
 
 __all__ = [
-    "DEFAULT_DOMAINS", "FLOAT_TYPES", "MAX_LITERAL_ELEMENTS", "TensorType", "array_of",
+    "DEFAULT_DOMAINS", "FLOAT_TYPES", "MAX_LITERAL_ELEMENTS", "TensorType", "all_node_protos",
+    "array_of",
     "attr_array", "cached", "clone", "close", "constant", "constant_node", "consumers",
     "drop_unread", "elem_type_of", "forget_types", "fresh_name", "graphs", "has_subgraphs",
     "has_value", "infer_types", "initializers", "is_constant", "is_default", "is_output",

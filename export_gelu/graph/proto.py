@@ -405,3 +405,15 @@ def has_subgraphs(model: onnx.ModelProto) -> bool:
     return bool(model.functions) or any(
         a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
         for n in model.graph.node for a in n.attribute)
+
+
+def all_node_protos(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes of a `GraphProto` and of its subgraphs (If/Loop/Scan bodies), in order: the
+    one walk for code that reads a model without loading it as a graph."""
+    out: list[onnx.NodeProto] = []
+    for node in graph.node:
+        out.append(node)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                out.extend(all_node_protos(sub))
+    return out
