@@ -1,8 +1,8 @@
 """Lower layers never import the API layer: exporter/, passes/, check/, device/, report/ and
 trt_parser/ do not import export_gelu.api, export_gelu.cli or export_gelu.cli_docs (not even
-inside a function), so the API can be read as the top of the flow (docs/architecture.md). trt_parser/
-(data) and graph/ (the base layer) import no behaviour, and no module of graph/, passes/ or
-trt_parser/ imports itself back through others."""
+inside a function), so the API can be read as the top of the flow (docs/architecture.md).
+trt_parser/ (data) and graph/ (the base layer) import no behaviour, and no module of graph/,
+passes/ or trt_parser/ imports itself back through others."""
 
 from __future__ import annotations
 
