@@ -14,11 +14,9 @@ import onnx_graphsurgeon as gs
 from export_gelu import graph as G
 
 
-def _x_type(graph: gs.Graph, node: gs.Node) -> int:
-    declared = G.elem_type_of(node.inputs[0])
-    if declared:
-        return declared
-    found = G.type_of(graph, node.inputs[0])
+def _elem_type(graph: gs.Graph, tensor: gs.Tensor) -> int:
+    """What the model states or inference derives of `tensor`'s element type (0: unknown)."""
+    found = G.type_of(graph, tensor)
     return int(found.elem_type) if found is not None else 0
 
 
@@ -29,10 +27,10 @@ def match_layernorm_types(graph: gs.Graph) -> int:
     nodes: list[gs.Node] = []
     for node in graph.nodes:
         if node.op == "LayerNormalization" and G.is_default(node) and len(node.inputs) >= 2:
-            want = _x_type(graph, node)
+            want = _elem_type(graph, node.inputs[0])
             casts = []
             for index, tensor in enumerate(node.inputs[1:3], start=1):
-                have = G.elem_type_of(tensor) or 0
+                have = _elem_type(graph, tensor)
                 if want and have and have != want:
                     out = G.variable(graph, f"{node.name or 'ln'}_in{index}_cast", want)
                     cast = G.node(graph, "Cast", [tensor], outputs=[out], to=want, like=node)
