@@ -241,13 +241,41 @@ def _check_inspect(o: InspectOptions) -> Checked:
     return Checked(profiles=tuple({p.name: p for p in profiles}.values()))
 
 
+def _type_ok(kind: str, value: Any) -> bool:
+    """Whether `value` is of a field's declared type (its annotation's text): a bool is a
+    bool (never a truthy string), a number is no bool, paths arrive as strings (_plain)."""
+    if value is None and kind.endswith("| None"):
+        return True
+    checks = {"bool": lambda v: isinstance(v, bool),
+              "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+              "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+              "str": lambda v: isinstance(v, str),
+              "tuple[str, ...]": lambda v: isinstance(v, tuple) and all(
+                  isinstance(x, str) for x in v)}
+    return any(checks[part.strip()](value) for part in kind.split("|")
+               if part.strip() in checks)
+
+
+def check_types(options: RunOptions) -> None:
+    """Every field of the record of its declared type: what the Python API's keywords are
+    held to (the CLI's parser makes them so). TypeError naming the keyword."""
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        if not _type_ok(str(f.type), value):
+            want = "True or False" if f.type == "bool" else str(f.type).replace(" | ", " or ")
+            raise TypeError(f"{f.name}={value!r}: expected {want}, not "
+                            f"{type(value).__name__}")
+
+
 def validate(options: RunOptions) -> Checked:
     """Check every option of one command before any work (the only place they are checked).
 
     Bad values raise BadInputError (exit 2), values the target cannot take TargetUnmetError
     (exit 3), each naming the flag. The files a run writes are checked against each other and
     against what it reads by `output_plan.check_outputs`, right after (pipeline.new_state).
+    A field of the wrong type (an API keyword: `allow_pickle='no'`) is a TypeError first.
     """
+    check_types(options)
     if isinstance(options, ExportOptions):
         return _check_export(options)
     if isinstance(options, VerifyOptions):

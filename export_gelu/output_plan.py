@@ -28,7 +28,7 @@ from export_gelu.check.saved_data import check_json_path
 from export_gelu.device.bundle import FIXED_FILES, check_bundle_dir, own_files, read_manifest
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.detect import MAX_ONNX_PROTO_BYTES
-from export_gelu.exporter.hf_folder import is_hf_folder, planned_files
+from export_gelu.exporter.hf_folder import folder_reads, is_hf_folder, planned_files
 from export_gelu.exporter.save import check_output_path
 from export_gelu.onnx_weights import all_tensors, is_external
 from export_gelu.options import ExportOptions, FormsOptions, RunOptions, VerifyOptions
@@ -61,7 +61,10 @@ class OutputPlan:
 
 def default_output(model: Path, target: str, folder: bool = False) -> Path:
     """`model.pt` → `model.<target>.onnx` beside it (export without -o); a multi-graph
-    export's folder: `my-t5/` → `my-t5.<target>/`."""
+    export's folder: `my-t5/` → `my-t5.<target>/`. A path without a name of its own (`.`,
+    `..`, `m/..`) is named by the folder it stands for."""
+    if model.name in ("", ".", "..") or model.name.endswith(".."):
+        model = Path(os.path.abspath(model))
     if folder:
         return model.with_name(f"{model.name}.{target}")
     return model.with_name(f"{model.stem}.{target}.onnx")
@@ -148,9 +151,8 @@ def check_outputs(options: RunOptions, model: str | Path, *, deployed: str | Pat
 def _reads(o: RunOptions, model: Path, deployed: Path | None, device_outputs: str | Path | None,
            device_times: str | Path | None) -> Iterator[PlannedPath]:
     yield PlannedPath("MODEL", model)
-    if model.is_dir():  # a Hugging Face folder: its config, weights and every other file
-        yield from (PlannedPath("MODEL's file", p) for p in sorted(model.iterdir())
-                    if p.is_file())
+    if model.is_dir():  # a Hugging Face folder: every file its load reads, shards included
+        yield from (PlannedPath("MODEL's file", p) for p in folder_reads(model))
     else:
         yield from (PlannedPath("MODEL's external data", p) for p in onnx_data_files(model))
     if deployed is not None:

@@ -27,7 +27,6 @@ ExportedProgram's graph is code too: `torch.export.load` resolves a node's targe
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import operator
 import re
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from export_gelu.bounded_json import parse_json
 from export_gelu.errors import BadInputError, one_line
 from export_gelu.exporter.detect import pickle_globals
 
@@ -147,6 +147,9 @@ _PROGRAM_CODE_MEMBERS = ("data/aotinductor/", "data/constants/opaque_obj_",
 _UNPICKLED_CONSTANTS = ("opaque_obj_", "custom_obj_")
 
 
+#: A payload's `path_name`: a member of the config's own folder (torch 2.13 writes
+#: `weight_0`, `tensor_3`, `opaque_obj_0`); never a path with parts.
+_PLAIN_MEMBER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}")
 LEGACY_PROGRAM = "serialized_exported_program.json"
 _PROGRAM_JSON = re.compile(r"models/[^/]*\.json")
 _PAYLOAD_CONFIG = re.compile(r"data/(constants|weights)/[^/]*_config\.json")
@@ -191,10 +194,11 @@ def _legacy_findings(path: Path) -> list[Finding]:
                                             "cannot be checked"))
                     continue
                 try:
-                    doc = json.loads(zf.read(info))
-                except (ValueError, RecursionError):
-                    findings.append(Finding("malformed JSON", info.filename,
-                                            "cannot be checked"))
+                    doc = parse_json(zf.read(info), f"{path}: {info.filename}",
+                                     max_bytes=MAX_PROGRAM_JSON)
+                except BadInputError:
+                    findings.append(Finding("malformed or too deeply nested JSON",
+                                            info.filename, "cannot be checked"))
                     continue
                 findings += [Finding(what, info.filename, why)
                              for what, why in program_json_problems(doc)[:20]]
@@ -209,9 +213,9 @@ def _json_record(reader: Any, name: str) -> tuple[Any, list[Finding]]:
         return None, [Finding(f"{reader.get_record_size(name)} bytes of JSON", name,
                               "is more than a serialized program holds; it was not read")]
     try:
-        return json.loads(bytes(reader.get_record(name))), []
-    except (ValueError, RecursionError):
-        return None, [Finding("malformed JSON", name, "cannot be checked")]
+        return parse_json(bytes(reader.get_record(name)), name, max_bytes=MAX_PROGRAM_JSON), []
+    except BadInputError:
+        return None, [Finding("malformed or too deeply nested JSON", name, "cannot be checked")]
 
 
 def _document_findings(reader: Any, name: str) -> list[Finding]:
@@ -234,7 +238,11 @@ def _config_findings(reader: Any, name: str) -> list[Finding]:
         return [Finding("a malformed payload config", name, "cannot be checked")]
     for fqn, meta in entries.items():
         path_name = str(meta.get("path_name", "")) if isinstance(meta, dict) else ""
-        if path_name.startswith(_UNPICKLED_CONSTANTS):
+        if not _PLAIN_MEMBER.fullmatch(path_name):
+            findings.append(Finding(f"{fqn!r}'s path_name {path_name[:80]!r}", name,
+                                    "is not a plain member name of the archive's payload "
+                                    "folder (a path out of it is never read)"))
+        elif path_name.startswith(_UNPICKLED_CONSTANTS):
             findings.append(Finding(f"constant {fqn!r} ({path_name})", name,
                                     "is a pickled object that loading would unpickle (run)"))
         if not dotted_name(fqn):

@@ -201,7 +201,7 @@ MAX_SAFETENSORS_HEADER = 100_000_000
 def is_safetensors(path: Path, size: int) -> bool:
     """A safetensors file: a little-endian u64 header length N, then N bytes of JSON that
     open with `{` and name each tensor's dtype, shape and offsets."""
-    import json
+    from export_gelu.bounded_json import MAX_DEPTH, nesting_depth, parse_json
 
     with path.open("rb") as fh:
         head = fh.read(8)
@@ -214,8 +214,11 @@ def is_safetensors(path: Path, size: int) -> bool:
     if not text.startswith(b"{"):
         return False
     try:
-        header = json.loads(text)
-    except ValueError:
+        header = parse_json(text, f"{path} (its safetensors header)",
+                            max_bytes=MAX_SAFETENSORS_HEADER)
+    except BadInputError:
+        if nesting_depth(text) > MAX_DEPTH:
+            raise
         return False
     return isinstance(header, dict) and all(
         k == "__metadata__" or (isinstance(v, dict) and "dtype" in v) for k, v in header.items())

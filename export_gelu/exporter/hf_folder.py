@@ -3,7 +3,8 @@ sharded or not; a pickled `.bin` only when pickles are allowed), the class its t
 
 Nothing in the folder runs as code unless pickles are allowed: a config whose `auto_map`
 names the folder's own Python modules (`trust_remote_code`) and `pytorch_model.bin` weights
-(a pickle) are refused otherwise. Shard files an index names must lie inside the folder.
+(a pickle) are refused otherwise. Every file a load reads (the folder's own, the shards an
+index names) must resolve inside the model's root (exporter/model_reads.py).
 The model is built in float32 with eager attention (every opset and TensorRT version takes
 its math; `--precision` casts afterwards), in eval mode.
 """
@@ -11,15 +12,16 @@ its math; `--precision` casts afterwards), in eval mode.
 from __future__ import annotations
 
 import contextlib
-import json
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from export_gelu.bounded_json import read_json
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.hf_tasks import ResolvedTask, resolve_task
+from export_gelu.exporter.model_reads import contained, model_root
 from export_gelu.notes import Note
 
 HF_EXTRA = "pip install 'export-gelu[hf]'"
@@ -75,22 +77,45 @@ class Weights:
 
 
 def _shards(folder: Path, index: Path) -> list[Path]:
-    """The shard files an index names, each inside the folder and present."""
+    """The shard files an index names, each inside the model's root (model_reads) and
+    present, symlinks resolved."""
+    doc = read_json(index)
     try:
-        names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        names = sorted(set(doc["weight_map"].values()))
+    except (KeyError, TypeError, AttributeError) as exc:
         raise BadInputError(f"{index}: not a weight index save_pretrained writes "
                             f"({type(exc).__name__})") from exc
     base = folder.resolve()
+    root = model_root(folder)
     found = []
     for name in names:
-        shard = (base / str(name)).resolve()
-        if Path(str(name)).is_absolute() or not shard.is_relative_to(base):
-            raise BadInputError(f"{index}: shard {name!r} lies outside the folder; refusing it")
+        shard = contained(root, base, str(name), index, "shard")
         if not shard.is_file():
             raise BadInputError(f"{index}: shard {name!r} is missing (copy every shard with "
                                 "the index)")
         found.append(shard)
+    return found
+
+
+def folder_reads(folder: Path) -> list[Path]:
+    """Every file a load of `folder` may read, resolved: each entry of the folder (whatever
+    its name: transformers looks for files by name) and each shard a weight index names.
+    Exit 2 when one resolves outside the model's root (model_reads: the containment rule),
+    before anything of the folder is read."""
+    base = folder.resolve()
+    root = model_root(folder)
+    found: list[Path] = []
+    try:
+        entries = sorted(base.iterdir())
+    except OSError as exc:
+        raise BadInputError(f"{folder}: cannot list it ({exc.strerror or exc})") from exc
+    for entry in entries:
+        target = contained(root, base, entry.name, folder, "its file")
+        if target.is_file() and target not in found:
+            found.append(target)
+    for index in (SAFETENSORS_INDEX, PICKLED_INDEX):
+        if (base / index).is_file():
+            found += [s for s in _shards(folder, base / index) if s not in found]
     return found
 
 
@@ -115,10 +140,7 @@ def find_weights(folder: Path, allow_pickle: bool) -> Weights:
 def read_config(folder: Path, allow_pickle: bool) -> Any:
     """The folder's config through transformers' AutoConfig; custom code only when allowed."""
     transformers = require_transformers(folder)
-    try:
-        raw = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BadInputError(f"{folder / CONFIG}: not readable JSON ({exc})") from exc
+    raw = read_json(folder / CONFIG)
     if not isinstance(raw, dict):
         raise BadInputError(f"{folder / CONFIG}: holds a {type(raw).__name__}, not a config")
     if raw.get("auto_map") and not allow_pickle:
@@ -172,10 +194,7 @@ class FolderModel:
 def _preprocessor(folder: Path) -> dict[str, Any]:
     """preprocessor_config.json (sampling rate, feature size), when the folder has one."""
     path = folder / "preprocessor_config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
-        return {}
+    data = read_json(path) if path.is_file() else {}
     return data if isinstance(data, dict) else {}
 
 
@@ -201,6 +220,7 @@ def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = Fals
                 ) -> FolderModel:
     """Load a save_pretrained folder for `task` (optimum's names; None: from architectures)."""
     transformers = require_transformers(folder)
+    folder_reads(folder)  # nothing outside the model's root is read
     config = read_config(folder, allow_pickle)
     resolved = resolve_task(config, task, folder)
     weights = find_weights(folder, allow_pickle)

@@ -30,6 +30,7 @@ from typing import Any
 from export_gelu.errors import BadInputError
 from export_gelu.exporter import containment
 from export_gelu.exporter.detect import Detected, ModelFormat, detect_format
+from export_gelu.exporter.model_reads import contained, model_root
 from export_gelu.fspaths import utf8_path
 
 PICKLE_RISK = (
@@ -437,21 +438,16 @@ def check_external_data(path: Path) -> list[Path]:
             model = onnx.load_model(fh, load_external_data=False)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: not a readable ONNX file ({_first_line(exc)})") from exc
-    base = path.resolve().parent
+    base = path.resolve().parent  # where onnx_weights.load_graph reads the data from
+    root = model_root(base)
     sizes: dict[Path, int] = {}
     for name, info in _external_refs(model):
         location = info.get("location", "")
         if "\x00" in location or not location:
             raise BadInputError(f"{path}: tensor {name!r} has no usable external-data "
                                 f"location ({location!r})")
-        try:
-            target = (base / location).resolve()
-        except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
-            raise BadInputError(f"{path}: tensor {name!r} keeps its data at {location!r}, "
-                                f"which cannot be resolved ({exc})") from exc
-        if Path(location).is_absolute() or not target.is_relative_to(base):
-            raise BadInputError(f"{path}: tensor {name!r} points its data at {location!r}, "
-                                "outside the model's folder; refusing to read it")
+        target = contained(root, base, location, path,
+                           f"tensor {name!r} keeps its data at")
         if target not in sizes:
             if not target.is_file():
                 raise BadInputError(f"{path}: tensor {name!r} keeps its data in {location!r}, "

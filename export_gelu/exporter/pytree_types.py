@@ -14,12 +14,12 @@ for packages we trust to import by name (`TRUSTED_PACKAGES`) or that the user na
 from __future__ import annotations
 
 import importlib
-import json
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from export_gelu.bounded_json import parse_json
 from export_gelu.errors import BadInputError
 
 #: Libraries whose pytree types (model output objects) are imported when an archive names them.
@@ -43,8 +43,8 @@ def _spec_types(node: Any) -> Iterator[str]:
 def _treespec(text: Any) -> Any:
     """A serialized treespec string (`[protocol, {...}]`) as JSON, or None."""
     try:
-        value = json.loads(text) if isinstance(text, str) else text
-    except ValueError:
+        value = parse_json(text, "a treespec") if isinstance(text, str) else text
+    except BadInputError:
         return None
     return value[1] if isinstance(value, list) and len(value) == 2 else value
 
@@ -59,7 +59,7 @@ def archive_pytree_types(path: Path) -> list[str]:
                 if not (name.startswith("models/") and name.endswith(".json")) or \
                         info.file_size > _MAX_JSON:
                     continue
-                doc = json.loads(zf.read(info))
+                doc = parse_json(zf.read(info), info.filename, max_bytes=_MAX_JSON)
                 calls = (doc.get("graph_module") or {}).get("module_call_graph") or []
                 for call in calls:
                     sig = call.get("signature") or {}
@@ -67,7 +67,7 @@ def archive_pytree_types(path: Path) -> list[str]:
                         for kind in _spec_types(_treespec(sig.get(key))):
                             if not kind.startswith(_BUILTIN_PREFIXES) and kind not in found:
                                 found.append(kind)
-    except (zipfile.BadZipFile, OSError, ValueError, AttributeError):
+    except (zipfile.BadZipFile, OSError, ValueError, AttributeError, BadInputError):
         return []  # the loader reports a broken archive in its own words
     return found
 
