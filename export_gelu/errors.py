@@ -41,6 +41,37 @@ class WorldError(ExportGeluError):
     exit_code = 2
 
 
+class OutOfMemory(WorldError):
+    """A stage ran out of memory (Python's MemoryError, ONNX Runtime's or torch's failed
+    allocation): exit 2 naming the stage and what to try."""
+
+
+#: Words ONNX Runtime, torch and the C++ runtime use for a failed allocation.
+_OOM_WORDS = ("Failed to allocate memory", "std::bad_alloc", "bad_alloc", "out of memory",
+              "can't allocate memory", "Cannot allocate memory", "OutOfMemory")
+_OOM_BYTES = re.compile(r"(?:buffer of size|allocate) (\d{4,})")
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """What ran out when `exc` is a failed allocation (`could not allocate 4.0 TiB`,
+    `MemoryError`), else None; ONNX Runtime and torch raise RuntimeError-like errors that
+    say so only in their text."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return type(exc).__name__
+    if isinstance(exc, (ExportGeluError, KeyboardInterrupt)) or not isinstance(exc, Exception):
+        return None
+    text = str(exc)
+    if not any(word.lower() in text.lower() for word in _OOM_WORDS):
+        return None
+    size = _OOM_BYTES.search(text)
+    if size is None:
+        return f"{type(exc).__name__}: a failed allocation"
+    amount, units = float(size.group(1)), ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    while amount >= 1024 and len(units) > 1:
+        amount, units = amount / 1024, units[1:]
+    return f"could not allocate {amount:.1f} {units[0]}"
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM: unwinds like Ctrl-C so staging files are removed on the way out."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +145,7 @@ class Checked:
     dynamic: list[Any] = dataclasses.field(default_factory=list)  # exporter.dynamic.DimRange
     outputs: Any = None  # output_plan.OutputPlan: what the run writes, checked
     profiles: tuple[Any, ...] = ()  # inspect: the target profiles to judge the file for
+    notes: tuple[str, ...] = ()  # what checking changed (a --threads clamped), for the report
 
 
 def check_form(form: str, profile: Any) -> None:
@@ -176,6 +178,25 @@ def _check_precision(precision: str | None, optional: bool = False) -> None:
 def _check_threads(o: RunOptions) -> None:
     if o.threads < 1:
         raise BadInputError("--threads must be at least 1")
+
+
+def machine_cpus() -> int:
+    """How many CPUs this process may run on (its affinity mask; the count elsewhere)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def bound_threads(options: RunOptions) -> tuple[RunOptions, str | None]:
+    """`options` with `--threads` at most the CPUs this process may use, and the note saying
+    so when it was more (thread pools of 100 000 threads never finish starting)."""
+    cpus = machine_cpus()
+    if options.threads <= cpus:
+        return options, None
+    note = (f"--threads {options.threads} is more than the {cpus} CPU(s) this process may "
+            f"use; ran with {cpus}")
+    return dataclasses.replace(options, threads=cpus), note
 
 
 def _check_export(o: ExportOptions) -> Checked:

@@ -164,7 +164,7 @@ def build_runners(path: str | Path, runs: list[ProviderRun], threads: int = 1
         try:
             with captured_stderr() as log:
                 session = make_session(path, threads, providers=run.providers,
-                                       log_severity=3 if run.wanted == CPU_EP else 2)
+                                       log_severity=4 if run.wanted == CPU_EP else 2)
         except BadInputError as exc:
             if run.wanted == CPU_EP:
                 raise  # the graph itself does not load: the caller's error, as before

@@ -12,7 +12,7 @@ __all__ = ["make_session", "plugin_standin", "ort_runner", "output_names"]
 
 
 def ort_runner(path: str | Path, threads: int = 1, name: str = "onnxruntime") -> OnnxrtRunner:
-    return OnnxrtRunner(make_session(path, threads), name=name)
+    return OnnxrtRunner(make_session(path, threads, log_severity=4), name=name)
 
 
 def output_names(path: str | Path) -> list[str]:

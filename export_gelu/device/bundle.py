@@ -27,7 +27,7 @@ import numpy as np
 
 from export_gelu.device import script as ds
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.save import signals_deferred, staging_dir
+from export_gelu.exporter.save import placed, signals_deferred, staging_dir
 from export_gelu.notes import Note
 from export_gelu.trt_parser.versions import in_range
 
@@ -374,6 +374,7 @@ def _replace_dir(stage: Path, out: Path, tmp: Path) -> None:
     with signals_deferred():
         if not out.exists():
             os.replace(stage, out)
+            placed(out)  # a new folder, all of it this run's: removed if the run fails
         elif not _exchange(stage, out):  # no atomic swap here: aside, in, and back on failure
             aside = tmp / "previous"
             os.replace(out, aside)

@@ -239,6 +239,39 @@ def _remove_if_there(path: Path) -> None:
             raise
 
 
+#: The files (and folders) placed so far by each `all_or_nothing` block that is open.
+_PLACED: list[list[Path]] = []
+
+
+def placed(path: Path) -> None:
+    """Record that `path` was just renamed into place (removed again if the run fails)."""
+    for files in _PLACED:
+        files.append(path)
+
+
+@contextlib.contextmanager
+def all_or_nothing() -> Iterator[None]:
+    """A run's writes as one: every output the block placed (through `_commit`, a plot, a
+    bundle) is removed again when the block raises (bad input, the world's refusal, a bug,
+    a signal), so a run that fails leaves nothing it planned to write. The previous file of
+    that name, which the run replaced, is gone too."""
+    files: list[Path] = []
+    _PLACED.append(files)
+    try:
+        yield
+    except BaseException:
+        with signals_deferred():
+            for path in reversed(files):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        _remove_if_there(path)
+        raise
+    finally:
+        _PLACED.remove(files)
+
+
 def _commit(moves: list[tuple[Path, Path]], remove_first: list[Path],
             remove_after: list[Path]) -> None:
     """Renames in order, with removals before/after; signals held throughout."""
@@ -247,6 +280,7 @@ def _commit(moves: list[tuple[Path, Path]], remove_first: list[Path],
             _remove_if_there(path)
         for src, dst in moves:
             os.replace(src, dst)
+            placed(dst)
         for path in remove_after:
             _remove_if_there(path)
         with contextlib.suppress(OSError):

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.options import ExportOptions, RunOptions, validate
+from export_gelu.notes import Note
+from export_gelu.options import ExportOptions, RunOptions, bound_threads, validate
 from export_gelu.output_plan import check_outputs
 from export_gelu.pipeline import device_stages, finish, forms, sources, verify_stages
 from export_gelu.pipeline.export_command import EXPORT
@@ -84,6 +85,10 @@ def new_state(options: RunOptions, model: str | Path, progress: Progress | None 
     (exporter/in_memory.py), exported as it is; `model` is then its label."""
     _refuse_for_in_memory(options, loaded)
     checked = validate(options)
+    options, threads_note = bound_threads(options)
+    if threads_note:
+        checked = dataclasses.replace(checked, notes=(*checked.notes,
+                                                      Note(threads_note, "threads-clamped")))
     outputs = check_outputs(options, model, deployed=deployed,
                             device_outputs=getattr(options, "device_outputs", None),
                             device_times=getattr(options, "device_times", None))

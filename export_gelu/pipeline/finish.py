@@ -65,5 +65,6 @@ def write_report(state: RunState) -> None:
     report lists what the run wrote (`written`)."""
     state.progress.done()
     o = state.options
+    state.report.notes.extend(n for n in state.checked.notes if n not in state.report.notes)
     state.report.written = written_paths(state)
     write_reports(state.report, getattr(o, "report", None), getattr(o, "report_md", None))

@@ -8,6 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from export_gelu.errors import OutOfMemory, out_of_memory
+from export_gelu.exporter.save import all_or_nothing
+
 
 class Clock:
     """Wall seconds per stage: `lap(key)` charges the time since the previous lap to `key`."""
@@ -41,11 +44,30 @@ class Stage:
         return self.name if self.timed_as == "" else self.timed_as
 
 
+#: What to try when a stage runs out of memory.
+OOM_HINT = ("try smaller --input shapes or --dynamic ranges, fewer --threads, or a machine "
+            "with more memory")
+
+
 def run_stages(stages: Sequence[Stage], state: Any) -> Any:
-    """Run `stages` in order on `state`, each charged to the state's clock; return `state`."""
-    for stage in stages:
-        if not stage.applies(state):
-            continue
-        stage.run(state)
-        state.clock.lap(stage.clock_key)
+    """Run `stages` in order on `state`, each charged to the state's clock; return `state`.
+    All or nothing: when a stage raises, every output the run placed is removed again
+    (exporter/save.py: all_or_nothing); running out of memory is exit 2 naming the stage."""
+    with all_or_nothing():
+        for stage in stages:
+            if not stage.applies(state):
+                continue
+            _run_one(stage, state)
+            state.clock.lap(stage.clock_key)
     return state
+
+
+def _run_one(stage: Stage, state: Any) -> None:
+    try:
+        stage.run(state)
+    except Exception as exc:
+        what = out_of_memory(exc)
+        if what is None:
+            raise
+        raise OutOfMemory(f"out of memory in the {stage.name} stage ({what}); "
+                          f"{OOM_HINT}") from exc

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.exporter.save import staging_dir
+from export_gelu.exporter.save import placed, staging_dir
 
 #: Plot at least this input range, so a narrow observed range still shows the curves' shape.
 MIN_SPAN = 8.0
@@ -39,6 +39,7 @@ def _save(fig: Any, out: Path) -> Path:
         staged = tmp / out.name
         fig.savefig(staged, dpi=110, bbox_inches="tight")
         os.replace(staged, out)
+        placed(out)
     plt.close(fig)
     return out
 
