@@ -95,6 +95,7 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
                         ) -> onnx.ModelProto:
     import torch
 
+    from export_gelu.exporter.scopes import record_scopes, source_frames
     from export_gelu.exporter.workdir import current_workdir
 
     folder = current_workdir()
@@ -102,14 +103,19 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
         tmp = (tempfile.mkdtemp(prefix="torchscript-", dir=folder) if folder is not None
                else stack.enter_context(tempfile.TemporaryDirectory(prefix="export-gelu-")))
         path = Path(tmp) / "model.onnx"
-        with quiet_exporter():
+        with quiet_exporter(), source_frames() as frames:
+            # frames: each node's doc string holds the trace that made it (read, then cleared)
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
                               input_names=list(input_names) or None,
                               training=torch.onnx.TrainingMode.PRESERVE,
-                              do_constant_folding=True, dynamic_axes=dynamic_axes or None)
+                              do_constant_folding=True, dynamic_axes=dynamic_axes or None,
+                              verbose=frames)
         if folder is not None:  # a big model: its weights stay in the exporter's files
-            return _graph_of(path)
-        return onnx.load(str(path), load_external_data=True)
+            model = _graph_of(path)
+        else:
+            model = onnx.load(str(path), load_external_data=True)
+    record_scopes(model, module)
+    return model
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -191,3 +191,53 @@ def scope_props(scopes: Sequence[str], classes: Sequence[str], leaf: tuple[str, 
         STACK_TRACE: stack_trace,
     }
     return [onnx.StringStringEntryProto(key=k, value=values[k]) for k in KEYS]
+
+
+def is_torch_key(key: str) -> bool:
+    """Whether a metadata key is one of torch's node-provenance keys."""
+    return key == NAMESPACE or key.startswith("pkg.torch.onnx.")
+
+
+def torch_props(node: Node) -> list[onnx.StringStringEntryProto]:
+    """The node's provenance entries (torch's keys only), to copy onto another node."""
+    entries = node.metadata_props if isinstance(node, onnx.NodeProto) else metadata_props(node)
+    return [onnx.StringStringEntryProto(key=p.key, value=p.value) for p in entries
+            if is_torch_key(p.key)]
+
+
+def fill_from_neighbours(graph: onnx.GraphProto) -> int:
+    """Nodes without provenance take their neighbour's: the first reader of an output that
+    has it (readers without it are filled first), else the producer of an input; subgraphs
+    too. Returns how many were filled. For the nodes an exporter or converter adds on its own
+    (the TorchScript exporter's `Identity` of a shared weight, a folded `Constant`)."""
+    filled = 0
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                filled += fill_from_neighbours(sub)
+    nodes = list(graph.node)
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    producers: dict[str, onnx.NodeProto] = {}
+    for n in nodes:
+        for name in n.input:
+            readers.setdefault(name, []).append(n)
+        for name in n.output:
+            producers[name] = n
+    known = {id(n) for n in nodes if has_provenance(n)}
+    missing = [n for n in nodes if id(n) not in known]
+    for neighbours in (lambda n: [r for o in n.output for r in readers.get(o, ())],
+                       lambda n: [producers[i] for i in n.input if i in producers]):
+        progress = True
+        while missing and progress:
+            progress, still = False, []
+            for n in missing:
+                src = next((m for m in neighbours(n) if id(m) in known), None)
+                if src is None:
+                    still.append(n)
+                    continue
+                n.metadata_props.extend(torch_props(src))
+                known.add(id(n))
+                filled += 1
+                progress = True
+            missing = still
+    return filled
