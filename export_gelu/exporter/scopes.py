@@ -155,4 +155,3 @@ def record_scopes(model: onnx.ModelProto, traced: Any) -> None:
         if props is not None:
             node.metadata_props.extend(props)
         node.ClearField("doc_string")
-    P.fill_from_neighbours(model.graph)

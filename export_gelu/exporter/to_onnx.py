@@ -21,6 +21,7 @@ from export_gelu.errors import (
     is_world_fault,
     stated_cause,
 )
+from export_gelu.graph.provenance import fill_from_neighbours
 from export_gelu.passes.compat.attention import lower_attention
 
 #: The dynamo exporter cannot produce an opset below this in torch 2.13.
@@ -178,6 +179,9 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
             f"the {exporter} exporter could not export this model at opset {opset}: "
             f"{exporter_cause(exc)}"
         ) from exc
+    # nodes an exporter's own optimizer made without metadata (dynamo's Split of a fused
+    # projection) take their neighbour's module
+    fill_from_neighbours(model.graph)
     produced = default_opset(model)
     if produced != opset:
         raise TargetUnmetError(

@@ -29,6 +29,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from export_gelu.graph.index import metadata_props
+from export_gelu.graph.proto import all_node_protos
 
 NAMESPACE = "namespace"
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
@@ -241,3 +242,44 @@ def fill_from_neighbours(graph: onnx.GraphProto) -> int:
                 progress = True
             missing = still
     return filled
+
+
+def copy_provenance(src: onnx.GraphProto, dst: onnx.GraphProto) -> int:
+    """Give the nodes of `dst` (a conversion of `src` that dropped node metadata, as
+    `onnx.version_converter` does) the provenance of the node of `src` with the same name,
+    else of the one that wrote the same output; the rest from their neighbours. Returns how
+    many nodes of `dst` carry it after."""
+    old = [n for n in all_node_protos(src) if has_provenance(n)]
+    if not old:
+        return 0
+    by_name = {n.name: n for n in old if n.name}
+    by_output = {o: n for n in old for o in n.output if o}
+    count = 0
+    for node in all_node_protos(dst):
+        if has_provenance(node):
+            count += 1
+            continue
+        was = by_name.get(node.name) if node.name else None
+        was = was or next((by_output[o] for o in node.output if o in by_output), None)
+        if was is not None:
+            node.metadata_props.extend(torch_props(was))
+            count += 1
+    return count + fill_from_neighbours(dst)
+
+
+def name_scopes_from_names(graph: onnx.GraphProto) -> int:
+    """A graph no node of which records its module, whose node names are the TorchScript
+    exporter's scoped names (`/blocks.2/act/Mul_1`): each such node gets torch's
+    `name_scopes` key from its name (its classes are not known: no other key), the rest
+    from their neighbours. Returns how many nodes got it; 0 for any other graph."""
+    nodes = all_node_protos(graph)
+    if any(has_provenance(n) for n in nodes):
+        return 0
+    count = 0
+    for node in nodes:
+        scopes = scopes_from_name(node.name)
+        if scopes is not None:
+            leaf = node.name.rsplit("/", 1)[-1]
+            node.metadata_props.add(key=NAME_SCOPES, value=repr([*scopes, leaf]))
+            count += 1
+    return count + fill_from_neighbours(graph) if count else 0
