@@ -17,6 +17,7 @@ import onnx
 
 from export_gelu import graph as G
 from export_gelu.errors import BadInputError
+from export_gelu.graph.provenance import torch_props
 
 _NAME = re.compile(r"^[A-Za-z_][\w.\-/:]*$")
 
@@ -121,8 +122,11 @@ def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> list[tuple[s
             continue
         shared = counts[old] > 1 or old not in produced or old in renames
         if shared:
-            graph.node.append(onnx.helper.make_node("Identity", [old], [new],
-                                                    name=f"output_name_{new}"))
+            identity = onnx.helper.make_node("Identity", [old], [new], name=f"output_name_{new}")
+            made_by = next((n for n in graph.node if old in n.output), None)
+            if made_by is not None:  # the output's own module and source line
+                identity.metadata_props.extend(torch_props(made_by))
+            graph.node.append(identity)
         else:
             renames[old] = new
         out.name = new

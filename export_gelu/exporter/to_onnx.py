@@ -21,6 +21,7 @@ from export_gelu.errors import (
     is_world_fault,
     stated_cause,
 )
+from export_gelu.graph.provenance import fill_from_neighbours
 from export_gelu.passes.compat.attention import lower_attention
 
 #: The dynamo exporter cannot produce an opset below this in torch 2.13.
@@ -95,6 +96,7 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
                         ) -> onnx.ModelProto:
     import torch
 
+    from export_gelu.exporter.scopes import record_scopes, source_frames
     from export_gelu.exporter.workdir import current_workdir
 
     folder = current_workdir()
@@ -102,14 +104,19 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
         tmp = (tempfile.mkdtemp(prefix="torchscript-", dir=folder) if folder is not None
                else stack.enter_context(tempfile.TemporaryDirectory(prefix="export-gelu-")))
         path = Path(tmp) / "model.onnx"
-        with quiet_exporter():
+        with quiet_exporter(), source_frames() as frames:
+            # frames: each node's doc string holds the trace that made it (read, then cleared)
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
                               input_names=list(input_names) or None,
                               training=torch.onnx.TrainingMode.PRESERVE,
-                              do_constant_folding=True, dynamic_axes=dynamic_axes or None)
+                              do_constant_folding=True, dynamic_axes=dynamic_axes or None,
+                              verbose=frames)
         if folder is not None:  # a big model: its weights stay in the exporter's files
-            return _graph_of(path)
-        return onnx.load(str(path), load_external_data=True)
+            model = _graph_of(path)
+        else:
+            model = onnx.load(str(path), load_external_data=True)
+    record_scopes(model, module)
+    return model
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -172,6 +179,9 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
             f"the {exporter} exporter could not export this model at opset {opset}: "
             f"{exporter_cause(exc)}"
         ) from exc
+    # nodes an exporter's own optimizer made without metadata (dynamo's Split of a fused
+    # projection) take their neighbour's module
+    fill_from_neighbours(model.graph)
     produced = default_opset(model)
     if produced != opset:
         raise TargetUnmetError(

@@ -225,10 +225,42 @@ def detach(node: gs.Node) -> None:
     _edited_node(node)
 
 
+def _origin(node: gs.Node) -> object | None:
+    """The NodeProto whose provenance (metadata_props) the node carries, if any has some."""
+    d = node.__dict__
+    src = d.get(_SRC) or d.get(_META)
+    return src if src is not None and len(src.metadata_props) else None
+
+
+def _inherit(new: list[gs.Node]) -> None:
+    """New nodes made without `like=` take the provenance of the node they stand for: the
+    node that wrote the same tensor (the one replaced), else the first reader of their
+    outputs that has it (the op they were made for; new readers first get theirs), else the
+    producer of one of their inputs. One mechanism for every pass: a rewritten or lowered op
+    keeps the module of the op it replaced."""
+    missing = [n for n in new if _origin(n) is None]
+    for pick in (lambda n: [p for t in n.outputs for p in t.inputs if p is not n],
+                 lambda n: [c for t in n.outputs for c in t.outputs if c is not n],
+                 lambda n: [p for t in n.inputs for p in t.inputs]):
+        progress = True
+        while missing and progress:
+            progress, still = False, []
+            for n in missing:
+                src = next((o for o in map(_origin, pick(n)) if o is not None), None)
+                if src is None:
+                    still.append(n)
+                    continue
+                n.__dict__[_META] = src
+                progress = True
+            missing = still
+
+
 def set_nodes(graph: gs.Graph, nodes: list[gs.Node]) -> None:
     """Make `nodes` the graph's node list. Nodes of the old list or made since (`node`,
-    `clone`) that are not in it are unlinked, and `Constant` nodes only they read go too."""
+    `clone`) that are not in it are unlinked, and `Constant` nodes only they read go too.
+    New nodes carry the provenance of the node they replace (`_inherit`)."""
     keep = {id(n) for n in nodes}
+    _inherit([n for n in nodes if _SRC not in n.__dict__])
     dropped = [n for n in (*graph.nodes, *_made(graph)) if id(n) not in keep]
     _made(graph).clear()
     released = [t for n in dropped for t in n.inputs]

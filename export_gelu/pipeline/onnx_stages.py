@@ -20,6 +20,7 @@ from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter import dynamic as dyn
 from export_gelu.exporter.load import load_onnx_model
 from export_gelu.exporter.model_names import apply_output_names
+from export_gelu.graph.provenance import name_scopes_from_names
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.compat import fit_to_profile
 from export_gelu.passes.compat.upconvert import convert_up, convert_up_for
@@ -39,6 +40,7 @@ def onnx_input(state: RunState) -> None:
     done soundly) or down to N (by the target fit)."""
     o, rep = state.options, state.report
     model = load_onnx_model(state.loaded.path)
+    name_scopes_from_names(model.graph)  # a TorchScript export's scoped names, as torch's key
     dyn.name_graph_dims(model, state.dynamic.dims)
     rep.notes.extend(tagged("output-dims", [dyn.name_output_dims(model, state.dynamic.ranged)]))
     rep.exporter = "none (ONNX input)"

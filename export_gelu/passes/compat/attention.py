@@ -50,11 +50,20 @@ def _arg(node: fx.Node, index: int, name: str, default: Any) -> Any:
 Emit = Callable[..., fx.Node]
 
 
-def _emitter(graph: fx.Graph) -> Emit:
-    """An `Emit` for `graph` (calls land where `graph.inserting_before` says)."""
+#: The meta of the SDPA node every node emitted for it keeps: where it came from, so the
+#: exporter writes the module and source line of the attention it computes.
+_WHERE = ("nn_module_stack", "stack_trace")
+
+
+def _emitter(graph: fx.Graph, origin: fx.Node) -> Emit:
+    """An `Emit` for `graph` (calls land where `graph.inserting_before` says); each node
+    emitted carries `origin`'s module stack and stack trace."""
+    where = {k: origin.meta[k] for k in _WHERE if k in origin.meta}
 
     def emit(op: Any, *args: Any, **kwargs: Any) -> fx.Node:
-        return graph.call_function(op, args, kwargs)
+        node = graph.call_function(op, args, kwargs)
+        node.meta.update(where)
+        return node
 
     return emit
 
@@ -91,7 +100,7 @@ def _lower_one(graph: fx.Graph, node: fx.Node) -> None:
     big = _BIG
     scale = float(scale) if scale is not None else 1.0 / math.sqrt(int(qv.shape[-1]))
     s = math.sqrt(scale)
-    e = _emitter(graph)
+    e = _emitter(graph, node)
     with graph.inserting_before(node):
         if gqa and _val(k).shape[-3] != qv.shape[-3]:
             groups = int(qv.shape[-3] // _val(k).shape[-3])

@@ -24,6 +24,7 @@ import onnx
 
 from export_gelu.compat import model_opset
 from export_gelu.errors import TargetUnmetError
+from export_gelu.graph.provenance import copy_provenance
 from export_gelu.onnx_weights import checkable
 from export_gelu.targets import TargetProfile
 
@@ -155,6 +156,7 @@ def convert_up(model: onnx.ModelProto, opset: int, feed: Mapping[str, np.ndarray
 
     try:
         new = version_converter.convert_version(model, opset)
+        copy_provenance(model.graph, new.graph)  # the converter drops node metadata
         new.ir_version = _ir_version_for(opset, model.ir_version)
         fused = 0
         if fuse_layernorm and opset >= LAYERNORM_OPSET:
