@@ -219,6 +219,9 @@ def export_parser() -> argparse.ArgumentParser:
                         "PyTorch's outputs and run_on_device.sh (trtexec/polygraphy) for a box "
                         "export-gelu cannot drive (Jetson, TensorRT 7.x/8.x, trtexec only)")
     p.add_argument("--no-verify", action="store_true", help="skip parity and latency")
+    p.add_argument("--localize", action="store_true",
+                   help="name where the graph starts to differ from PyTorch (module, node, "
+                        "source line) even when parity passes; a failed parity always does")
     p.add_argument("--output-names", metavar="A,B,...",
                    help="names for the graph's outputs, in order (default: the model's own, "
                         "e.g. last_hidden_state, logits; else output_0, output_1, ...)")
@@ -286,6 +289,9 @@ def verify_parser() -> argparse.ArgumentParser:
                    help="save the inputs in polygraphy's format (polygraphy run --load-inputs)")
     p.add_argument("--save-outputs", metavar="OUT.json",
                    help="save both runners' outputs in polygraphy's format (--load-outputs)")
+    p.add_argument("--localize", action="store_true",
+                   help="name where the graph starts to differ from PyTorch (module, node, "
+                        "source line) even when parity passes; a failed parity always does")
     p.add_argument("--no-calibration", action="store_true",
                    help="do not record the GELU sites' input ranges")
     p.add_argument("--bundle", metavar="DIR",

@@ -96,6 +96,7 @@ class ExportOptions(RunOptions):
     bundle: str | None = None
     output_names: str | tuple[str, ...] | None = None
     cast_down: bool = False  # --cast-down: a float64 model exported in float32
+    localize: bool = False  # --localize: the first divergence even when parity passes
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class VerifyOptions(RunOptions):
     bundle_target: str = "trt"
     device_outputs: str | None = None  # outputs a device wrote: judged instead of running
     device_times: str | None = None  # trtexec --exportTimes of the same device run
+    localize: bool = False  # --localize: the first divergence even when parity passes
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,8 @@ def _check_export(o: ExportOptions) -> Checked:
         raise BadInputError(f"--opset {o.opset}: ONNX opsets that exporters emit start at "
                             f"{MIN_OPSET}")
     flags = [parse_dynamic_flag(d) for d in o.dynamic]  # refused here, not only on a GPU
+    if o.localize and not o.verify:
+        raise BadInputError("--localize compares the graph with PyTorch: drop --no-verify")
     if o.bundle:
         _check_bundle_target(profile)
     return Checked(profile, note, names, flags)

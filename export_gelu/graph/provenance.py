@@ -169,7 +169,12 @@ def frames(stack_trace: str) -> list[tuple[str, int]]:
 def source_of(node: Node) -> str | None:
     """`file:line` of the model's own code that made the node: the innermost frame of its
     stack trace in the model's source (torch's and generated frames skipped), or None."""
-    trace = stack_trace_of(node)
+    return source_in(stack_trace_of(node) or "")
+
+
+def source_in(trace: str) -> str | None:
+    """`file:line` of the innermost frame of the model's own code in a stack trace's text
+    (torch's, this package's and generated frames skipped), or None."""
     if not trace:
         return None
     found = [f for f in frames(trace) if is_model_frame(f[0])]

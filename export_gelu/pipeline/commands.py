@@ -11,7 +11,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.notes import Note
 from export_gelu.options import ExportOptions, RunOptions, bound_threads, validate
 from export_gelu.output_plan import check_outputs
-from export_gelu.pipeline import device_stages, finish, forms, sources, verify_stages
+from export_gelu.pipeline import device_stages, finish, forms, localize, sources, verify_stages
 from export_gelu.pipeline.export_command import EXPORT
 from export_gelu.pipeline.inspect_command import INSPECT
 from export_gelu.pipeline.stage import Stage
@@ -35,6 +35,7 @@ VERIFY = (
     Stage("describe", verify_stages.describe_deployed, timed_as="load"),
     Stage("reference", verify_stages.verify_reference, timed_as="verify"),
     Stage("verify", verify_stages.verify_check),
+    Stage("localize", localize.localize_stage, applies=localize.localizes, timed_as="verify"),
     Stage("save_data", verify_stages.save_data, applies=_saves_data, timed_as="verify"),
     Stage("bundle", verify_stages.verify_bundle, applies=_bundles_verified),
     Stage("calibration", verify_stages.calibrate_verify, applies=verify_stages.calibrates),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from export_gelu.check.divergence import Localization
 from export_gelu.check.latency import Latency
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.notes import note_json
@@ -56,6 +57,9 @@ class Report:
     graphs: dict[str, Any] | None = None  # a multi-graph export: file name → that graph's report
     generation: dict[str, Any] | None = None  # greedy decoding, ONNX Runtime vs generate
     written: list[str] = field(default_factory=list)  # every file and folder the run wrote
+    #: where the graph starts to differ from PyTorch (check/divergence.py), when localized;
+    #: written into `parity` as first_divergence, module_errors, localized_by, localize_note
+    divergence: Localization | None = None
 
     @property
     def exit_code(self) -> int:
@@ -82,7 +86,8 @@ class Report:
             "gelu_sites": [s.to_json() for s in self.gelu_sites],
             "op_counts": dict(sorted(self.op_counts.items())),
             "compatibility": self.compatibility,
-            "parity": self.parity.to_json(),
+            "parity": {**self.parity.to_json(),
+                       **(self.divergence.to_json() if self.divergence else {})},
             "trt": self.trt,
             "latency": {k: v.to_json() for k, v in self.latency.items()},
             "threads": self.threads,
@@ -135,6 +140,7 @@ class Report:
             verdict = "parses as is" if not reasons else "; ".join(reasons)
             lines.append(f"Check: {target}: {verdict}")
         lines.append(self._parity_line())
+        lines += self._divergence_lines()
         lines += self._generated_lines()
         lines += self._output_lines()
         lines += self._graph_lines()
@@ -259,6 +265,7 @@ class Report:
         if self.precision_note:
             lines.append(f"Precision: {self.precision} ({self.precision_note})")
         lines.append(self._parity_line())
+        lines += self._divergence_lines()
         lines += self._generated_lines()
         lines += self._output_lines()
         lines += self._latency_lines()
@@ -266,6 +273,9 @@ class Report:
         for note in self.notes:
             lines.append(f"Note: {note}")
         return "\n".join(lines)
+
+    def _divergence_lines(self) -> list[str]:
+        return [self.divergence.line()] if self.divergence else []
 
     def _parity_line(self) -> str:
         p = self.parity

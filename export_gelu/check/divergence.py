@@ -1,0 +1,198 @@
+"""Where a deployed graph starts to differ from PyTorch: the first module, in graph order, whose
+output is out of tolerance.
+
+Each module the graph's nodes name (their provenance, `graph/provenance.py`) maps to the
+tensor that leaves its scope last: the output of the last node of that scope which a node
+outside the scope, or the graph's output, reads. Those tensors become extra outputs of a
+copy of the graph (the user's file is never written), which runs once in ONNX Runtime; the
+model's own modules record their outputs on the same feed (`module_outputs.py`). Each pair
+of the same shape is judged with the run's tolerances, by the rule parity uses
+(`parity.errors_of`); the first module out of tolerance is the first divergence: every
+module before it in the graph, those that feed it included, is inside.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from export_gelu.check.parity import errors_of
+from export_gelu.check.tolerances import Tolerances
+
+
+def short_source(source: str) -> str:
+    """`file.py:LINE` of a recorded `path/to/file.py:LINE`, for the one printed line."""
+    return source.replace("\\", "/").rsplit("/", 1)[-1]
+
+@dataclass
+class FirstDivergence:
+    """The node whose output is the first module output out of tolerance."""
+
+    node: str
+    op_type: str
+    tensor: str
+    torch_module: str
+    source: str  # file.py:LINE of the model's code, or ""
+    max_abs: float
+    atol: float
+
+
+@dataclass
+class ModuleError:
+    """One module's output, deployed graph vs PyTorch, in graph order."""
+
+    module: str
+    tensor: str
+    depth: int  # position among the compared modules, in graph order
+    max_abs: float
+    ref_scale: float
+    passed: bool
+
+
+@dataclass
+class Localization:
+    """The first divergence (None: every compared module is inside), each module's error,
+    and how the modules were found (`modules`: PyTorch's module outputs; `none`: nothing
+    mapped, with the reason)."""
+
+    first: FirstDivergence | None = None
+    modules: list[ModuleError] = field(default_factory=list)
+    method: str = "modules"
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"first_divergence": asdict(self.first) if self.first else None,
+                "module_errors": [asdict(m) for m in self.modules],
+                "localized_by": self.method, "localize_note": self.reason}
+
+    def line(self) -> str:
+        """The one line the CLI prints."""
+        f = self.first
+        if f is None:
+            return (f"first divergence: none found ({self.reason})" if self.reason else
+                    f"first divergence: none ({len(self.modules)} module outputs within "
+                    "tolerance)")
+        where = f", {short_source(f.source)}" if f.source else ""
+        module = f.torch_module or "(no module)"
+        return (f"first divergence: {module} — {f.op_type} {f.node}, max abs {f.max_abs:.3g} > "
+                f"{f.atol:g}{where}")
+
+
+@dataclass
+class _Site:
+    """A module's boundary in the graph: the tensor leaving its scope, and its node."""
+
+    module: str
+    tensor: str
+    node: Any  # gs.Node
+    order: int
+
+
+def module_sites(graph: Any, modules: Collection[str] | None = None) -> list[_Site]:
+    """For each module path the nodes name (only those in `modules`, when given): the last
+    tensor produced in its scope that leaves it, in graph order of that tensor's node."""
+    from export_gelu.graph.provenance import scopes_of
+
+    outputs = {t.name for t in graph.outputs}
+    scope_sets = [set(scopes_of(n) or ()) - {""} for n in graph.nodes]
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
+    found: dict[str, _Site] = {}
+    for i, node in enumerate(graph.nodes):
+        if node.op == "Constant":
+            continue
+        for path in scope_sets[i]:
+            if modules is not None and path not in modules:
+                continue
+            for out in node.outputs:
+                readers = [index.get(id(c), -1) for c in out.outputs]
+                leaves = out.name in outputs or any(
+                    r < 0 or path not in scope_sets[r] for r in readers)
+                if leaves:
+                    found[path] = _Site(path, out.name, node, i)
+    return sorted(found.values(), key=lambda s: (s.order, -len(s.module)))
+
+
+def run_with_outputs(path: Path, names: list[str], feed: Mapping[str, np.ndarray],
+                     threads: int) -> dict[str, np.ndarray]:
+    """`path`'s graph with `names` marked as outputs (a copy, through polygraphy's
+    ModifyOutputs), run once in ONNX Runtime on `feed`."""
+    import onnx
+    from polygraphy.backend.onnx import ModifyOutputs
+
+    from export_gelu.check.ort_runner import ort_runner
+    from export_gelu.check.parity import _polygraphy_silent
+
+    model = onnx.load(str(path))
+    big = model.ByteSize() > (1 << 30) if _countable(model) else True
+    with _polygraphy_silent():
+        marked = ModifyOutputs(model, outputs=[o.name for o in model.graph.output] + names)()
+    del model
+    with tempfile.TemporaryDirectory(prefix="export-gelu-localize-") as tmp:
+        copy = Path(tmp) / "marked.onnx"
+        onnx.save(marked, str(copy), save_as_external_data=big)
+        del marked
+        runner = ort_runner(copy, threads=threads, name="onnxruntime-marked")
+        with _polygraphy_silent(), runner:
+            return dict(runner.infer(dict(feed)))
+
+
+def _countable(model: Any) -> bool:
+    try:
+        model.ByteSize()
+    except ValueError:  # over protobuf's 2 GiB
+        return False
+    return True
+
+
+def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
+                    graph_values: Mapping[str, np.ndarray], tol: Tolerances,
+                    source_of: Callable[[Any], str | None]) -> Localization:
+    """Each site's tensor against its module's PyTorch output (same shape only), in graph
+    order; the first out of tolerance is the first divergence."""
+    loc = Localization()
+    for site in sites:
+        ref, got = torch_values.get(site.module), graph_values.get(site.tensor)
+        if ref is None or got is None or tuple(np.shape(got)) != tuple(ref.value.shape):
+            continue
+        with np.errstate(all="ignore"):  # an inf or nan in the graph is a finding, not noise
+            stats, _ = errors_of([ref.value], [got], tol.atol, tol.rtol)
+        loc.modules.append(ModuleError(site.module, site.tensor, len(loc.modules),
+                                       stats.max_abs, stats.ref_scale, stats.passed))
+        if not stats.passed and loc.first is None:
+            loc.first = FirstDivergence(site.node.name, site.node.op, site.tensor, site.module,
+                                        source_of(site.node) or ref.call_site, stats.max_abs,
+                                        tol.atol)
+    if not loc.modules:
+        loc.method, loc.reason = "none", "no module output of the graph matched PyTorch's"
+    return loc
+
+
+def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
+             threads: int = 1, device: str = "cpu") -> Localization:
+    """The first divergence of the graph at `graph_path` from `loaded`'s modules on `feed`
+    (as the graph takes it)."""
+    import onnx
+
+    from export_gelu import graph as G
+    from export_gelu.check.module_outputs import hookable_module, record_module_outputs
+    from export_gelu.graph.provenance import source_of
+
+    root = hookable_module(loaded)
+    if root is None:
+        return Localization(method="none", reason="the model is not a module whose submodules "
+                                                  "can be hooked (TorchScript or ONNX)")
+    names = {n for n, _ in root.named_modules() if n}
+    with G.opened(onnx.load(str(graph_path), load_external_data=False)) as graph:
+        sites = module_sites(graph, names)
+        if not sites:
+            return Localization(method="none", reason="the graph's nodes name none of the "
+                                                      "model's modules (no provenance)")
+        torch_values = record_module_outputs(root, loaded, feed, {s.module for s in sites}, device)
+        wanted = [s.tensor for s in sites if s.module in torch_values]
+        graph_values = run_with_outputs(graph_path, sorted(set(wanted)), feed, threads)
+        return compare_modules(sites, torch_values, graph_values, tol, source_of)

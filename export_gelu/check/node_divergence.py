@@ -1,0 +1,130 @@
+"""The first divergence where no PyTorch module maps onto the graph (a graph without
+provenance, or an ONNX MODEL): the graph node by node against the same graph in a wider
+precision (float64 for a float32 graph, float32 for fp16), every float tensor an output of
+both copies, one run each. The first node out of tolerance whose inputs are inside is named.
+
+This finds what the precision does (an fp16 overflow, a cancellation), not a wrong weight or
+constant: both copies carry the same ones.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from export_gelu.check.divergence import FirstDivergence, Localization, ModuleError
+from export_gelu.check.parity import errors_of
+from export_gelu.check.tolerances import Tolerances
+from export_gelu.errors import BadInputError
+
+#: The wider element type each narrow one is checked against (ONNX TensorProto codes).
+_WIDER = {1: 11, 10: 1}  # FLOAT → DOUBLE, FLOAT16 → FLOAT
+
+
+def _widen_tensor(tensor: Any, narrow: int, wide: int) -> None:
+    from onnx import helper, numpy_helper
+
+    if tensor.data_type == narrow:
+        array = numpy_helper.to_array(tensor).astype(helper.tensor_dtype_to_np_dtype(wide))
+        tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+
+
+def widened(model: Any, narrow: int, wide: int) -> Any:
+    """A copy of `model` computing in `wide` where it computed in `narrow`: its weights,
+    constants, Casts, inputs and outputs (top-level graph; value infos dropped)."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    for init in graph.initializer:
+        _widen_tensor(init, narrow, wide)
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                _widen_tensor(attr.t, narrow, wide)
+            elif node.op_type == "Cast" and attr.name == "to" and attr.i == narrow:
+                attr.i = wide
+    for value in [*graph.input, *graph.output]:
+        if value.type.tensor_type.elem_type == narrow:
+            value.type.tensor_type.elem_type = wide
+    del graph.value_info[:]
+    return copy
+
+
+def _run_all(model: Any, feed: Mapping[str, np.ndarray], threads: int) -> dict[str, np.ndarray]:
+    """Every tensor of `model` (polygraphy's ModifyOutputs, mark all), one ONNX Runtime run."""
+    import onnx
+    from polygraphy import constants
+    from polygraphy.backend.onnx import ModifyOutputs
+
+    from export_gelu.check.ort_runner import ort_runner
+    from export_gelu.check.parity import _polygraphy_silent
+
+    with _polygraphy_silent():
+        marked = ModifyOutputs(model, outputs=constants.MARK_ALL, copy=True)()
+    with tempfile.TemporaryDirectory(prefix="export-gelu-nodes-") as tmp:
+        path = Path(tmp) / "marked.onnx"
+        onnx.save(marked, str(path), save_as_external_data=marked.ByteSize() > (1 << 30))
+        del marked
+        runner = ort_runner(path, threads=threads, name="onnxruntime-nodes")
+        with _polygraphy_silent(), runner:
+            return dict(runner.infer(dict(feed)))
+
+
+def localize_nodes(graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
+                   threads: int = 1) -> Localization:
+    """The graph at `graph_path` against itself in the wider precision, node by node."""
+    import onnx
+
+    from export_gelu.graph.provenance import module_of, source_of
+
+    model = onnx.load(str(graph_path))
+    narrow = _narrow_type(model)
+    if narrow is None:
+        return Localization(method="none", reason="the graph computes in no float type that a "
+                                                  "wider one can check")
+    wide = _WIDER[narrow]
+    wide_np = onnx.helper.tensor_dtype_to_np_dtype(wide)
+    narrow_np = onnx.helper.tensor_dtype_to_np_dtype(narrow)
+    wide_feed = {k: v.astype(wide_np) if v.dtype == narrow_np else v for k, v in feed.items()}
+    try:
+        got = _run_all(model, feed, threads)
+        ref = _run_all(widened(model, narrow, wide), wide_feed, threads)
+    except BadInputError as exc:
+        first = str(exc).split("cannot load it: ")[-1][:200]
+        return Localization(method="none", reason=f"the graph cannot run in "
+                                                  f"{np.dtype(wide_np).name} here: {first}")
+    loc = Localization(method="nodes")
+    bad: set[str] = set()
+    for node in model.graph.node:
+        outs = [o for o in node.output if o in got and o in ref
+                and np.issubdtype(np.asarray(got[o]).dtype, np.floating)]
+        if not outs or node.op_type == "Constant":
+            continue
+        with np.errstate(all="ignore"):  # an inf or nan in the graph is a finding, not noise
+            stats, _ = errors_of([ref[outs[0]]], [got[outs[0]]], tol.atol, tol.rtol)
+        loc.modules.append(ModuleError(node.name, outs[0], len(loc.modules), stats.max_abs,
+                                       stats.ref_scale, stats.passed))
+        if stats.passed:
+            continue
+        bad.update(outs)
+        if loc.first is None and not bad.intersection(node.input):
+            loc.first = FirstDivergence(node.name, node.op_type, outs[0],
+                                        module_of(node) or "", source_of(node) or "",
+                                        stats.max_abs, tol.atol)
+    return loc
+
+
+def _narrow_type(model: Any) -> int | None:
+    """FLOAT16 when the graph holds fp16 tensors, else FLOAT when it holds fp32, else None."""
+    types = {i.data_type for i in model.graph.initializer}
+    types |= {v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output]}
+    for narrow in (10, 1):
+        if narrow in types:
+            return narrow
+    return None

@@ -1,0 +1,61 @@
+"""The `localize` stage: when parity fails (or `--localize` asks on a passing run), where the
+deployed graph starts to differ from PyTorch (`check/divergence.py`), into the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from export_gelu.check.deployed import deployed_feed, feed_for
+from export_gelu.check.divergence import Localization, localize
+from export_gelu.check.node_divergence import localize_nodes
+from export_gelu.pipeline.state import RunState
+
+
+def localizes(state: RunState) -> bool:
+    """Parity ran on a graph and failed, or `--localize` was given and it ran at all."""
+    status = state.report.parity.status
+    return status == "failed" or (bool(getattr(state.options, "localize", False))
+                                  and status == "passed")
+
+
+def _why_not(state: RunState) -> str:
+    """Why this run cannot be localized at all, or ""."""
+    if state.deployed is not None and state.deployed.kind != "onnx":
+        return "DEPLOYED is a TensorRT engine: its intermediates cannot be marked as outputs"
+    return ""
+
+
+def _has_modules(state: RunState) -> bool:
+    """The PyTorch model is still in memory (a big one is freed once its outputs are
+    recorded) and is not an ONNX file."""
+    loaded = state.loaded
+    return bool(loaded is not None and not loaded.is_onnx
+                and (loaded.module is not None or loaded.exported is not None))
+
+
+def localize_stage(state: RunState) -> None:
+    """loaded, the graph (DEPLOYED or the written output), the main feed, the tolerances →
+    report.divergence."""
+    rep = state.report
+    why = _why_not(state)
+    if why:
+        rep.divergence = Localization(method="none", reason=why)
+        return
+    state.progress.step("comparing module outputs with PyTorch (first divergence)")
+    if state.deployed is not None:  # verify
+        path, feed = state.deployed.path, feed_for(state.deployed, state.feed)
+    else:  # export: the graph just written
+        path, feed = Path(state.output), deployed_feed(state.feed, state.graph,
+                                                       state.run_precision)
+    tol = state.tolerances
+    if tol is None:
+        from export_gelu.pipeline.checking import export_tolerances
+
+        tol = export_tolerances(state)
+    device = state.device.device if state.device else "cpu"
+    threads = state.options.threads
+    found = (localize(state.loaded, path, feed, tol, threads, device) if _has_modules(state)
+             else None)
+    if found is None or found.method == "none":  # no module maps: node by node
+        found = localize_nodes(path, feed, tol, threads)
+    rep.divergence = found
