@@ -674,6 +674,26 @@ def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> Dyna
     return plan
 
 
+def refuse_oversized_points(plan: DynamicPlan) -> None:
+    """Exit 2 naming the `--dynamic` flag (as typed) when an input at one of the sizes parity
+    feeds (opt, min, an odd size, max) would hold more elements than any input may."""
+    from export_gelu.exporter.inputs import MAX_ELEMENTS
+
+    for label, sizes in plan.points():
+        for t in plan.templates:
+            shape = [sizes[d] if isinstance(d, str) else d for d in t.dims]
+            elements = float(np.prod(shape, dtype=np.float64)) if shape else 1.0
+            if elements <= MAX_ELEMENTS:
+                continue
+            named = [d for d in plan.dims if d.name in t.dims]
+            widest = max(named, key=lambda d: sizes[d.name])
+            raise BadInputError(
+                f"{widest.label}: at its {label} size ({sizes[widest.name]}) input {t.name!r} "
+                f"has shape {'x'.join(map(str, shape))}, {elements:.3g} elements, more than the "
+                f"{MAX_ELEMENTS} an input may hold (parity runs at min, opt, an odd size and "
+                "max); lower the range, or pass --no-verify")
+
+
 def plan_dynamic(loaded: Any, flags: Sequence[DimRange], specs: Sequence[str],
                  npz: Any = None) -> tuple[DynamicPlan, list[str]]:
     """The run's dynamic dims, and the `--input` specs to feed (named dims at their OPT).

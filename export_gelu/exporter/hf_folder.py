@@ -12,6 +12,7 @@ its math; `--precision` casts afterwards), in eval mode.
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -169,6 +170,7 @@ def _from_pretrained(cls: Any, folder: Path, weights: Weights, allow_pickle: boo
 
     kwargs = dict(local_files_only=True, use_safetensors=weights.safetensors,
                   attn_implementation="eager", output_loading_info=True,
+                  ignore_mismatched_sizes=True,  # listed in the loading info: _loading_notes
                   trust_remote_code=allow_pickle)
     try:
         return cls.from_pretrained(str(folder), dtype=torch.float32, **kwargs)
@@ -216,6 +218,22 @@ def _loading_notes(info: Any, folder: Path) -> list[str]:
                  "hf-new-weights")]
 
 
+#: Sentences of transformers' and torch's errors that point at a report or warnings printed
+#: before them (export-gelu silences those): replaced by what the error means.
+_POINTS_ABOVE = re.compile(r"(look at the above report|check the warnings above|see above|"
+                           r"printed above)", re.I)
+
+
+def _own_words(exc: BaseException) -> str:
+    """The first line of `exc`, unless it only points at a report printed above (which the
+    run silenced): then what it means, in our words."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    if _POINTS_ABOVE.search(first):
+        return ("the folder's weights do not fit its config.json: a weight's shape or dtype "
+                "differs from what the config gives it")
+    return first
+
+
 def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = False
                 ) -> FolderModel:
     """Load a save_pretrained folder for `task` (optimum's names; None: from architectures)."""
@@ -231,9 +249,8 @@ def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = Fals
     except BadInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - corrupt weights, a config the class refuses
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"{folder}: {resolved.class_name}.from_pretrained failed "
-                            f"({type(exc).__name__}: {first})") from exc
+                            f"({type(exc).__name__}: {_own_words(exc)})") from exc
     model.eval()
     how = "inferred from config.json's architectures" if resolved.inferred else "--task"
     shards = f", {len(weights.files)} shards" if weights.index else ""

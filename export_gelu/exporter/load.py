@@ -428,6 +428,20 @@ def _external_refs(model: Any) -> Iterator[tuple[str, dict[str, str]]]:
             yield tensor.name, {e.key: e.value for e in tensor.external_data}
 
 
+def refuse_unknown_opset(path: Path, model: Any) -> None:
+    """Exit 2 when the model declares an ONNX opset newer than any this onnx knows: its ops'
+    meaning cannot be known, so no conversion of it can be trusted."""
+    import onnx
+
+    known = onnx.defs.onnx_opset_version()
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx") and entry.version > known:
+            raise BadInputError(f"{path}: declares ONNX opset {entry.version}, which export-gelu "
+                                f"does not know (it knows opsets 1 to {known}, those of onnx "
+                                f"{onnx.__version__}); export the model at opset {known} or "
+                                "lower")
+
+
 def check_external_data(path: Path) -> list[Path]:
     """Refuse external-data references that escape the model's folder, point at missing files
     or reach past a file's end; return the files referenced."""
@@ -438,6 +452,7 @@ def check_external_data(path: Path) -> list[Path]:
             model = onnx.load_model(fh, load_external_data=False)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: not a readable ONNX file ({_first_line(exc)})") from exc
+    refuse_unknown_opset(path, model)
     base = path.resolve().parent  # where onnx_weights.load_graph reads the data from
     root = model_root(base)
     sizes: dict[Path, int] = {}

@@ -10,7 +10,6 @@ from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
 from export_gelu.pipeline.state import RunState
-from export_gelu.report.markdown import plot_paths
 from export_gelu.report.write import write_reports
 
 
@@ -55,9 +54,7 @@ def written_paths(state: RunState) -> list[str]:
     found += [p for p in (rep.trt.get("engine"), rep.trt.get("bundle")) if p]
     report_md = getattr(o, "report_md", None)
     found += [str(p) for p in (getattr(o, "report", None), report_md) if p]
-    if report_md:
-        found += [str(p) for p in plot_paths(Path(report_md)).values() if p.exists()]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(found))  # the plots are added as they are written
 
 
 def write_report(state: RunState) -> None:

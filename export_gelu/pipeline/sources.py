@@ -6,7 +6,7 @@ from __future__ import annotations
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.call_plan import ordered_feed, plan_for
 from export_gelu.exporter.cast_down import cast_down_on_request
-from export_gelu.exporter.dynamic import plan_dynamic
+from export_gelu.exporter.dynamic import plan_dynamic, refuse_oversized_points
 from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.exporter.hf_dims import declared_plan
 from export_gelu.exporter.load import load_model
@@ -42,6 +42,8 @@ def export_inputs(state: RunState) -> None:
     loaded = state.loaded
     state.dynamic, specs = plan_dynamic(loaded, state.checked.dynamic, list(o.inputs),
                                         o.inputs_npz)
+    if o.verify and state.dynamic.ranged and not o.inputs_npz:
+        refuse_oversized_points(state.dynamic)  # before any work, naming the flag typed
     if loaded.dims and not (state.checked.dynamic or o.inputs or o.inputs_npz):
         state.dynamic = declared_plan(loaded.dims)  # a Hugging Face graph's own dims
     feed = resolve_feed(loaded, specs, o.inputs_npz)

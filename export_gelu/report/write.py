@@ -5,14 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from export_gelu.exporter.save import write_text_atomic
-from export_gelu.report.markdown import write_markdown
+from export_gelu.report.markdown import plot_paths, write_markdown
 from export_gelu.report.report import Report
 
 
 def write_reports(rep: Report, report: str | Path | None = None,
                   report_md: str | Path | None = None) -> None:
-    """Write `rep` as JSON (`--report`) and as Markdown with plots (`--report-md`)."""
+    """Write `rep` as Markdown with plots (`--report-md`), then as JSON (`--report`), whose
+    `written` then lists the plots this run did write (and no plot it did not)."""
+    if report_md:
+        files = [str(f) for f in write_markdown(rep, Path(report_md))]
+        plots = {str(p) for p in plot_paths(Path(report_md)).values()}
+        rep.written = [w for w in rep.written if w not in plots]
+        rep.written += [f for f in files if f not in rep.written]
     if report:
         write_text_atomic(rep.dumps(), Path(report))
-    if report_md:
-        write_markdown(rep, Path(report_md))
