@@ -140,13 +140,17 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
 
 
 def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
-                  dry_run: bool = True, *, progress: Progress | None = None) -> dict[str, Any]:
-    """GELU sites and per-target compatibility of an ONNX file, without a GPU.
+                  dry_run: bool = True, *, nodes: Sequence[str] = (),
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """GELU sites (each with the PyTorch module and source line it came from, where the
+    graph records them) and per-target compatibility of an ONNX file, without a GPU.
 
     For each target (all by default): the reasons it would not parse the file as is, and
-    (`dry_run`) whether `export-gelu FILE --target T` would fit it.
+    (`dry_run`) whether `export-gelu FILE --target T` would fit it. `nodes`: names of nodes
+    whose module, class and source line to give (`info["nodes"]`).
     """
-    options = InspectOptions(targets=tuple(targets or ()), dry_run=dry_run)
+    options = InspectOptions(targets=tuple(targets or ()), dry_run=dry_run,
+                             nodes=tuple(nodes))
     return run_stages(INSPECT, new_state(options, model, progress)).inspection
 
 

@@ -242,6 +242,7 @@ def inspect_parser() -> argparse.ArgumentParser:
                "  export-gelu inspect model.onnx                      # every target\n"
                "  export-gelu inspect model.onnx --target trt8.2 --target trt8.2.3\n"
                "  export-gelu inspect model.onnx --json --no-dry-run  # for scripts, faster\n"
+               "  export-gelu inspect model.onnx --node /Mul_7        # where a node came from\n"
                "\n"
                "exit codes: 0 done; 2 bad input; 3 with --target: that target would not "
                "parse the file as is",
@@ -254,6 +255,9 @@ def inspect_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--no-dry-run", action="store_true",
                    help="skip the 'after export-gelu' column (no passes are run)")
+    p.add_argument("--node", action="append", default=[], metavar="NAME",
+                   help="also show this node's PyTorch module, class and source line "
+                        "(repeatable)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
@@ -396,7 +400,7 @@ def _run_inspect(argv: Sequence[str]) -> int:
     progress = Progress()
     try:
         info = api.inspect_model(args.model, targets or None, dry_run=not args.no_dry_run,
-                                 progress=progress)
+                                 nodes=args.node, progress=progress)
     finally:
         progress.done()
     print(json.dumps(info, indent=2) if args.json else format_table(info))

@@ -135,6 +135,7 @@ class InspectOptions(RunOptions):
 
     targets: tuple[str, ...] = ()  # () : every target profile
     dry_run: bool = True  # run the ONNX passes on a copy: would `export-gelu --target T` fit?
+    nodes: tuple[str, ...] = ()  # node names whose module and source line to show
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ run an engine of that version, or only the device (`--bundle DIR`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -61,13 +62,29 @@ def engine_here(profile: TargetProfile) -> dict[str, Any] | None:
             "device_only": in_range(profile.trt_version, fixed_in=POLYGRAPHY_MIN_TRT)}
 
 
+def _origin(module: str | None, where: str | None, cls: str | None = None) -> str:
+    """`  in blocks.2.act, model.py:41`: the module a site or node came from (its file
+    shortened to its name), or "" when the graph does not record it."""
+    if module is None:
+        return ""
+    shown = (module or "the model itself") + (f" ({cls})" if cls else "")
+    if where:
+        path, _, line = where.rpartition(":")
+        shown += f", {Path(path).name}:{line}"
+    return f"  in {shown}"
+
+
 def format_table(info: dict[str, Any]) -> str:
     """The plain-text view `export-gelu inspect` prints."""
     sites = info["gelu_sites"]
     lines = [f"{info['model']}: opset {info['opset']}, IR {info['ir_version']}, "
              f"{len(sites)} GELU site(s)"]
     for s in sites:
-        lines.append(f"  {s['name']:<40} {s['kind']:<6} {s['source']}")
+        origin = _origin(s.get("module") or None, s.get("where"))
+        lines.append(f"  {s['name']:<40} {s['kind']:<6} {s['source']}{origin}")
+    for n in info.get("nodes", []):
+        origin = _origin(n["module"], n["source"], n["class"]) or "  (no module recorded)"
+        lines.append(f"  node {n['name']}: {n['op_type']}{origin}")
     after = info.get("after_export", {})
     engines = info.get("engine_here", {})
     width = max(8, *(len(n) for n in info["compatibility"]))

@@ -184,6 +184,14 @@ def source_in(trace: str) -> str | None:
     return f"{path}:{line}"
 
 
+def describe(node: Node) -> dict[str, str | None]:
+    """The node's name, op and what it records of its origin, as one record (for `inspect`
+    and reports): `module`, `class`, `source` (`file:line`), each None when not recorded."""
+    op = node.op_type if isinstance(node, onnx.NodeProto) else node.op
+    return {"name": node.name, "op_type": op, "module": module_of(node),
+            "class": class_of(node), "source": source_of(node)}
+
+
 def scope_props(scopes: Sequence[str], classes: Sequence[str], leaf: tuple[str, str],
                 stack_trace: str = "") -> list[onnx.StringStringEntryProto]:
     """The metadata_props torch's dynamo exporter writes, in its format: `scopes` and

@@ -6,6 +6,8 @@ from __future__ import annotations
 from export_gelu.check.inspection import engine_here, fit_after_export
 from export_gelu.compat import compatibility_table, model_opset, op_counts
 from export_gelu.errors import BadInputError
+from export_gelu.graph import all_node_protos
+from export_gelu.graph.provenance import describe, source_of
 from export_gelu.onnx_weights import load_graph
 from export_gelu.passes.onnx import find_sites
 from export_gelu.pipeline import sources
@@ -23,12 +25,21 @@ def require_onnx(state: RunState) -> None:
 
 
 def census(state: RunState) -> None:
-    """graph → opset, IR version, op counts and GELU sites (the graph is only read)."""
+    """graph → opset, IR version, op counts, GELU sites (each with the module and source line
+    it came from) and the asked nodes' (the graph is only read)."""
     model = state.graph
+    by_name = {n.name: n for n in all_node_protos(model.graph)}
+    sites = []
+    for site in find_sites(model):
+        root = by_name.get(site.onnx_nodes[0]) if site.onnx_nodes else None
+        sites.append({**site.to_json(), "where": source_of(root) if root else None})
+    missing = [n for n in state.options.nodes if n not in by_name]
+    if missing:
+        raise BadInputError(f"{state.model_path}: no node named {missing[0]!r}")
     state.inspection.update(
         opset=model_opset(model), ir_version=int(model.ir_version),
-        op_counts=dict(sorted(op_counts(model).items())),
-        gelu_sites=[s.to_json() for s in find_sites(model)])
+        op_counts=dict(sorted(op_counts(model).items())), gelu_sites=sites,
+        nodes=[describe(by_name[n]) for n in state.options.nodes])
 
 
 def target_verdicts(state: RunState) -> None:

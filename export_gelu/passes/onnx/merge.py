@@ -1,38 +1,25 @@
 """fx sites + ONNX sites → one list for the report (torch inputs keep their module paths).
 
-The dynamo exporter records each node's module scopes in `metadata_props`
-(`pkg.torch.onnx.name_scopes`: […, "model.h.0.mlp.act", "gelu"]); the TorchScript
-exporter writes them into node names (`/model/h.0/mlp/act/Mul_1`). An ONNX site gets its
-module path from either, and is paired with the fx site of the same module; the rest
-are paired in graph order.
+Every node export-gelu exports records its module under torch's own metadata keys
+(`pkg.torch.onnx.name_scopes`: […, "model.h.0.mlp.act", "gelu"]); a foreign TorchScript
+export has it in its node names (`/model/h.0/mlp/act/Mul_1`). An ONNX site gets its module
+path from either (`graph/provenance.py`), and is paired with the fx site of the same
+module; the rest are paired in graph order.
 """
 
 from __future__ import annotations
 
-import ast
 from dataclasses import replace
 
 import onnx_graphsurgeon as gs
 
-from export_gelu import graph as G
+from export_gelu.graph import provenance
 from export_gelu.passes.sites import GeluSite
-
-_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
 
 
 def module_of(node: gs.Node) -> str:
-    """The module path an exporter recorded for `node`, or ""."""
-    for prop in G.metadata_props(node):
-        if prop.key == _SCOPES_KEY:
-            try:
-                scopes = ast.literal_eval(prop.value)
-            except (ValueError, SyntaxError):
-                return ""
-            return str(scopes[-2]) if isinstance(scopes, list) and len(scopes) >= 2 else ""
-    parts = node.name.split("/")
-    if node.name.startswith("/") and len(parts) > 2:  # TorchScript: /a/b.0/c/Op_1
-        return ".".join(p for p in parts[1:-1] if p)
-    return ""
+    """The module path an exporter recorded for `node` (`graph/provenance.py`), or ""."""
+    return provenance.module_of(node) or ""
 
 
 def _combine(fx: GeluSite, ox: GeluSite) -> GeluSite:
