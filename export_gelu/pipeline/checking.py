@@ -109,7 +109,8 @@ def _check_graph(state: RunState) -> None:
         return
     state.progress.step(f"checking parity ({', '.join(r.name for r in runners)})")
     outcome = run_check(CheckJob(state.reference, runners, [feed], export_tolerances(state),
-                                 o.iterations, o.warmup), state.progress)
+                                 o.iterations, o.warmup, precision=state.run_precision),
+                        state.progress)
     rep.parity, rep.latency = outcome.verdict, outcome.latency
     rep.providers = _providers_table(runs, outcome) if runs else {}
     if state.engine is not None:
