@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.check.half_baseline import judge_against_pytorch
 from export_gelu.check.latency import Latency, measure_latency
 from export_gelu.check.parity import ParityResult, compare_all
 from export_gelu.check.recorded import RecordedRunner
@@ -40,6 +41,8 @@ class CheckJob:
     iterations: int = 0
     warmup: int = 0
     feeds_by_runner: Mapping[str, Feed] | None = None  # for timing a runner on its own feed
+    #: fp16/bf16: each output is also judged against PyTorch's own error at that precision
+    precision: str = "fp32"
 
 
 @dataclass
@@ -53,6 +56,7 @@ def run_check(job: CheckJob, progress: Progress | None = None) -> CheckOutcome:
     """Parity of every runner against the reference, the verdict, and latency when asked."""
     tol = job.tolerances
     results = compare_all(job.reference, list(job.runners), list(job.feeds), tol.atol, tol.rtol)
+    judge_against_pytorch(results, job.reference, list(job.feeds), job.precision)
     by_runner = OrderedDict((r.runners[1], r) for r in results)
     failed = [r for r in results if r.status == "failed"]
     outcome = CheckOutcome(failed[0] if failed else results[0], dict(by_runner))

@@ -9,6 +9,15 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.check.tolerances import (
+    JUDGED_ATOL,
+    JUDGED_CONSTANT,
+    JUDGED_OWN_SCALE,
+    JUDGED_ZERO,
+    Judging,
+    judging_for,
+)
+
 #: At most this many absolute errors per output are kept for histograms (an even subsample).
 MAX_ERROR_SAMPLES = 200_000
 
@@ -25,6 +34,11 @@ class OutputError:
     passed: bool
     nonfinite: int = 0
     elements: int = 0
+    #: the rule that judged it (check.tolerances.judging_for) and the atol it used
+    judged: str = JUDGED_ATOL
+    judged_atol: float | None = None
+    #: PyTorch's own max abs error at the graph's precision (fp16/bf16 runs), else None
+    pytorch_max_abs: float | None = None
 
 
 @dataclass
@@ -40,6 +54,13 @@ class ParityResult:
     error_samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: polygraphy RunResults of both runners, for `--save-outputs`; not part of the JSON.
     run_results: Any = field(default=None, repr=False)
+    # -- verdicts that mean something (docs/verify.md "Reading a verdict") --
+    #: the reference differs from itself on the same inputs (check/nondeterminism.py)
+    nondeterministic: dict[str, Any] | None = None
+    #: PyTorch's own error at the graph's precision, and the rule it set (check/half_baseline.py)
+    pytorch_precision: dict[str, Any] | None = None
+    #: fp32 islands kept in an fp16 graph to fix an overflow (passes/compat/fp16_islands.py)
+    islands: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,7 +71,15 @@ class ParityResult:
             "runners": list(self.runners),
             "iterations": self.iterations,
             "outputs": {n: asdict(o) for n, o in self.outputs.items()},
+            **self._verdicts_json(),
         }
+
+    def _verdicts_json(self) -> dict[str, Any]:
+        """The keys of honest verdicts: nondeterminism, PyTorch's own low-precision error,
+        fp32 islands (each null when it does not apply)."""
+        return {"nondeterministic": self.nondeterministic,
+                "pytorch_precision": self.pytorch_precision,
+                "islands": self.islands}
 
 
 def skipped(reason: str) -> ParityResult:
@@ -63,12 +92,14 @@ def _shape_mismatch(ref: np.ndarray) -> OutputError:
                        False, 0, int(ref.size))
 
 
-def errors_of(refs: Sequence[np.ndarray], outs: Sequence[np.ndarray], atol: float, rtol: float
-              ) -> tuple[OutputError, np.ndarray]:
+def errors_of(refs: Sequence[np.ndarray], outs: Sequence[np.ndarray], atol: float, rtol: float,
+              *, inputs_differ: bool = False) -> tuple[OutputError, np.ndarray]:
     """Statistics of one output over iterations (float64), and its absolute errors.
 
     An element fails only if both abs > atol and rel > rtol (polygraphy's rule), or is not
-    finite; rel is relative to the reference.
+    finite; rel is relative to the reference. A reference that cannot tell a right graph from
+    a wrong one (near zero, all zero, or the same for the different inputs of
+    `inputs_differ` feeds) is judged by `judging_for`.
     """
     r_all = [np.asarray(r, dtype=np.float64) for r in refs]
     o_all = [np.asarray(o, dtype=np.float64) for o in outs]
@@ -81,17 +112,25 @@ def errors_of(refs: Sequence[np.ndarray], outs: Sequence[np.ndarray], atol: floa
     diff = np.abs(r - o)
     nonfinite = int(np.count_nonzero(~np.isfinite(o)))
     rel = diff / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
-    bad = ((diff > atol) & (rel > rtol)) | ~np.isfinite(diff)
+    scale = float(np.abs(r).max())
+    is_float = np.asarray(refs[0]).dtype.kind == "f"
+    constant = (inputs_differ and len(r_all) > 1
+                and all(np.array_equal(a, r_all[0]) for a in r_all[1:]))
+    judging = (judging_for(atol, rtol, scale, constant=constant) if is_float
+               else Judging(atol, JUDGED_ATOL))
+    bad = ((diff > judging.atol) & (rel > rtol)) | ~np.isfinite(diff)
     finite = diff[np.isfinite(diff)]
     stats = OutputError(
         max_abs=float(diff.max()),
         max_rel=float(rel.max()),
         mean_abs=float(diff.mean()),
         p999_abs=float(np.quantile(diff, 0.999)),
-        ref_scale=float(np.abs(r).max()),
-        passed=not bool(bad.any()),
+        ref_scale=scale,
+        passed=judging.judgeable and not bool(bad.any()),
         nonfinite=nonfinite,
         elements=int(r.size),
+        judged=judging.rule,
+        judged_atol=judging.atol,
     )
     step = max(1, finite.size // MAX_ERROR_SAMPLES)
     return stats, finite[::step].astype(np.float32)
@@ -135,6 +174,11 @@ def compare_all(reference: Any, deployed: Sequence[Any],
 
     with _polygraphy_silent():
         results = Comparator.run([reference, *deployed], data_loader=list(feeds))
+        # determinism: a second run of the reference (a recorded one ran twice when live)
+        again = getattr(reference, "again", None)
+        if again is None:
+            again = Comparator.run([reference], data_loader=list(feeds[:1]))[0][1][0]
+        differ = _inputs_differ(feeds)
         out = []
         for i in range(1, len(results)):
             pair = RunResults([results[0], results[i]])
@@ -142,12 +186,43 @@ def compare_all(reference: Any, deployed: Sequence[Any],
             verdict = Comparator.compare_accuracy(
                 pair, comparisons=[(1, 0)],
                 compare_func=SimpleCompareFunc(atol=atol, rtol=rtol, check_shapes=True))
-            out.append(_result_of(pair, bool(verdict), atol, rtol, len(feeds)))
+            out.append(_result_of(pair, bool(verdict), atol, rtol, len(feeds), differ))
+    _judge_determinism(out, reference, results[0][1][0], again, feeds[0], atol, rtol)
     return out
 
 
-def _result_of(pair: Any, verdict: bool, atol: float, rtol: float, n_feeds: int
-               ) -> ParityResult:
+def _inputs_differ(feeds: Sequence[Mapping[str, np.ndarray]]) -> bool:
+    """Two of the feeds hold different values (so a reference the same on both says
+    nothing about its inputs)."""
+    first = feeds[0] if feeds else {}
+    return any(any(not np.array_equal(np.asarray(f[k]), np.asarray(first[k]))
+                   for k in f if k in first) for f in feeds[1:])
+
+
+def _judge_determinism(results: list[ParityResult], reference: Any, first: Any, second: Any,
+                       feed: Mapping[str, np.ndarray], atol: float, rtol: float) -> None:
+    """A reference that differs from itself on the same inputs fails every result, naming
+    the random op and the way out (check/nondeterminism.py)."""
+    from export_gelu.check.nondeterminism import (
+        nondeterminism_verdict,
+        random_sites,
+        self_difference,
+    )
+
+    differs = self_difference(dict(first), dict(second), atol, rtol)
+    if differs is None:
+        return
+    sites = getattr(reference, "random_sites", None)
+    if sites is None:
+        with _polygraphy_silent():
+            sites = random_sites(reference, feed)
+    reason, block = nondeterminism_verdict(reference.name, *differs, sites)
+    for result in results:
+        result.status, result.reason, result.nondeterministic = "failed", reason, block
+
+
+def _result_of(pair: Any, verdict: bool, atol: float, rtol: float, n_feeds: int,
+               inputs_differ: bool = False) -> ParityResult:
     (ref_name, ref_iters), (dep_name, dep_iters) = pair[0], pair[1]
     outputs: dict[str, OutputError] = {}
     samples: dict[str, np.ndarray] = {}
@@ -155,15 +230,14 @@ def _result_of(pair: Any, verdict: bool, atol: float, rtol: float, n_feeds: int
         if name not in ref_iters[0].keys():
             continue
         outputs[name], samples[name] = errors_of([it[name] for it in ref_iters],
-                                                 [it[name] for it in dep_iters], atol, rtol)
+                                                 [it[name] for it in dep_iters], atol, rtol,
+                                                 inputs_differ=inputs_differ)
     passed = verdict and all(o.passed for o in outputs.values()) and bool(outputs)
     failed = [n for n, o in outputs.items() if not o.passed]
     if passed:
         reason = ""
     elif failed:
-        reason = "outputs over tolerance: " + ", ".join(
-            f"{n} (max abs {outputs[n].max_abs:.3g}, max rel {outputs[n].max_rel:.3g})"
-            for n in failed)
+        reason = failure_reason(outputs, failed)
     elif not outputs:
         ref_keys, dep_keys = ", ".join(ref_iters[0].keys()), ", ".join(dep_iters[0].keys())
         reason = (f"no outputs could be paired between the runners ({ref_name}: {ref_keys}; "
@@ -172,3 +246,22 @@ def _result_of(pair: Any, verdict: bool, atol: float, rtol: float, n_feeds: int
         reason = "polygraphy's comparison failed (shapes or missing outputs)"
     return ParityResult("passed" if passed else "failed", reason, atol, rtol,
                         [ref_name, dep_name], outputs, n_feeds, samples, pair)
+
+
+def failure_reason(outputs: Mapping[str, OutputError], failed: Sequence[str]) -> str:
+    """Why these outputs failed: over tolerance, or a reference that says nothing."""
+    unjudged = [n for n in failed if outputs[n].judged in (JUDGED_ZERO, JUDGED_CONSTANT)]
+    over = [n for n in failed if n not in unjudged]
+    parts = []
+    if over:
+        parts.append("outputs over tolerance: " + ", ".join(
+            f"{n} (max abs {outputs[n].max_abs:.3g}, max rel {outputs[n].max_rel:.3g}"
+            + (f", judged at the reference's own scale: atol {outputs[n].judged_atol:.3g}"
+               if outputs[n].judged == JUDGED_OWN_SCALE else "") + ")"
+            for n in over))
+    for n in unjudged:
+        what = ("is 0 in every element" if outputs[n].judged == JUDGED_ZERO
+                else "is the same for different inputs")
+        parts.append(f"not judged: the reference of {n} {what}, so any graph giving that "
+                     "would match it; feed inputs (or weights) on which it varies")
+    return "; ".join(parts)

@@ -64,13 +64,14 @@ IN_TURN_NOTE = ("big model: {reference} ran first and was freed before {output} 
 
 def fits_beside_reference(onnx_path: Path) -> bool:
     """Whether the ONNX file `onnx_path` is small (its weights under the external-data
-    threshold) or fits in memory beside a reference of the same size."""
+    threshold): a bigger one is loaded only after the reference ran and was freed, so the
+    weights are held once whatever memory is free."""
     from export_gelu.exporter.load import check_external_data
     from export_gelu.exporter.save import external_data_threshold
     from export_gelu.exporter.weight_size import file_bytes
 
     size = file_bytes([Path(onnx_path), *check_external_data(Path(onnx_path))])
-    return size <= external_data_threshold() or both_fit(size)
+    return size <= external_data_threshold()
 
 
 class RecordedRunner(BaseRunner):
@@ -78,8 +79,13 @@ class RecordedRunner(BaseRunner):
 
     def __init__(self, name: str, feeds: Sequence[Mapping[str, np.ndarray]],
                  outputs: Sequence[OrderedDict[str, np.ndarray]], metadata: TensorMetadata,
-                 latency: Any = None) -> None:
+                 latency: Any = None, again: Mapping[str, np.ndarray] | None = None,
+                 random_sites: list[Any] | None = None) -> None:
         super().__init__(name=name, prefix="recorded-runner")
+        #: a second run on feeds[0] (check/nondeterminism.py), and the random ops found when
+        #: the two differed, taken while the model was loaded
+        self.again = dict(again) if again is not None else None
+        self.random_sites = list(random_sites or [])
         self.feeds = [dict(f) for f in feeds]
         self.outputs = list(outputs)
         self.metadata = metadata
@@ -118,6 +124,15 @@ def record_reference(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]],
         outputs = [OrderedDict((k, np.array(v, copy=True))
                                for k, v in runner.infer(f, check_inputs=False).items())
                    for f in feeds]
+        again = OrderedDict((k, np.array(v, copy=True))
+                            for k, v in runner.infer(feeds[0], check_inputs=False).items())
         if iterations > 0:
             latency = measure_latency([runner], feeds[0], iterations, warmup)[runner.name]
-    return RecordedRunner(runner.name, feeds, outputs, dtype_metadata(dict(feeds[0])), latency)
+    sites = []
+    if any(not np.array_equal(v, again.get(k), equal_nan=v.dtype.kind == "f")
+           for k, v in outputs[0].items()):
+        from export_gelu.check.nondeterminism import random_sites
+
+        sites = random_sites(runner, feeds[0])  # while the model is still there
+    return RecordedRunner(runner.name, feeds, outputs, dtype_metadata(dict(feeds[0])), latency,
+                          again, sites)

@@ -34,3 +34,55 @@ def resolve_tolerances(precision: str, *, added_error: float = 0.0, atol: float 
     recorded = recorded or {}
     return Tolerances(atol if atol is not None else float(recorded.get("atol", d_atol)),
                       rtol if rtol is not None else float(recorded.get("rtol", d_rtol)))
+
+
+#: How an output was judged (OutputError.judged): the rule that decided its verdict.
+JUDGED_ATOL = "atol"  # the usual rule: abs > atol and rel > rtol fails an element
+JUDGED_OWN_SCALE = "reference scale"  # a near-zero reference: atol shrunk to rtol × max |ref|
+JUDGED_ZERO = "zero reference"  # every reference element is 0: any all-zero graph would match
+JUDGED_CONSTANT = "constant reference"  # the same reference for different inputs
+
+
+@dataclass(frozen=True)
+class Judging:
+    """The atol an output is judged with, the rule that chose it, and whether a verdict of
+    PASSED is possible at all (not for a reference that says nothing)."""
+
+    atol: float
+    rule: str
+    judgeable: bool = True
+
+
+def judging_for(atol: float, rtol: float, ref_scale: float, *, constant: bool = False
+                ) -> Judging:
+    """The one rule for references that cannot tell a right graph from a wrong one.
+
+    - every element 0 (max |ref| == 0), or the same values for two different inputs: not
+      judgeable, never PASSED (an all-zero or constant graph would match it);
+    - max |ref| ≤ atol: the fixed atol would pass any graph whose outputs are near zero too
+      (an all-zero one included), so the output is judged at its own scale: atol becomes
+      rtol × max |ref| (the element test is then relative to the reference's magnitude);
+    - otherwise the given atol.
+    """
+    if ref_scale == 0.0:
+        return Judging(0.0, JUDGED_ZERO, judgeable=False)
+    if constant:
+        return Judging(atol, JUDGED_CONSTANT, judgeable=False)
+    if ref_scale <= atol:
+        return Judging(rtol * ref_scale, JUDGED_OWN_SCALE)
+    return Judging(atol, JUDGED_ATOL)
+
+
+#: fp16/bf16: a graph passes an output when its max abs error is within this multiple of
+#: PyTorch's own error at that precision on the same inputs, plus a floor (docs/verify.md).
+PRECISION_ERROR_MULTIPLE = 2.0
+#: The floor, as a share of the precision's atol: an output PyTorch computes exactly in fp16
+#: still allows the rounding of one different summation order.
+PRECISION_FLOOR_SHARE = 0.1
+JUDGED_PYTORCH_PRECISION = "pytorch precision"  # within a multiple of PyTorch's own error
+
+
+def precision_bound(pytorch_max_abs: float, atol: float) -> float:
+    """The max abs error a low-precision graph may have on an output where PyTorch's own
+    model, run at that precision, errs by `pytorch_max_abs`."""
+    return PRECISION_ERROR_MULTIPLE * pytorch_max_abs + PRECISION_FLOOR_SHARE * atol

@@ -12,7 +12,7 @@ from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.devices import ProviderRun, ready_runners
 from export_gelu.check.ort_runner import ort_runner
 from export_gelu.check.parity import ParityResult, skipped
-from export_gelu.check.recorded import IN_TURN_NOTE, both_fit, record_reference
+from export_gelu.check.recorded import IN_TURN_NOTE, record_reference
 from export_gelu.check.reference import reference_runner
 from export_gelu.check.tolerances import Tolerances, resolve_tolerances
 from export_gelu.check.trt_runner import trt_runner
@@ -46,14 +46,12 @@ def _reference(state: RunState, feed: Any) -> Any:
 
 
 def _record_if_big(state: RunState) -> None:
-    """A big model's reference run (and timed) first and recorded, when it and the deployed
-    graph do not both fit in memory; the model is freed then (one model in memory at a
-    time). Not when the reference is needed again (parity at several shapes, calibration)."""
+    """A big model's reference run (and timed) first and recorded; the model is freed then,
+    so verification holds the weights once (one model in memory at a time). Not when the
+    reference is needed again (parity at several shapes, calibration)."""
     o, rep = state.options, state.report
     keep = bool(state.dynamic.ranged or (o.inputs_npz and not state.is_onnx))
     if state.reference is None or rep.weights is None or keep:
-        return
-    if both_fit(int(rep.weights["bytes"])):
         return
     state.progress.step(f"running the reference ({state.reference.name}) before loading the "
                         "output")
@@ -63,6 +61,7 @@ def _record_if_big(state: RunState) -> None:
                                               output="the output"), "one-model-at-a-time"))
     state.reference_module = None
     state.loaded.module = state.loaded.exported = None
+    state.module = state.program = None  # the exported module and its captured program
     if state.cast:
         state.cast.reference = None  # the float64 original of a --cast-down export
     gc.collect()
@@ -109,7 +108,8 @@ def _check_graph(state: RunState) -> None:
         return
     state.progress.step(f"checking parity ({', '.join(r.name for r in runners)})")
     outcome = run_check(CheckJob(state.reference, runners, [feed], export_tolerances(state),
-                                 o.iterations, o.warmup), state.progress)
+                                 o.iterations, o.warmup, precision=state.run_precision),
+                        state.progress)
     rep.parity, rep.latency = outcome.verdict, outcome.latency
     rep.providers = _providers_table(runs, outcome) if runs else {}
     if state.engine is not None:

@@ -171,7 +171,8 @@ def verify_check(state: RunState) -> None:
                         f"{runners[0].name}")
     try:
         outcome = run_check(CheckJob(state.reference, runners, dep_feeds, state.tolerances,
-                                     o.iterations, o.warmup), state.progress)
+                                     o.iterations, o.warmup, precision=state.run_precision),
+                            state.progress)
     except (RuntimeError, ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"running MODEL and DEPLOYED on these inputs failed: {first}") from exc

@@ -176,7 +176,8 @@ class Report:
             lines.append(f"  {mark} {name}: max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}, "
                          f"mean abs {out.mean_abs:.3g}, p99.9 abs {out.p999_abs:.3g} "
                          f"(|ref| ≤ {out.ref_scale:.3g})"
-                         + (f", {out.nonfinite} non-finite" if out.nonfinite else ""))
+                         + (f", {out.nonfinite} non-finite" if out.nonfinite else "")
+                         + _judged_text(out, self.parity))
         return lines
 
     def _graph_lines(self) -> list[str]:
@@ -284,5 +285,37 @@ class Report:
         runners = " vs ".join(p.runners)
         head = "PASSED" if p.status == "passed" else "FAILED"
         tail = f" — {p.reason}" if p.reason else ""
-        return f"Parity: {head} ({runners}, atol {p.atol:g}, rtol {p.rtol:g}){tail}"
+        return (f"Parity: {head} ({runners}, atol {p.atol:g}, rtol {p.rtol:g}){tail}"
+                + _precision_text(p))
 
+
+# -- verdicts that mean something: how an output was judged (check/tolerances.py) --
+
+def _judged_text(out: Any, parity: ParityResult) -> str:
+    """`, judged at …` when an output was not judged by the plain atol."""
+    from export_gelu.check.tolerances import JUDGED_CONSTANT, JUDGED_OWN_SCALE, JUDGED_ZERO
+
+    text = {JUDGED_OWN_SCALE: f", judged at the reference's own scale (atol "
+                              f"{out.judged_atol:.3g}: |ref| is within atol {parity.atol:g} "
+                              "of zero)",
+            JUDGED_ZERO: ", not judged: the reference is 0 in every element",
+            JUDGED_CONSTANT: ", not judged: the reference is the same for different inputs",
+            }.get(out.judged, "")
+    return text
+
+
+def _precision_text(parity: ParityResult) -> str:
+    """fp16/bf16: the graph's worst error beside PyTorch's own at that precision."""
+    block = parity.pytorch_precision
+    if not block:
+        return ""
+    if block["status"] != "measured":
+        return f"\n  PyTorch at {block['precision']}: not measured ({block['reason']})"
+    pairs = [(n, o.max_abs, o.pytorch_max_abs) for n, o in parity.outputs.items()
+             if o.pytorch_max_abs is not None]
+    if not pairs:
+        return ""
+    name, graph, torch_err = max(pairs, key=lambda t: t[1])
+    return (f"\n  {block['precision']}: graph max abs {graph:.3g} vs PyTorch "
+            f"{block['precision']} max abs {torch_err:.3g} on {name} (passes within "
+            f"{block['multiple']:g}× PyTorch's + {block['floor']:.3g}, or the atol)")

@@ -1,0 +1,174 @@
+"""Is the reference deterministic? Two runs of it on the same inputs, compared; when they
+differ, the random ops the model calls in `forward`, with their module and source line, and
+the way out (feed the random values as an input)."""
+
+from __future__ import annotations
+
+import re
+import traceback
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from export_gelu.check.tolerances import judging_for
+
+#: aten ops that draw random numbers (dropout only counts in train mode: see `_draws`).
+_RANDOM_OP = re.compile(r"^(rand|randn|randint|rand_like|randn_like|randint_like|randperm|"
+                        r"bernoulli|bernoulli_|normal|normal_|uniform_|multinomial|"
+                        r"exponential_|geometric_|poisson|cauchy_|log_normal_|random_|"
+                        r"native_dropout|dropout|feature_dropout|alpha_dropout)$")
+_DROPOUTS = {"dropout", "feature_dropout", "alpha_dropout"}
+#: Frames of these packages are not the model's source line.
+_NOT_MODEL = ("/torch/", "/export_gelu/", "/polygraphy/", "/site-packages/", "<frozen")
+
+
+@dataclass
+class RandomSite:
+    """One random draw in the model's forward."""
+
+    op: str  # aten op, e.g. aten.rand_like
+    module: str  # the module that calls it ("" for the top level)
+    source: str  # file:line of the call in the model's source, when known
+
+
+def _draws(name: str, args: tuple[Any, ...]) -> bool:
+    """`aten.<name>` draws random numbers with these args (dropout: only when training)."""
+    if not _RANDOM_OP.match(name):
+        return False
+    if name in _DROPOUTS:
+        train = args[2] if len(args) > 2 else False
+        return bool(train) and float(args[1] if len(args) > 1 else 0.0) > 0.0
+    return True
+
+
+def _op_name(target: Any) -> str:
+    packet = getattr(target, "overloadpacket", None)
+    return getattr(packet, "__name__", "") or getattr(target, "__name__", "") or str(target)
+
+
+def _source_of(stack_trace: str | None) -> str:
+    """The last `File "...", line N` of a recorded stack trace, as file:line."""
+    found = re.findall(r'File "([^"]+)", line (\d+)', stack_trace or "")
+    return f"{found[-1][0].rsplit('/', 1)[-1]}:{found[-1][1]}" if found else ""
+
+
+def sites_in_graph(module: Any) -> list[RandomSite]:
+    """Random ops of a captured program (a torch.fx GraphModule, e.g. ExportedProgram.module()),
+    their modules from the nodes' `nn_module_stack`."""
+    sites = []
+    for gm in module.modules():
+        graph = getattr(gm, "graph", None)
+        for node in getattr(graph, "nodes", []):
+            if node.op != "call_function" or not _draws(_op_name(node.target), node.args):
+                continue
+            stack = node.meta.get("nn_module_stack") or {}
+            path = list(stack.values())[-1][0] if stack else ""
+            sites.append(RandomSite(f"aten.{_op_name(node.target)}", str(path),
+                                    _source_of(node.meta.get("stack_trace"))))
+    return sites
+
+
+def _model_line() -> str:
+    for frame in reversed(traceback.extract_stack()):
+        if not any(part in frame.filename for part in _NOT_MODEL):
+            return f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"
+    return ""
+
+
+def sites_by_running(runner: Any, feed: Mapping[str, np.ndarray]) -> list[RandomSite]:
+    """Random ops an eager module calls on `feed`: aten ops seen by a dispatch mode, their
+    module from forward hooks, their line from the Python stack."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    stack: list[str] = []
+    sites: list[RandomSite] = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            name = _op_name(func)
+            if _draws(name, tuple(args)):
+                site = RandomSite(f"aten.{name}", stack[-1] if stack else "", _model_line())
+                if site not in sites:
+                    sites.append(site)
+            return func(*args, **(kwargs or {}))
+
+    def leave(_module: Any, _args: Any, _out: Any) -> None:
+        stack.pop()
+
+    handles = []
+    try:
+        for path, sub in runner.module.named_modules():
+            handles.append(sub.register_forward_pre_hook(
+                lambda _m, _a, path=path: stack.append(path) and None))
+            handles.append(sub.register_forward_hook(leave))
+    except (AttributeError, RuntimeError):  # a ScriptModule: no hooks, ops still seen
+        pass
+    try:
+        with runner, Watch():
+            runner.infer(dict(feed), check_inputs=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return sites
+
+
+def random_sites(runner: Any, feed: Mapping[str, np.ndarray]) -> list[RandomSite]:
+    """Where the reference `runner` (a TorchRunner) draws random numbers; [] when it is not a
+    PyTorch module or nothing was found."""
+    import torch
+
+    module = getattr(runner, "module", None)
+    if not isinstance(module, torch.nn.Module):
+        return []
+    if isinstance(module, torch.fx.GraphModule):
+        found = sites_in_graph(module)
+        if found:
+            return found
+    try:
+        return sites_by_running(runner, feed)
+    except Exception:  # noqa: BLE001 - naming the op is a courtesy; the verdict stands
+        return []
+
+
+def self_difference(first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray],
+                    atol: float, rtol: float) -> tuple[str, float] | None:
+    """(output, max abs) of the output on which two runs of the reference differ the most
+    beyond a tenth of the atol it is judged with; None when they agree."""
+    worst: tuple[str, float] | None = None
+    for name, a in first.items():
+        if name not in second:
+            continue
+        x, y = np.asarray(a, np.float64), np.asarray(second[name], np.float64)
+        if x.shape != y.shape:
+            return name, float("inf")
+        if x.size == 0:
+            continue
+        d = float(np.nanmax(np.abs(x - y))) if np.isfinite(x).any() else 0.0
+        allowed = 0.1 * judging_for(atol, rtol, float(np.abs(x).max())).atol
+        if d > allowed and (worst is None or d > worst[1]):
+            worst = (name, d)
+    return worst
+
+
+def nondeterminism_verdict(reference_name: str, output: str, max_abs: float,
+                           sites: list[RandomSite]) -> tuple[str, dict[str, Any]]:
+    """The failure reason and the report block of a reference that differs from itself."""
+    if sites:
+        where = "; ".join(f"{s.op} in {s.module or 'the top-level module'}"
+                          + (f" ({s.source})" if s.source else "") for s in sites[:3])
+        way_out = ("pass the random values as an input instead of drawing them in forward "
+                   "(e.g. a `noise` argument, as ViTMAE takes), or call model.eval() for "
+                   "dropout, then verify again")
+    else:
+        where = "no random op found (a nondeterministic kernel, or state kept across calls)"
+        way_out = ("make forward deterministic (feed random values as an input, e.g. `noise`; "
+                   "torch.use_deterministic_algorithms(True)), then verify again")
+    reason = (f"nondeterministic model: two runs of {reference_name} on the same inputs differ "
+              f"(max abs {max_abs:.3g} on {output}), so no graph can match it; random op: "
+              f"{where}; {way_out}")
+    block = {"output": output, "max_abs": max_abs, "random_ops": [asdict(s) for s in sites],
+             "way_out": way_out}
+    return reason, block
