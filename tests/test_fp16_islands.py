@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import onnx
+import pytest
 import torch
 from torch import nn
 
@@ -46,7 +47,7 @@ def test_an_fp16_overflow_is_kept_in_fp32_and_verified_again(tmp_path):
     pt2, out, rep_path = tmp_path / "loud.pt2", tmp_path / "loud16.onnx", tmp_path / "r.json"
     torch.export.save(torch.export.export(Loud().eval(), (torch.randn(2, 8),)), str(pt2))
     res = run_cli(pt2, "--target", "trt8.6", "--precision", "fp16", "-o", out,
-                  "--iterations", "0", "--report", rep_path)
+                  "--iterations", "0", "--report", rep_path, "--bundle", tmp_path / "bundle")
     assert res.code == 0, res.out + res.err
     rep = json.loads(rep_path.read_text())
     islands = rep["parity"]["islands"]
@@ -62,6 +63,10 @@ def test_an_fp16_overflow_is_kept_in_fp32_and_verified_again(tmp_path):
              if types.get(name) == onnx.TensorProto.FLOAT16]
     assert still == []
     assert types[islands[0]["tensor"] + "_fp32"] == onnx.TensorProto.FLOAT
+    # TensorRT 8.6 builds weakly typed: the bundle pins the island's layers to fp32
+    script = (tmp_path / "bundle" / "run_on_device.sh").read_text()
+    assert "--precisionConstraints=obey" in script
+    assert "--layerPrecisions=/Mul:fp32,/ReduceMean:fp32" in script
     casts = [n for n in fixed.graph.node if n.op_type == "Cast"]
     assert {a.i for n in casts for a in n.attribute if a.name == "to"} == {
         onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16}
@@ -80,3 +85,18 @@ def test_an_fp16_export_without_overflow_has_no_islands(tmp_path):
                   "--iterations", "0", "--report", rep_path)
     assert res.code == 0, res.out + res.err
     assert json.loads(rep_path.read_text())["parity"]["islands"] is None
+
+
+@pytest.mark.parametrize("version, expected", [
+    ("8.2", []),  # its trtexec has no --layerPrecisions: the graph's Casts stand alone
+    ("8.6", ["--precisionConstraints=obey", "--layerPrecisions=/Mul:fp32,/ReduceMean:fp32"]),
+    ("10.0", ["--precisionConstraints=obey", "--layerPrecisions=/Mul:fp32,/ReduceMean:fp32"]),
+    ("11.0", []),  # strongly typed: the Casts decide
+])
+def test_island_flags_only_where_trtexec_parses_them(version, expected):
+    from export_gelu.device.script import check_flags, island_flags
+
+    flags = island_flags(version, "fp16", ["/Mul", "/ReduceMean"])
+    assert flags == expected
+    check_flags(flags, version)  # every flag is in that version's table
+    assert island_flags(version, "fp32", ["/Mul"]) == []
