@@ -100,3 +100,20 @@ def test_island_flags_only_where_trtexec_parses_them(version, expected):
     assert flags == expected
     check_flags(flags, version)  # every flag is in that version's table
     assert island_flags(version, "fp32", ["/Mul"]) == []
+
+
+def test_a_mask_bias_into_softmax_is_not_a_site():
+    """scores + (−65504) overflows fp16 by a little on its way to Softmax, where −inf gives
+    the same 0: not an island. x·x of the same scores beyond 65504 is one."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    graph = h.make_graph(
+        [h.make_node("Add", ["s", "m"], ["biased"]), h.make_node("Softmax", ["biased"], ["y"]),
+         h.make_node("Mul", ["s", "s"], ["sq"])], "g",
+        [h.make_tensor_value_info(n, T.FLOAT16, [2, 4]) for n in ("s", "m")],
+        [h.make_tensor_value_info(n, T.FLOAT16, [2, 4]) for n in ("y", "sq")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    feed = {"s": np.array([[-30, 1, 2, 300]] * 2, np.float16),
+            "m": np.array([[-65504, 0, 0, 0]] * 2, np.float16)}
+    assert overflow_sites(model, feed) == [("sq", 90000.0)]

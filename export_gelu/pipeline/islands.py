@@ -28,7 +28,7 @@ def finds_islands(state: RunState) -> bool:
     """An fp16 graph of a small model, written here and checked in ONNX Runtime."""
     rep = state.report
     return bool(state.run_precision == "fp16" and state.output is not None
-                and rep.weights is None and state.engine is None
+                and state.output.is_file() and rep.weights is None and state.engine is None
                 and rep.parity.status != "skipped" and rep.parity.nondeterministic is None)
 
 
@@ -37,11 +37,17 @@ def fix_overflow(state: RunState, recheck: Any) -> None:
     `recheck(state)` (parity again, on the rewritten graph)."""
     rep = state.report
     model = onnx.load(str(state.output))
-    sites = overflow_sites(model, deployed_feed(state.feed, model, "fp16"))
-    if not sites:
+    try:
+        sites = overflow_sites(model, deployed_feed(state.feed, model, "fp16"))
+        if not sites:
+            return
+        fixed, islands = with_islands(model, sites)
+        onnx.checker.check_model(fixed)
+    except Exception as exc:  # noqa: BLE001 - the graph as written stands; say why
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        rep.notes.append(Note(f"fp16 overflow sites not looked for or not fixed ({first}); the "
+                              "graph is as exported", "fp16-islands-skipped"))
         return
-    fixed, islands = with_islands(model, sites)
-    onnx.checker.check_model(fixed)
     save_onnx_atomic(fixed, state.output, external_data=False)
     state.graph = fixed
     before = rep.parity

@@ -79,15 +79,44 @@ def overflow_sites(model: onnx.ModelProto, feed: Mapping[str, np.ndarray]
               if np.asarray(feed[i.name]).dtype == np.float16 else np.asarray(feed[i.name])
               for i in session.get_inputs()}
     found = []
+    to_softmax = _reaching_softmax(model)
     for name, value in zip(names, session.run(names, inputs)):
         arr = np.asarray(value)
         if arr.dtype.kind != "f" or arr.size == 0:
             continue
-        finite = np.abs(arr[np.isfinite(arr)])
-        top = float(finite.max()) if finite.size else 0.0
-        if top > FP16_MAX:
-            found.append((name, top))
+        beyond = arr[np.isfinite(arr) & (np.abs(arr) > FP16_MAX)]
+        if beyond.size == 0:
+            continue
+        if name in to_softmax and bool((beyond < 0).all()):
+            continue  # a mask bias on its way to Softmax: −inf there gives the same 0
+        found.append((name, float(np.abs(arr[np.isfinite(arr)]).max())))
     return found
+
+
+#: Ops a mask bias passes through unchanged in meaning on its way to a Softmax.
+_MASK_PATH = {"Add", "Sub", "Where", "Reshape", "Transpose", "Cast", "Expand", "Squeeze",
+              "Unsqueeze", "Mul", "Div", "Min", "Max"}
+
+
+def _reaching_softmax(model: onnx.ModelProto) -> set[str]:
+    """Tensors that reach a Softmax through mask-preserving ops only."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    memo: dict[str, bool] = {}
+
+    def reaches(name: str, depth: int) -> bool:
+        if name in memo:
+            return memo[name]
+        ok = depth < 8 and any(
+            n.op_type == "Softmax" or (n.op_type in _MASK_PATH
+                                       and any(reaches(o, depth + 1) for o in n.output))
+            for n in readers.get(name, []))
+        memo[name] = ok
+        return ok
+
+    return {name for name in readers if reaches(name, 0)}
 
 
 def _is_fp16(tensor: Any) -> bool:
