@@ -268,6 +268,7 @@ class BundleRequest:
     atol: float
     rtol: float
     dynamic: Sequence[Any] = ()
+    fp32_layers: Sequence[str] = ()  # an fp16 graph's fp32 islands (parity.islands' nodes)
 
 
 def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -> None:
@@ -300,8 +301,9 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
                 for n, (_t, dims) in inputs.items()}
     profile = profile_shapes(shapes, list(req.dynamic), symbolic)
     files = OrderedDict((n, f"inputs/{n}.bin") for n in feed)
-    trtexec = ds.trtexec_args(req.trt_version, req.precision, files, shapes, profile)
-    polygraphy = ds.polygraphy_args(req.precision, req.trt_version, profile)
+    trtexec = ds.trtexec_args(req.trt_version, req.precision, files, shapes, profile,
+                              req.fp32_layers)
+    polygraphy = ds.polygraphy_args(req.precision, req.trt_version, profile, req.fp32_layers)
     externals = _external_files(req.graph_path)
 
     with staging_dir(real) as tmp:

@@ -95,9 +95,29 @@ def _shape_list(shapes: Mapping[str, Shape]) -> str:
     return ",".join(f"{n}:{dims_text(s)}" for n, s in shapes.items())
 
 
+#: trtexec's per-layer precision flags (parsed from 8.4 on; see the flag table).
+LAYER_PRECISION_FLAGS = ("--precisionConstraints", "--layerPrecisions")
+
+
+def island_flags(trt_version: str, precision: str, fp32_layers: Sequence[str]) -> list[str]:
+    """`--precisionConstraints=obey --layerPrecisions=L:fp32,…`: the fp32 islands of an fp16
+    graph (passes/compat/fp16_islands.py) kept in fp32 by a weakly typed build. [] when there
+    are none, when the version's trtexec does not parse the flags (an island's Casts then
+    stand alone), or from 11 (strongly typed: the graph's Casts decide). Layers take their
+    ONNX node's name; one trtexec would misread is left out."""
+    known = accepted_flags(trt_version)
+    usable = [n for n in fp32_layers if n and not any(c in n for c in ",:'\" \t\n")]
+    if (precision != "fp16" or not usable or in_range(trt_version, since="11")
+            or not all(f in known for f in LAYER_PRECISION_FLAGS)):
+        return []
+    return ["--precisionConstraints=obey",
+            "--layerPrecisions=" + ",".join(f"{n}:fp32" for n in usable)]
+
+
 def trtexec_args(trt_version: str, precision: str, input_files: Mapping[str, str],
                  shapes: Mapping[str, Shape],
-                 profile: Mapping[str, tuple[Shape, Shape, Shape]] | None) -> list[str]:
+                 profile: Mapping[str, tuple[Shape, Shape, Shape]] | None,
+                 fp32_layers: Sequence[str] = ()) -> list[str]:
     """trtexec's arguments for this bundle (workspace as `$WORKSPACE_MIB`, expanded by sh).
 
     `profile` (name → MIN, OPT, MAX) is given when an input has a dynamic axis; then the
@@ -116,6 +136,7 @@ def trtexec_args(trt_version: str, precision: str, input_files: Mapping[str, str
             values[key] = _shape_list({n: p[i] for n, p in profile.items()})
     args = [a.format(**values) for a in BASE_FLAGS]
     args += [r.text.format(**values) for r in FLAG_RULES if r.applies(trt_version, conditions)]
+    args += island_flags(trt_version, precision, fp32_layers)
     if precision == "bf16" and not in_range(trt_version, since="9"):
         raise BadInputError(f"bf16 needs TensorRT 9 or newer (bundle for {trt_version})")
     check_flags(args, trt_version)
@@ -137,12 +158,16 @@ def plugin_flag(trt_version: str) -> str:
 
 
 def polygraphy_args(precision: str, trt_version: str,
-                    profile: Mapping[str, tuple[Shape, Shape, Shape]] | None) -> list[str]:
+                    profile: Mapping[str, tuple[Shape, Shape, Shape]] | None,
+                    fp32_layers: Sequence[str] = ()) -> list[str]:
     """`polygraphy run` arguments doing what the trtexec run does, for boxes that have it."""
     args = ["run", "model.onnx", "--trt", "--load-inputs", "inputs.json",
             "--save-outputs", "outputs.json", "--save-engine", "model.plan"]
     if precision == "fp16" and in_range(trt_version, fixed_in="11"):
         args.append("--fp16")
+        if fp32_layers:  # the fp32 islands, as island_flags gives trtexec
+            args += ["--precision-constraints", "obey", "--layer-precisions",
+                     *[f"{n}:float32" for n in fp32_layers]]
     if precision == "bf16" and in_range(trt_version, fixed_in="11"):
         args.append("--bf16")
     if in_range(trt_version, since="11"):

@@ -20,6 +20,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
+from export_gelu.pipeline.islands import finds_islands, fix_overflow
 from export_gelu.pipeline.state import RunState
 
 
@@ -140,6 +141,8 @@ def check(state: RunState) -> None:
                              "it")
     else:
         _check_graph(state)
+        if finds_islands(state):
+            fix_overflow(state, _check_graph)
 
 
 def checks_shapes(state: RunState) -> bool:

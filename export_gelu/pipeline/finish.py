@@ -31,7 +31,8 @@ def bundle(state: RunState) -> None:
                         target=profile.name, trt_version=profile.trt_version,
                         precision=o.precision, feed=feed, reference=outputs,
                         reference_name=name, atol=tol.atol, rtol=tol.rtol,
-                        dynamic=state.dynamic.axes() if state.dynamic else ())
+                        dynamic=state.dynamic.axes() if state.dynamic else (),
+                        fp32_layers=[n for i in rep.parity.islands or [] for n in i["nodes"]])
     out = write_bundle(req, o.bundle)
     note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
 
