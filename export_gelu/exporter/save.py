@@ -269,7 +269,7 @@ def all_or_nothing() -> Iterator[None]:
                         _remove_if_there(path)
         raise
     finally:
-        _PLACED.remove(files)
+        del _PLACED[next(i for i, f in enumerate(_PLACED) if f is files)]  # by identity
 
 
 def _commit(moves: list[tuple[Path, Path]], remove_first: list[Path],
