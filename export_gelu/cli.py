@@ -435,6 +435,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 traceback.print_exc()
             print(outcome.line, file=sys.stderr)
+            if isinstance(exc, KeyboardInterrupt):
+                import gc
+
+                gc.freeze()  # a signal asks to stop now: no full collection of the heap at exit
             return outcome.code
 
 

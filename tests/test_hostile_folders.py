@@ -286,8 +286,7 @@ def test_a_config_weights_mismatch_is_said_in_our_words(folder, out_dir):
     before = _shas(folder)
     res = run_cli(folder, *QUICK, "-o", out_dir / "o.onnx")
     assert res.code == 2
-    line = _one_error_line(res.err, "intermediate.dense",
-                           "has another shape than the config gives it")
+    line = _one_error_line(res.err, ".dense.", "has another shape than the config gives it")
     assert "above" not in line
     assert _shas(folder) == before and list(out_dir.iterdir()) == []
 
@@ -362,10 +361,11 @@ def test_deeply_nested_safetensors_header_is_exit_2_naming_the_file(tmp_path, ou
 # ---------------------------------------------------------------- export-gelu .
 
 
-def test_export_of_dot_from_inside_the_folder(folder):
+def test_export_of_dot_from_inside_the_folder(folder, monkeypatch):
     before = _shas(folder)
-    proc = _cli(".", *QUICK, cwd=folder)
-    assert proc.returncode == 0, proc.stderr
+    monkeypatch.chdir(folder)
+    res = run_cli(".", *QUICK)
+    assert res.code == 0, res.err
     out = folder.parent / "m.ort.onnx"
     assert out.is_file() and onnx.load(str(out)).graph.node
     assert _shas(folder) == before
@@ -392,6 +392,7 @@ def _limit_memory(limit: int):
     return set_limit
 
 
+@pytest.mark.slow
 def test_onnx_runtime_out_of_memory_is_exit_2_naming_the_stage(tmp_path, out_dir):
     model = _expand_model(tmp_path / "expand.onnx")
     before = _sha(model)
@@ -445,6 +446,7 @@ def test_huge_threads_run_answers_sigterm_within_5_seconds(tmp_path, out_dir):
     assert _sha(model) == before and list(out_dir.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_exit_2_while_writing_the_report_leaves_nothing(tmp_path, out_dir):
     model = _script_model(tmp_path / "m.pt")
     before = _sha(model)

@@ -268,8 +268,8 @@ def all_or_nothing() -> Iterator[None]:
                     with contextlib.suppress(OSError):
                         _remove_if_there(path)
         raise
-    finally:  # by identity: two open blocks' lists can be equal
-        del _PLACED[next(i for i, f in enumerate(_PLACED) if f is files)]
+    finally:
+        del _PLACED[next(i for i, f in enumerate(_PLACED) if f is files)]  # by identity
 
 
 def _commit(moves: list[tuple[Path, Path]], remove_first: list[Path],
