@@ -139,6 +139,17 @@ def test_fp16_export_keeps_every_module(tmp_path, target):
     _assert_gelus_carry_their_module(model, report)
 
 
+@pytest.mark.parametrize("form", ["sigmoid", "plugin"])
+def test_gelu_forms_carry_the_gelus_module(tmp_path, form):
+    """An fx-level change of kind (x·σ(1.702x): new fx nodes) and the TensorRT plugin node."""
+    model, report = _export(tmp_path, "trt8.6", gelu=form, verify=form != "plugin")
+    assert _share(model) == 1.0
+    sites = _site_nodes(model, report)
+    assert set(sites) == {f"blocks.{k}.act" for k in range(4)}
+    for module, nodes in sites.items():
+        assert nodes and {P.module_of(n) for n in nodes} == {module}
+
+
 @pytest.mark.slow  # the adapters edit through graph.set_nodes, which
 # test_nodes_made_while_rewriting_a_node_inherit_its_module pins, fast
 def test_dynamic_dims_dynamo_then_converted_down_keeps_every_module(tmp_path):
@@ -280,3 +291,33 @@ def test_bundled_examples_carry_their_modules(tmp_path, example, target):
     assert sorted(sites) == wanted
     for module, nodes in sites.items():
         assert nodes and {P.module_of(n) for n in nodes} == {module}
+
+
+def test_inspect_prints_each_sites_module_and_a_nodes(tmp_path):
+    import json
+
+    from tests.conftest import run_cli
+
+    model, _ = _export(tmp_path, "trt8.2", verify=False)
+    path = tmp_path / "trt8.2.onnx"
+    erf = next(n for n in model.graph.node if n.op_type == "Erf")
+    line = f"{Path(__file__).name}:{_block_line()}"
+    res = run_cli("inspect", path, "--no-dry-run", "--target", "trt8.2", "--node", erf.name)
+    assert res.code == 0, res.err
+    lines = res.out.splitlines()
+    assert lines[0].endswith("4 GELU site(s)")
+    site_lines = lines[1:5]
+    for k, text in enumerate(site_lines):
+        assert text.endswith(f"in blocks.{k}.act, {line}")
+    assert (f"  node {erf.name}: Erf  in blocks.0.act (torch.nn.modules.activation.GELU), "
+            f"{line}") in res.out.splitlines()
+    info = json.loads(run_cli("inspect", path, "--no-dry-run", "--json", "--node",
+                              erf.name).out)
+    assert [s["module"] for s in info["gelu_sites"]] == [f"blocks.{k}.act" for k in range(4)]
+    assert {s["where"] for s in info["gelu_sites"]} == {f"{__file__}:{_block_line()}"}
+    assert info["nodes"] == [{"name": erf.name, "op_type": "Erf", "module": "blocks.0.act",
+                              "class": "torch.nn.modules.activation.GELU",
+                              "source": f"{__file__}:{_block_line()}"}]
+    bad = run_cli("inspect", path, "--no-dry-run", "--node", "no/such/node")
+    assert bad.code == 2 and "no node named 'no/such/node'" in bad.err
+    assert len(bad.err.strip().splitlines()) == 1
