@@ -195,12 +195,32 @@ def test_the_torchscript_export_is_unchanged_but_for_the_metadata():
     assert ours.graph.initializer == plain.graph.initializer
 
 
-@pytest.mark.slow  # test_version_converter_output_gets_the_metadata_back pins it, fast
-def test_onnx_input_converted_up_keeps_torchs_keys(tmp_path):
-    """onnx's version converter drops node metadata: it is put back."""
-    src = tmp_path / "dynamo18.onnx"
+@pytest.fixture(scope="module")
+def dynamo18(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("dynamo") / "dynamo18.onnx"
     torch.onnx.export(_net(), (_x(),), dynamo=True, opset_version=18,
                       input_names=["x"]).save(str(src))
+    return src
+
+
+def test_dynamo_graph_converted_down_keeps_every_module(dynamo18):
+    """export-gelu's own down-converter (a dynamo export at 18 for a target below it)."""
+    from export_gelu.passes.compat.downconvert import downconvert
+
+    model = onnx.load(str(dynamo18))
+    assert downconvert(model, 13)
+    assert [i.version for i in model.opset_import if i.domain == ""] == [13]
+    assert _share(model) == 1.0
+    erfs = [n for n in model.graph.node if n.op_type == "Erf"]
+    assert [P.module_of(n) for n in erfs] == ["blocks.0.act", "blocks.2.act"]
+    norms = [n for n in model.graph.node if n.op_type == "ReduceMean"]  # LayerNorm, expanded
+    assert {P.module_of(n) for n in norms} == {f"blocks.{k}.norm" for k in range(4)}
+
+
+@pytest.mark.slow  # test_version_converter_output_gets_the_metadata_back pins it, fast
+def test_onnx_input_converted_up_keeps_torchs_keys(tmp_path, dynamo18):
+    """onnx's version converter drops node metadata: it is put back."""
+    src = dynamo18
     out = tmp_path / "up.onnx"
     report = api.export(src, target="onnx", output=out, inputs=["x:2x8x16:float32"])
     model = onnx.load(str(out))
