@@ -168,27 +168,48 @@ def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
     return loc
 
 
-def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
-             threads: int = 1, device: str = "cpu") -> Localization:
-    """The first divergence of the graph at `graph_path` from `loaded`'s modules on `feed`
-    (as the graph takes it)."""
+def module_tensors(loaded: Any, graph_path: Path) -> list[str]:
+    """The graph's module-boundary tensors for `loaded`'s modules, in graph order ([] when
+    none maps): what a device is asked to hand back besides the outputs."""
     import onnx
 
     from export_gelu import graph as G
-    from export_gelu.check.module_outputs import hookable_module, record_module_outputs
+    from export_gelu.check.module_outputs import module_names
+
+    names = module_names(loaded)
+    if not names:
+        return []
+    with G.opened(onnx.load(str(graph_path), load_external_data=False)) as graph:
+        return list(dict.fromkeys(s.tensor for s in module_sites(graph, names)))
+
+
+def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
+             threads: int = 1, device: str = "cpu",
+             recorded: Mapping[str, np.ndarray] | None = None) -> Localization:
+    """The first divergence of the graph at `graph_path` from `loaded`'s modules on `feed`
+    (as the graph takes it): the graph's module-boundary tensors from one ONNX Runtime run of
+    a marked copy, or `recorded` (what a device handed back for them)."""
+    import onnx
+
+    from export_gelu import graph as G
+    from export_gelu.check.module_outputs import module_names, record_module_outputs
     from export_gelu.graph.provenance import source_of
 
-    root = hookable_module(loaded)
-    if root is None:
-        return Localization(method="none", reason="the model is not a module whose submodules "
-                                                  "can be hooked (TorchScript or ONNX)")
-    names = {n for n, _ in root.named_modules() if n}
+    names = module_names(loaded)
+    if not names:
+        return Localization(method="none", reason="the model has no PyTorch modules to "
+                                                  "compare with (ONNX or TorchScript)")
     with G.opened(onnx.load(str(graph_path), load_external_data=False)) as graph:
         sites = module_sites(graph, names)
+        if recorded is not None:
+            sites = [s for s in sites if s.tensor in recorded]
         if not sites:
             return Localization(method="none", reason="the graph's nodes name none of the "
-                                                      "model's modules (no provenance)")
-        torch_values = record_module_outputs(root, loaded, feed, {s.module for s in sites}, device)
-        wanted = [s.tensor for s in sites if s.module in torch_values]
-        graph_values = run_with_outputs(graph_path, sorted(set(wanted)), feed, threads)
+                                                      "model's modules (no provenance)"
+                                if recorded is None else "the device handed back no "
+                                                         "module-boundary tensor")
+        torch_values = record_module_outputs(loaded, feed, {s.module for s in sites}, device)
+        wanted = sorted({s.tensor for s in sites if s.module in torch_values})
+        graph_values = (recorded if recorded is not None
+                        else run_with_outputs(graph_path, wanted, feed, threads))
         return compare_modules(sites, torch_values, graph_values, tol, source_of)
