@@ -10,6 +10,7 @@ import inspect
 import json
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
@@ -19,8 +20,9 @@ from torch import nn
 
 from export_gelu import graph as G
 from export_gelu.graph.provenance import module_of
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
+SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 K = 2  # the corrupted block
 BLOCKS = 4
 NOISE = 0.05
@@ -162,7 +164,9 @@ def test_verify_names_block_k(files, tmp_path, source, how):
     res = run_cli("verify", files["pt2"], bad, "--report", report, "--iterations", "1",
                   "--warmup", "0", "--no-calibration")
     assert res.code == 1, res.err
-    parity = json.loads(report.read_text())["parity"]
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, SCHEMA)
+    parity = data["parity"]
     first = parity["first_divergence"]
     assert first["torch_module"] == EXPECTED_MODULE[how], parity["module_errors"]
     assert first["source"] == block_line()
@@ -310,3 +314,21 @@ def test_markdown_report_plots_error_against_depth(files, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert "![Error against depth: where the graph starts to differ](r.error-by-depth.png)" \
         in text
+
+
+def test_a_pickled_module_is_localized_through_forward_hooks(files, tmp_path):
+    """An nn.Module (not a program): its submodules' forward hooks record their outputs, and
+    the source line is the call site the hook sees."""
+    torch.manual_seed(0)
+    pickled = tmp_path / "net.pkl"
+    torch.save(Net().eval(), str(pickled))  # the same weights as the .pt2 (seed 0)
+    bad = tmp_path / "bad.onnx"
+    corrupt(exported(files, "torchscript17"), bad, "weight")
+    report = tmp_path / "r.json"
+    res = run_cli("verify", pickled, bad, "--allow-pickle", "--input", "x:2x5x8",
+                  "--report", report, "--iterations", "1", "--warmup", "0",
+                  "--no-calibration")
+    assert res.code == 1, res.err
+    first = json.loads(report.read_text())["parity"]["first_divergence"]
+    assert (first["torch_module"], first["source"]) == (f"blocks.{K}.fc", block_line())
+    assert first["node"].startswith(f"/blocks.{K}/fc/")

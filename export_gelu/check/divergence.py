@@ -70,8 +70,13 @@ class Localization:
         """The one line the CLI prints."""
         f = self.first
         if f is None:
-            return (f"first divergence: none found ({self.reason})" if self.reason else
-                    f"first divergence: none ({len(self.modules)} module outputs within "
+            if self.reason:
+                return f"first divergence: none found ({self.reason})"
+            if self.method == "nodes":
+                return (f"first divergence: none found node by node ({len(self.modules)} node "
+                        "outputs match the graph run in a wider precision; the graph names no "
+                        "PyTorch module, so a wrong weight or constant cannot be placed)")
+            return (f"first divergence: none ({len(self.modules)} module outputs within "
                     "tolerance)")
         where = f", {f.source}" if f.source else ""
         module = f.torch_module or "(no module)"
