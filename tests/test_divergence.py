@@ -300,6 +300,7 @@ def test_a_device_bundle_localizes_from_the_module_outputs_it_hands_back(files, 
            "tensor: run `sh run_on_device.sh localize`" in res.out
 
 
+@pytest.mark.slow  # matplotlib's plots; the localization itself: test_verify_names_block_k
 def test_markdown_report_plots_error_against_depth(files, tmp_path):
     bad, md = tmp_path / "bad.onnx", tmp_path / "r.md"
     corrupt(exported(files, "torchscript17"), bad, "gelu")

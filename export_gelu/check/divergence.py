@@ -13,6 +13,7 @@ module before it in the graph, those that feed it included, is inside.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
@@ -121,33 +122,42 @@ def module_sites(graph: Any, modules: Collection[str] | None = None) -> list[_Si
 def run_with_outputs(path: Path, names: list[str], feed: Mapping[str, np.ndarray],
                      threads: int) -> dict[str, np.ndarray]:
     """`path`'s graph with `names` marked as outputs (a copy, through polygraphy's
-    ModifyOutputs), run once in ONNX Runtime on `feed`."""
+    ModifyOutputs), run once in ONNX Runtime on `feed`. The copy holds no weights of its own:
+    a graph whose weights are in external-data files gets its copy written beside it under a
+    temporary name (so the files resolve), and removed after."""
     import onnx
     from polygraphy.backend.onnx import ModifyOutputs
+
+    from export_gelu.check.parity import _polygraphy_silent
+
+    model = onnx.load(str(path), load_external_data=False)
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+    with _polygraphy_silent():
+        marked = ModifyOutputs(model, outputs=[o.name for o in model.graph.output] + names,
+                               copy=False)()
+    if not external:
+        with tempfile.TemporaryDirectory(prefix="export-gelu-localize-") as tmp:
+            return _run_copy(marked, Path(tmp) / "marked.onnx", feed, threads)
+    fd, name = tempfile.mkstemp(prefix=f".{path.stem}.localize-", suffix=".onnx",
+                                dir=path.parent)
+    os.close(fd)
+    try:
+        return _run_copy(marked, Path(name), feed, threads)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def _run_copy(marked: Any, copy: Path, feed: Mapping[str, np.ndarray], threads: int
+              ) -> dict[str, np.ndarray]:
+    import onnx
 
     from export_gelu.check.ort_runner import ort_runner
     from export_gelu.check.parity import _polygraphy_silent
 
-    model = onnx.load(str(path))
-    big = model.ByteSize() > (1 << 30) if _countable(model) else True
-    with _polygraphy_silent():
-        marked = ModifyOutputs(model, outputs=[o.name for o in model.graph.output] + names)()
-    del model
-    with tempfile.TemporaryDirectory(prefix="export-gelu-localize-") as tmp:
-        copy = Path(tmp) / "marked.onnx"
-        onnx.save(marked, str(copy), save_as_external_data=big)
-        del marked
-        runner = ort_runner(copy, threads=threads, name="onnxruntime-marked")
-        with _polygraphy_silent(), runner:
-            return dict(runner.infer(dict(feed)))
-
-
-def _countable(model: Any) -> bool:
-    try:
-        model.ByteSize()
-    except ValueError:  # over protobuf's 2 GiB
-        return False
-    return True
+    onnx.save(marked, str(copy))
+    runner = ort_runner(copy, threads=threads, name="onnxruntime-marked")
+    with _polygraphy_silent(), runner:
+        return dict(runner.infer(dict(feed)))
 
 
 def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
@@ -189,7 +199,7 @@ def module_tensors(loaded: Any, graph_path: Path) -> list[str]:
 
 
 def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
-             threads: int = 1, device: str = "cpu",
+             *, threads: int = 1, device: str = "cpu",
              recorded: Mapping[str, np.ndarray] | None = None) -> Localization:
     """The first divergence of the graph at `graph_path` from `loaded`'s modules on `feed`
     (as the graph takes it): the graph's module-boundary tensors from one ONNX Runtime run of

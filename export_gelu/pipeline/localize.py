@@ -33,9 +33,23 @@ def _has_modules(state: RunState) -> bool:
                 and (loaded.module is not None or loaded.exported is not None))
 
 
+def _failed(exc: Exception) -> Localization:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return Localization(method="none", reason=f"localizing failed: {first}")
+
+
 def localize_stage(state: RunState) -> None:
     """loaded, the graph (DEPLOYED or the written output), the main feed, the tolerances →
-    report.divergence."""
+    report.divergence. A diagnosis: what goes wrong in it is said, and the verdict stands."""
+    try:
+        _localize(state)
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure here leaves the verdict as it is
+        state.report.divergence = _failed(exc)
+
+
+def _localize(state: RunState) -> None:
     rep = state.report
     why = _why_not(state)
     if why:
@@ -54,8 +68,8 @@ def localize_stage(state: RunState) -> None:
         tol = export_tolerances(state)
     device = state.device.device if state.device else "cpu"
     threads = state.options.threads
-    found = (localize(state.loaded, path, feed, tol, threads, device) if _has_modules(state)
-             else None)
+    found = (localize(state.loaded, path, feed, tol, threads=threads, device=device)
+             if _has_modules(state) else None)
     if found is None or found.method == "none":  # no module maps: node by node
         found = localize_nodes(path, feed, tol, threads)
     rep.divergence = found
@@ -70,6 +84,15 @@ def bundle_tensors(state: RunState, graph_path: Path) -> list[str]:
 def localize_device(state: RunState) -> None:
     """`verify --bundle DIR --device-outputs F`: the module-boundary tensors the device handed
     back (F from `run_on_device.sh localize`) against PyTorch's modules, on the first feed."""
+    try:
+        _localize_device(state)
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure here leaves the verdict as it is
+        state.report.divergence = _failed(exc)
+
+
+def _localize_device(state: RunState) -> None:
     recorded = state.device_module_outputs
     if not recorded:
         state.report.divergence = Localization(
@@ -85,5 +108,5 @@ def localize_device(state: RunState) -> None:
     device = state.device.device if state.device else "cpu"
     recorded = {**state.device_outputs[0], **recorded}  # the graph's outputs end modules too
     state.report.divergence = localize(state.loaded, state.deployed.path, feed,
-                                       state.tolerances, state.options.threads, device,
-                                       recorded=recorded)
+                                       state.tolerances, threads=state.options.threads,
+                                       device=device, recorded=recorded)
