@@ -10,6 +10,7 @@ import inspect
 import json
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
@@ -19,8 +20,9 @@ from torch import nn
 
 from export_gelu import graph as G
 from export_gelu.graph.provenance import module_of
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
+SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 K = 2  # the corrupted block
 BLOCKS = 4
 NOISE = 0.05
@@ -162,7 +164,9 @@ def test_verify_names_block_k(files, tmp_path, source, how):
     res = run_cli("verify", files["pt2"], bad, "--report", report, "--iterations", "1",
                   "--warmup", "0", "--no-calibration")
     assert res.code == 1, res.err
-    parity = json.loads(report.read_text())["parity"]
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, SCHEMA)
+    parity = data["parity"]
     first = parity["first_divergence"]
     assert first["torch_module"] == EXPECTED_MODULE[how], parity["module_errors"]
     assert first["source"] == block_line()
@@ -244,3 +248,88 @@ def test_without_modules_the_graph_is_compared_node_by_node(tmp_path):
     # small inputs stay in fp16's range: nothing diverges
     quiet = localize_nodes(path, {"x": np.array([0.1, 0.2, 0.3, 0.4], np.float16)}, tol)
     assert quiet.first is None and all(e.passed for e in quiet.modules)
+
+
+def test_a_device_bundle_localizes_from_the_module_outputs_it_hands_back(files, tmp_path):
+    """ONNX Runtime stands in for the device, as in test_bundle.py: it runs the bundle's
+    marked graph (`run_on_device.sh localize`) and its outputs come back in trtexec's form."""
+    import onnxruntime as ort
+
+    from export_gelu.device.script import check_flags
+    from tests.test_bundle import bundle_feed, write_trtexec_outputs
+
+    bad, bundle = tmp_path / "bad.onnx", tmp_path / "bundle"
+    corrupt(exported(files, "dynamo18"), bad, "layernorm")
+    res = run_cli("verify", files["pt2"], bad, "--target", "trt8.6", "--bundle", bundle,
+                  "--iterations", "1", "--warmup", "0", "--no-calibration")
+    assert res.code == 1, res.err
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    marked = manifest["localize"]["outputs"]
+    assert manifest["localize"]["graph"] == "model_marked.onnx" and len(marked) >= 4 * BLOCKS
+    assert "model_marked.onnx" in manifest["files"]
+    check_flags(manifest["localize"]["trtexec"], "8.6")  # flags TensorRT 8.6's trtexec parses
+    assert "--onnx=model_marked.onnx" in manifest["localize"]["trtexec"]
+    assert manifest["localize"]["polygraphy"][-len(marked) - 1:] == ["--trt-outputs", *marked]
+    script = (bundle / "run_on_device.sh").read_text()
+    assert 'if [ "$MODE" = localize ]' in script and "--exportOutput=module_outputs.json" in script
+    assert "sh run_on_device.sh localize" in (bundle / "README.txt").read_text()
+
+    sess = ort.InferenceSession(str(bundle / "model_marked.onnx"),
+                                providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    assert names[1:] == marked
+    write_trtexec_outputs(dict(zip(names, sess.run(None, bundle_feed(bundle)))),
+                          bundle / "module_outputs.json")
+    report = tmp_path / "r.json"
+    res = run_cli("verify", files["pt2"], "--bundle", bundle, "--device-outputs",
+                  bundle / "module_outputs.json", "--report", report)
+    assert res.code == 1, res.err
+    parity = json.loads(report.read_text())["parity"]
+    assert list(parity["outputs"]) == names[:1]  # judged on the graph's output only
+    first = parity["first_divergence"]
+    assert (first["torch_module"], first["source"]) == (f"blocks.{K}.norm", block_line())
+    assert f"first divergence: blocks.{K}.norm — LayerNormalization" in res.out
+
+    # the plain run's outputs.json carries no module tensors: said, not guessed
+    plain = {n: v for n, v in zip(names, sess.run(None, bundle_feed(bundle))) if n not in marked}
+    write_trtexec_outputs(plain, bundle / "outputs.json")
+    res = run_cli("verify", files["pt2"], "--bundle", bundle, "--device-outputs",
+                  bundle / "outputs.json")
+    assert res.code == 1
+    assert "first divergence: none found (the device's outputs hold no module-boundary " \
+           "tensor: run `sh run_on_device.sh localize`" in res.out
+
+
+@pytest.mark.slow  # matplotlib's plots; the localization itself: test_verify_names_block_k
+def test_markdown_report_plots_error_against_depth(files, tmp_path):
+    bad, md = tmp_path / "bad.onnx", tmp_path / "r.md"
+    corrupt(exported(files, "torchscript17"), bad, "gelu")
+    res = run_cli("verify", files["pt2"], bad, "--report-md", md, "--iterations", "1",
+                  "--warmup", "0", "--no-calibration")
+    assert res.code == 1, res.err
+    text = md.read_text()
+    line = next(ln for ln in res.out.splitlines() if ln.startswith("first divergence:"))
+    assert f"## First divergence\n\n`{line}`" in text
+    assert f"| `blocks.{K}.act` |" in text and "**FAIL**" in text
+    png = tmp_path / "r.error-by-depth.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert "![Error against depth: where the graph starts to differ](r.error-by-depth.png)" \
+        in text
+
+
+def test_a_pickled_module_is_localized_through_forward_hooks(files, tmp_path):
+    """An nn.Module (not a program): its submodules' forward hooks record their outputs, and
+    the source line is the call site the hook sees."""
+    torch.manual_seed(0)
+    pickled = tmp_path / "net.pkl"
+    torch.save(Net().eval(), str(pickled))  # the same weights as the .pt2 (seed 0)
+    bad = tmp_path / "bad.onnx"
+    corrupt(exported(files, "torchscript17"), bad, "weight")
+    report = tmp_path / "r.json"
+    res = run_cli("verify", pickled, bad, "--allow-pickle", "--input", "x:2x5x8",
+                  "--report", report, "--iterations", "1", "--warmup", "0",
+                  "--no-calibration")
+    assert res.code == 1, res.err
+    first = json.loads(report.read_text())["parity"]["first_divergence"]
+    assert (first["torch_module"], first["source"]) == (f"blocks.{K}.fc", block_line())
+    assert first["node"].startswith(f"/blocks.{K}/fc/")

@@ -13,6 +13,7 @@ module before it in the graph, those that feed it included, is inside.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
@@ -74,8 +75,13 @@ class Localization:
         """The one line the CLI prints."""
         f = self.first
         if f is None:
-            return (f"first divergence: none found ({self.reason})" if self.reason else
-                    f"first divergence: none ({len(self.modules)} module outputs within "
+            if self.reason:
+                return f"first divergence: none found ({self.reason})"
+            if self.method == "nodes":
+                return (f"first divergence: none found node by node ({len(self.modules)} node "
+                        "outputs match the graph run in a wider precision; the graph names no "
+                        "PyTorch module, so a wrong weight or constant cannot be placed)")
+            return (f"first divergence: none ({len(self.modules)} module outputs within "
                     "tolerance)")
         where = f", {short_source(f.source)}" if f.source else ""
         module = f.torch_module or "(no module)"
@@ -120,33 +126,42 @@ def module_sites(graph: Any, modules: Collection[str] | None = None) -> list[_Si
 def run_with_outputs(path: Path, names: list[str], feed: Mapping[str, np.ndarray],
                      threads: int) -> dict[str, np.ndarray]:
     """`path`'s graph with `names` marked as outputs (a copy, through polygraphy's
-    ModifyOutputs), run once in ONNX Runtime on `feed`."""
+    ModifyOutputs), run once in ONNX Runtime on `feed`. The copy holds no weights of its own:
+    a graph whose weights are in external-data files gets its copy written beside it under a
+    temporary name (so the files resolve), and removed after."""
     import onnx
     from polygraphy.backend.onnx import ModifyOutputs
+
+    from export_gelu.check.parity import _polygraphy_silent
+
+    model = onnx.load(str(path), load_external_data=False)
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+    with _polygraphy_silent():
+        marked = ModifyOutputs(model, outputs=[o.name for o in model.graph.output] + names,
+                               copy=False)()
+    if not external:
+        with tempfile.TemporaryDirectory(prefix="export-gelu-localize-") as tmp:
+            return _run_copy(marked, Path(tmp) / "marked.onnx", feed, threads)
+    fd, name = tempfile.mkstemp(prefix=f".{path.stem}.localize-", suffix=".onnx",
+                                dir=path.parent)
+    os.close(fd)
+    try:
+        return _run_copy(marked, Path(name), feed, threads)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def _run_copy(marked: Any, copy: Path, feed: Mapping[str, np.ndarray], threads: int
+              ) -> dict[str, np.ndarray]:
+    import onnx
 
     from export_gelu.check.ort_runner import ort_runner
     from export_gelu.check.parity import _polygraphy_silent
 
-    model = onnx.load(str(path))
-    big = model.ByteSize() > (1 << 30) if _countable(model) else True
-    with _polygraphy_silent():
-        marked = ModifyOutputs(model, outputs=[o.name for o in model.graph.output] + names)()
-    del model
-    with tempfile.TemporaryDirectory(prefix="export-gelu-localize-") as tmp:
-        copy = Path(tmp) / "marked.onnx"
-        onnx.save(marked, str(copy), save_as_external_data=big)
-        del marked
-        runner = ort_runner(copy, threads=threads, name="onnxruntime-marked")
-        with _polygraphy_silent(), runner:
-            return dict(runner.infer(dict(feed)))
-
-
-def _countable(model: Any) -> bool:
-    try:
-        model.ByteSize()
-    except ValueError:  # over protobuf's 2 GiB
-        return False
-    return True
+    onnx.save(marked, str(copy))
+    runner = ort_runner(copy, threads=threads, name="onnxruntime-marked")
+    with _polygraphy_silent(), runner:
+        return dict(runner.infer(dict(feed)))
 
 
 def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
@@ -172,27 +187,48 @@ def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
     return loc
 
 
-def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
-             threads: int = 1, device: str = "cpu") -> Localization:
-    """The first divergence of the graph at `graph_path` from `loaded`'s modules on `feed`
-    (as the graph takes it)."""
+def module_tensors(loaded: Any, graph_path: Path) -> list[str]:
+    """The graph's module-boundary tensors for `loaded`'s modules, in graph order ([] when
+    none maps): what a device is asked to hand back besides the outputs."""
     import onnx
 
     from export_gelu import graph as G
-    from export_gelu.check.module_outputs import hookable_module, record_module_outputs
+    from export_gelu.check.module_outputs import module_names
+
+    names = module_names(loaded)
+    if not names:
+        return []
+    with G.opened(onnx.load(str(graph_path), load_external_data=False)) as graph:
+        return list(dict.fromkeys(s.tensor for s in module_sites(graph, names)))
+
+
+def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
+             *, threads: int = 1, device: str = "cpu",
+             recorded: Mapping[str, np.ndarray] | None = None) -> Localization:
+    """The first divergence of the graph at `graph_path` from `loaded`'s modules on `feed`
+    (as the graph takes it): the graph's module-boundary tensors from one ONNX Runtime run of
+    a marked copy, or `recorded` (what a device handed back for them)."""
+    import onnx
+
+    from export_gelu import graph as G
+    from export_gelu.check.module_outputs import module_names, record_module_outputs
     from export_gelu.graph.provenance import source_of
 
-    root = hookable_module(loaded)
-    if root is None:
-        return Localization(method="none", reason="the model is not a module whose submodules "
-                                                  "can be hooked (TorchScript or ONNX)")
-    names = {n for n, _ in root.named_modules() if n}
+    names = module_names(loaded)
+    if not names:
+        return Localization(method="none", reason="the model has no PyTorch modules to "
+                                                  "compare with (ONNX or TorchScript)")
     with G.opened(onnx.load(str(graph_path), load_external_data=False)) as graph:
         sites = module_sites(graph, names)
+        if recorded is not None:
+            sites = [s for s in sites if s.tensor in recorded]
         if not sites:
             return Localization(method="none", reason="the graph's nodes name none of the "
-                                                      "model's modules (no provenance)")
-        torch_values = record_module_outputs(root, loaded, feed, {s.module for s in sites}, device)
-        wanted = [s.tensor for s in sites if s.module in torch_values]
-        graph_values = run_with_outputs(graph_path, sorted(set(wanted)), feed, threads)
+                                                      "model's modules (no provenance)"
+                                if recorded is None else "the device handed back no "
+                                                         "module-boundary tensor")
+        torch_values = record_module_outputs(loaded, feed, {s.module for s in sites}, device)
+        wanted = sorted({s.tensor for s in sites if s.module in torch_values})
+        graph_values = (recorded if recorded is not None
+                        else run_with_outputs(graph_path, wanted, feed, threads))
         return compare_modules(sites, torch_values, graph_values, tol, source_of)

@@ -1,8 +1,11 @@
-"""What each PyTorch module produced on a feed: forward hooks on the original model, one call.
+"""What each PyTorch module produced on a feed, from one run of the original model.
 
-A `.pt2` program runs unflattened (`torch.export.unflatten`), so its submodules are called as
-modules and their hooks fire; its parameters are the program's own tensors, not copies. A
-TorchScript module takes no hooks: it records nothing.
+An `nn.Module` runs with forward hooks on its submodules. An ExportedProgram (`.pt2`) runs
+its own graph through an fx Interpreter: each fx node records the modules it was called in
+(`nn_module_stack`) and the line of the model that made it (`stack_trace`), so a module's
+output is the value of the last node of its scope that a node outside it reads — the same
+rule the ONNX side uses (`divergence.module_sites`). The weights are the model's own tensors
+in both routes, never copies. A TorchScript module takes no hooks: it records nothing.
 """
 
 from __future__ import annotations
@@ -17,23 +20,51 @@ import numpy as np
 
 @dataclass
 class ModuleOutput:
-    """One module's output on the feed (float64) and the line of the model that called it."""
+    """One module's output on the feed (float64) and the line of the model that made it."""
 
     name: str
     value: np.ndarray
     call_site: str = ""  # file.py:LINE, the innermost frame outside torch
 
 
-def hookable_module(loaded: Any) -> Any:
-    """The model as a module whose submodules run as modules (hooks fire), or None."""
+def _hookable(loaded: Any) -> Any:
+    """An `nn.Module` (not TorchScript) whose submodules run as modules, or None."""
     import torch
 
-    if loaded.exported is not None:
-        return torch.export.unflatten(loaded.exported)
     module = loaded.module
     if isinstance(module, torch.nn.Module) and not isinstance(module, torch.jit.ScriptModule):
         return module
     return None
+
+
+def _scopes(node: Any) -> list[str]:
+    return [str(path) for path, _type in (node.meta.get("nn_module_stack") or {}).values()
+            if path]
+
+
+def module_names(loaded: Any) -> set[str] | None:
+    """The module paths of the model (`named_modules`' names); None when it has no modules to
+    compare (an ONNX or TorchScript model)."""
+    if loaded is None or loaded.is_onnx:
+        return None
+    if loaded.exported is not None:
+        return {s for n in loaded.exported.graph.nodes for s in _scopes(n)}
+    root = _hookable(loaded)
+    return None if root is None else {n for n, _ in root.named_modules() if n}
+
+
+def record_module_outputs(loaded: Any, feed: Mapping[str, np.ndarray],
+                          wanted: Collection[str], device: str = "cpu"
+                          ) -> dict[str, ModuleOutput]:
+    """The outputs of the modules named in `wanted` when the model runs on `feed` (as the
+    deployed graph takes it); a module called more than once, or whose output is not one
+    floating-point tensor, is left out."""
+    if not wanted:
+        return {}
+    if loaded.exported is not None:
+        return _from_program(loaded.exported, feed, set(wanted))
+    root = _hookable(loaded)
+    return {} if root is None else _from_hooks(root, loaded, feed, set(wanted), device)
 
 
 def _call_site() -> str:
@@ -46,41 +77,15 @@ def _call_site() -> str:
     return ""
 
 
-def program_sources(exported: Any) -> dict[str, str]:
-    """Module path → `file.py:LINE` of its last op, from an ExportedProgram's own records
-    (each fx node's `nn_module_stack` and `stack_trace`): an unflattened program's calls
-    run generated code, so a hook cannot see the model's lines."""
-    from export_gelu.graph.provenance import source_in
-
-    sources: dict[str, str] = {}
-    for node in exported.graph.nodes:
-        stack = node.meta.get("nn_module_stack") or {}
-        line = source_in(node.meta.get("stack_trace") or "") or ""
-        if not line:
-            continue
-        for path, _type in stack.values():
-            if path:
-                sources[str(path)] = line
-    return sources
-
-
-def record_module_outputs(root: Any, loaded: Any, feed: Mapping[str, np.ndarray],
-                          wanted: Collection[str], device: str = "cpu"
-                          ) -> dict[str, ModuleOutput]:
-    """The outputs of `root`'s (`hookable_module(loaded)`) modules named in `wanted` (paths
-    as `named_modules` gives them) when the model runs on `feed` (as the deployed graph
-    takes it); a module called more than once, or returning anything but one floating-point
-    tensor, is left out."""
+def _from_hooks(root: Any, loaded: Any, feed: Mapping[str, np.ndarray], wanted: set[str],
+                device: str) -> dict[str, ModuleOutput]:
     import torch
 
     from export_gelu.check.torch_runner import TorchRunner
     from export_gelu.exporter.call_plan import plan_for
     from export_gelu.exporter.model_dtype import model_float_dtype
 
-    if root is None or not wanted:
-        return {}
     seen: dict[str, ModuleOutput | None] = {}
-    wanted = set(wanted)
 
     def hook_for(name: str) -> Any:
         def hook(_module: Any, _args: Any, output: Any) -> None:
@@ -103,9 +108,51 @@ def record_module_outputs(root: Any, loaded: Any, feed: Mapping[str, np.ndarray]
     finally:
         for handle in handles:
             handle.remove()
-    found = {n: v for n, v in seen.items() if v is not None}
-    if loaded.exported is not None:
-        for name, line in program_sources(loaded.exported).items():
-            if name in found:
-                found[name].call_site = line
+    return {n: v for n, v in seen.items() if v is not None}
+
+
+def _last_nodes(graph: Any, wanted: set[str]) -> dict[str, Any]:
+    """Module path → the last fx node of its scope whose value leaves the scope."""
+    last: dict[str, Any] = {}
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        for path in set(_scopes(node)) & wanted:
+            if any(u.op == "output" or path not in _scopes(u) for u in node.users):
+                last[path] = node
+    return last
+
+
+def _from_program(program: Any, feed: Mapping[str, np.ndarray], wanted: set[str]
+                  ) -> dict[str, ModuleOutput]:
+    import torch
+    from torch import fx
+    from torch.utils._pytree import tree_leaves
+
+    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.graph.provenance import source_in
+
+    with quiet_exporter():
+        gm = program.module()
+    watch: dict[str, list[str]] = {}
+    for path, node in _last_nodes(gm.graph, wanted).items():
+        watch.setdefault(node.name, []).append(path)
+    found: dict[str, ModuleOutput] = {}
+
+    class Recorder(fx.Interpreter):
+        def run_node(self, n: fx.Node) -> Any:
+            result = super().run_node(n)
+            paths = watch.get(n.name, [])
+            if paths and isinstance(result, torch.Tensor) and result.is_floating_point():
+                value = result.detach().to("cpu", torch.float64).numpy()
+                line = source_in(n.meta.get("stack_trace") or "") or ""
+                found.update((p, ModuleOutput(p, value, line)) for p in paths)
+            return result
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(np.ascontiguousarray(a))
+        return t.float() if t.is_floating_point() and t.dtype != torch.float64 else t
+
+    with torch.no_grad(), quiet_exporter():  # see check/torch_runner.py
+        Recorder(gm).run(*tree_leaves(tuple(tensor(a) for a in feed.values())))
     return found

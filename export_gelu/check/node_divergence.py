@@ -21,6 +21,9 @@ from export_gelu.check.parity import errors_of
 from export_gelu.check.tolerances import Tolerances
 from export_gelu.errors import BadInputError
 
+#: Above this many bytes of weights the graph is not compared node by node: both copies and
+#: every intermediate would be held at once.
+MAX_WEIGHT_BYTES = 1 << 30
 #: The wider element type each narrow one is checked against (ONNX TensorProto codes).
 _WIDER = {1: 11, 10: 1}  # FLOAT → DOUBLE, FLOAT16 → FLOAT
 
@@ -83,6 +86,12 @@ def localize_nodes(graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolera
 
     from export_gelu.graph.provenance import module_of, source_of
 
+    head = onnx.load(str(graph_path), load_external_data=False)
+    if _weight_bytes(head) > MAX_WEIGHT_BYTES:
+        return Localization(method="none", reason=f"the graph's weights are over "
+                                                  f"{MAX_WEIGHT_BYTES >> 30} GiB: not compared "
+                                                  "node by node")
+    del head
     model = onnx.load(str(graph_path))
     narrow = _narrow_type(model)
     if narrow is None:
@@ -118,6 +127,15 @@ def localize_nodes(graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolera
                                         module_of(node) or "", source_of(node) or "",
                                         stats.max_abs, tol.atol)
     return loc
+
+
+def _weight_bytes(model: Any) -> int:
+    """The bytes of a graph's initializers, those in external-data files included."""
+    total = 0
+    for tensor in model.graph.initializer:
+        entries = {e.key: e.value for e in tensor.external_data}
+        total += int(entries.get("length", 0) or 0) if entries else len(tensor.raw_data)
+    return total
 
 
 def _narrow_type(model: Any) -> int | None:

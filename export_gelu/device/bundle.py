@@ -42,7 +42,8 @@ FIXED_FILES = (GRAPH, "inputs.npz", "inputs.json", "reference_outputs.json", MAN
                "run_on_device.sh", "README.txt")
 #: What run_on_device.sh writes into the bundle (the engine, the device's outputs, times and
 #: log, copied back there): results of this bundle's graph, so they go when it is replaced.
-DEVICE_FILES = ("model.plan", "outputs.json", "times.json", "trtexec.log", "trtexec.rc")
+DEVICE_FILES = ("model.plan", "outputs.json", "times.json", "trtexec.log", "trtexec.rc",
+                ds.MODULE_OUTPUTS, "localize.log")
 
 #: TensorRT binds ONNX int64 inputs as int32 before 9 (DataType::kINT64 first appears in
 #: NVIDIA/TensorRT v9.1.0 include/NvInferRuntimeBase.h); from 9 they bind as int64.
@@ -269,6 +270,9 @@ class BundleRequest:
     rtol: float
     dynamic: Sequence[Any] = ()
     fp32_layers: Sequence[str] = ()  # an fp16 graph's fp32 islands (parity.islands' nodes)
+    #: the graph's module-boundary tensors (check.divergence.module_tensors): the device is
+    #: asked for them too, from a copy of the graph that marks them as outputs
+    module_tensors: Sequence[str] = ()
 
 
 def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -> None:
@@ -281,6 +285,25 @@ def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -
     results.append((name, [IterationResult(OrderedDict(outputs), runner_name=name)]))
     with quiet_polygraphy():
         results.save(str(path))
+
+
+def _write_marked(stage: Path, outputs: list[str], tensors: list[str]) -> dict[str, Any]:
+    """The bundle's graph with `tensors` marked as outputs too (polygraphy's ModifyOutputs),
+    written beside it as MARKED_GRAPH; its weights stay in the graph's own external-data
+    files. The manifest's `localize` entry, or {} when there is nothing to mark."""
+    tensors = [t for t in tensors if t not in outputs]  # an output comes back anyway
+    if not tensors:
+        return {}
+    import onnx
+    from polygraphy.backend.onnx import ModifyOutputs
+
+    from export_gelu.check.quiet import quiet_polygraphy
+
+    model = onnx.load(str(stage / GRAPH), load_external_data=False)
+    with quiet_polygraphy():
+        marked = ModifyOutputs(model, outputs=[*outputs, *tensors])()
+    onnx.save(marked, str(stage / ds.MARKED_GRAPH))
+    return {"graph": ds.MARKED_GRAPH, "outputs": tensors, "file": ds.MODULE_OUTPUTS}
 
 
 def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
@@ -349,15 +372,23 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
                         "iterations": ds.ITERATIONS, "flags_from": ds.source_of(req.trt_version)},
             "polygraphy": {"args": polygraphy},
         }
+        localize = _write_marked(stage, list(outputs), list(req.module_tensors))
+        if localize:
+            localize["trtexec"] = ds.localize_trtexec_args(trtexec)
+            localize["polygraphy"] = ds.localize_polygraphy_args(polygraphy,
+                                                                 localize["outputs"])
+            manifest["localize"] = localize
         script = ds.run_script(req.trt_version, req.target, req.precision, trtexec, polygraphy,
-                               has_plugin=has_plugin, tool_version=__version__)
+                               has_plugin=has_plugin, tool_version=__version__,
+                               localize=localize.get("trtexec", []))
         (stage / "run_on_device.sh").write_text(script)
         os.chmod(stage / "run_on_device.sh", 0o755)
         note = (f"Inputs {', '.join(int64)} are int64 in the graph; TensorRT "
                 f"{req.trt_version} binds them as int32, so their .bin files hold int32.\n"
                 if int64 else "")
         (stage / "README.txt").write_text(
-            ds.readme(req.target, req.trt_version, req.model_path.name, note, has_plugin))
+            ds.readme(req.target, req.trt_version, req.model_path.name, note, has_plugin,
+                      localize=bool(localize)))
         manifest["files"] = sorted([*_entries_under(stage), MANIFEST])
         manifest["device_files"] = list(DEVICE_FILES)
         (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

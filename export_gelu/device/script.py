@@ -179,6 +179,52 @@ def polygraphy_args(precision: str, trt_version: str,
     return args
 
 
+#: The graph copy whose module-boundary tensors are outputs too, and what a run of it writes.
+MARKED_GRAPH = "model_marked.onnx"
+MODULE_OUTPUTS = "module_outputs.json"
+
+
+def localize_trtexec_args(trtexec: Sequence[str]) -> list[str]:
+    """trtexec's arguments for the marked graph: the same inputs and flags, its outputs (the
+    graph's and the module-boundary tensors) to MODULE_OUTPUTS; no engine kept, not timed."""
+    swap = {"--onnx=model.onnx": f"--onnx={MARKED_GRAPH}",
+            "--exportOutput=outputs.json": f"--exportOutput={MODULE_OUTPUTS}",
+            f"--iterations={ITERATIONS}": "--iterations=1"}
+    return [swap.get(a, a) for a in trtexec
+            if a not in ("--saveEngine=model.plan", "--exportTimes=times.json")]
+
+
+def localize_polygraphy_args(polygraphy: Sequence[str], names: Sequence[str]) -> list[str]:
+    """`polygraphy run` on the bundle's own graph, asking TensorRT for `names` as well
+    (`--trt-outputs mark`-style, by name), saved to MODULE_OUTPUTS."""
+    args = list(polygraphy)
+    args[args.index("outputs.json")] = MODULE_OUTPUTS
+    at = args.index("--save-engine")
+    del args[at:at + 2]
+    return [*args, "--trt-outputs", *names]
+
+
+def _localize_mode(localize: Sequence[str], plugin: str) -> str:
+    """The `localize` mode of run_on_device.sh (trtexec on the marked graph), or ""."""
+    if not localize:
+        return ""
+    return f"""
+if [ "$MODE" = localize ]; then
+    set -- {_quote(localize)}
+    if [ -n "${{PLUGIN_LIB:-}}" ]; then
+        set -- "$@" "{plugin}=$PLUGIN_LIB"
+    fi
+    echo "+ $TRTEXEC $*"
+    "$TRTEXEC" "$@" > localize.log 2>&1 || {{
+        echo "run_on_device.sh: trtexec failed on {MARKED_GRAPH}; see localize.log" >&2
+        exit 1
+    }}
+    echo "run_on_device.sh: done; copy back {MODULE_OUTPUTS}"
+    exit 0
+fi
+"""
+
+
 def _quote(args: Sequence[str]) -> str:
     """Arguments for sh, one per line; `$WORKSPACE_MIB` stays expandable."""
     out = []
@@ -191,9 +237,16 @@ def _quote(args: Sequence[str]) -> str:
 
 
 def run_script(trt_version: str, target: str, precision: str, trtexec: Sequence[str],
-               polygraphy: Sequence[str], *, has_plugin: bool, tool_version: str) -> str:
-    """`run_on_device.sh`: POSIX sh, needs only TensorRT (polygraphy for its own mode)."""
+               polygraphy: Sequence[str], *, has_plugin: bool, tool_version: str,
+               localize: Sequence[str] = ()) -> str:
+    """`run_on_device.sh`: POSIX sh, needs only TensorRT (polygraphy for its own mode);
+    `localize`: trtexec's arguments for the marked graph (its `localize` mode)."""
     plugin = plugin_flag(trt_version)
+    usage = (f"#   sh run_on_device.sh localize     # the module outputs too ({MARKED_GRAPH})\n"
+             if localize else "")
+    modes = "trtexec, localize or polygraphy" if localize else "trtexec or polygraphy"
+    known = ('[ "$MODE" != trtexec ] && [ "$MODE" != localize ]' if localize
+             else '[ "$MODE" != trtexec ]')
     plugin_note = ("# The graph holds CustomGeluPluginDynamic: it is in libnvinfer_plugin, which "
                    "trtexec loads\n# by default; PLUGIN_LIB=/path/lib.so adds another library.\n"
                    if has_plugin else "")
@@ -204,7 +257,7 @@ def run_script(trt_version: str, target: str, precision: str, trtexec: Sequence[
 #
 #   sh run_on_device.sh              # trtexec (PATH, or {JETSON_TRTEXEC} on Jetson)
 #   sh run_on_device.sh polygraphy   # polygraphy run, where polygraphy is installed
-#
+{usage}#
 # Environment: TRTEXEC=/path/to/trtexec, WORKSPACE_MIB (default {WORKSPACE_MIB}),
 # PLUGIN_LIB=/path/to/extra_plugins.so. Copy back outputs.json and times.json (README.txt).
 {plugin_note}set -u
@@ -223,8 +276,8 @@ if [ "$MODE" = polygraphy ]; then
     polygraphy "$@"
     exit $?
 fi
-if [ "$MODE" != trtexec ]; then
-    echo "run_on_device.sh: unknown mode '$MODE' (trtexec or polygraphy)" >&2
+if {known}; then
+    echo "run_on_device.sh: unknown mode '$MODE' ({modes})" >&2
     exit 2
 fi
 
@@ -240,7 +293,7 @@ if [ -z "$TRTEXEC" ]; then
         exit 127
     fi
 fi
-
+{_localize_mode(localize, plugin)}
 set -- {_quote(trtexec)}
 if [ -n "${{PLUGIN_LIB:-}}" ]; then
     set -- "$@" "{plugin}=$PLUGIN_LIB"
@@ -259,8 +312,9 @@ echo "run_on_device.sh: done; copy back outputs.json, times.json and trtexec.log
 
 
 def readme(target: str, trt_version: str, model_name: str, int64_note: str,
-           has_plugin: bool) -> str:
+           has_plugin: bool, localize: bool = False) -> str:
     """README.txt of a bundle: what to run on the device and what to copy back."""
+    then_localize = _readme_localize(model_name) if localize else ""
     plugin = ("\nThe graph uses the GELU plugin (CustomGeluPluginDynamic), which ships in\n"
               "libnvinfer_plugin; trtexec loads that library by default.\n" if has_plugin else "")
     return f"""export-gelu device bundle for {target} (TensorRT {trt_version})
@@ -278,7 +332,7 @@ from it) into this directory, then:
 
     export-gelu verify {model_name} --bundle THIS_DIR --device-outputs THIS_DIR/outputs.json \\
         --device-times THIS_DIR/times.json
-
+{then_localize}
 Exit 0: every output within tolerance of PyTorch; 1: an output is over tolerance (named);
 2: the files do not belong to this bundle (another model, a truncated file, other names or
 shapes).
@@ -286,4 +340,18 @@ shapes).
 Files: model.onnx (+ external data), inputs/*.bin (raw little-endian, the dtype TensorRT
 binds), inputs.json (polygraphy --load-inputs), inputs.npz (the feed as the graph takes it),
 reference_outputs.json (PyTorch's outputs, polygraphy format), manifest.json.
+"""
+
+
+def _readme_localize(model_name: str) -> str:
+    return f"""
+When an output is over tolerance, find where the engine starts to differ: run
+
+    sh run_on_device.sh localize
+
+It runs {MARKED_GRAPH} (model.onnx with each PyTorch module's output marked as an output
+too) and writes {MODULE_OUTPUTS}; copy it back, then:
+
+    export-gelu verify {model_name} --bundle THIS_DIR --device-outputs \\
+        THIS_DIR/{MODULE_OUTPUTS}
 """

@@ -48,6 +48,7 @@ DEVICE_VERIFY = (
     Stage("load", sources.load),
     Stage("inputs", device_stages.device_inputs, timed_as="load"),
     Stage("verify", device_stages.device_check),
+    Stage("localize", localize.localize_device, applies=localize.localizes, timed_as="verify"),
     Stage("report", finish.write_report, timed_as=None),
 )
 

@@ -68,6 +68,10 @@ def read_device_run(state: RunState) -> None:
         raise BadInputError(f"{graph}: with --device-outputs, DEPLOYED is the ONNX graph the "
                             "device built its engine from")
     outputs, state.device_format = read_device_outputs(o.device_outputs)
+    marked = set(state.manifest.get("localize", {}).get("outputs", []))
+    if marked:  # the marked graph's run (run_on_device.sh localize): its extra tensors aside
+        state.device_module_outputs = {n: a for n, a in outputs[0].items() if n in marked}
+        outputs = [type(it)((n, a) for n, a in it.items() if n not in marked) for it in outputs]
     check_pairing(outputs, state.deployed.outputs, Path(o.device_outputs), len(state.feeds))
     state.device_outputs = cast_to_graph(outputs, output_dtypes(graph))
     if o.device_times:

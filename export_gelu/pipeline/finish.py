@@ -9,6 +9,7 @@ from export_gelu.check.calibration import gelu_input_ranges
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
+from export_gelu.pipeline.localize import bundle_tensors
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.write import write_reports
 
@@ -32,7 +33,8 @@ def bundle(state: RunState) -> None:
                         precision=o.precision, feed=feed, reference=outputs,
                         reference_name=name, atol=tol.atol, rtol=tol.rtol,
                         dynamic=state.dynamic.axes() if state.dynamic else (),
-                        fp32_layers=[n for i in rep.parity.islands or [] for n in i["nodes"]])
+                        fp32_layers=[n for i in rep.parity.islands or [] for n in i["nodes"]],
+                        module_tensors=bundle_tensors(state, state.output))
     out = write_bundle(req, o.bundle)
     note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
 

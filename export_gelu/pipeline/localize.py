@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from export_gelu.check.deployed import deployed_feed, feed_for
-from export_gelu.check.divergence import Localization, localize
+from export_gelu.check.divergence import Localization, localize, module_tensors
 from export_gelu.check.node_divergence import localize_nodes
 from export_gelu.pipeline.state import RunState
 
@@ -33,9 +33,23 @@ def _has_modules(state: RunState) -> bool:
                 and (loaded.module is not None or loaded.exported is not None))
 
 
+def _failed(exc: Exception) -> Localization:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return Localization(method="none", reason=f"localizing failed: {first}")
+
+
 def localize_stage(state: RunState) -> None:
     """loaded, the graph (DEPLOYED or the written output), the main feed, the tolerances →
-    report.divergence."""
+    report.divergence. A diagnosis: what goes wrong in it is said, and the verdict stands."""
+    try:
+        _localize(state)
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure here leaves the verdict as it is
+        state.report.divergence = _failed(exc)
+
+
+def _localize(state: RunState) -> None:
     rep = state.report
     why = _why_not(state)
     if why:
@@ -54,8 +68,45 @@ def localize_stage(state: RunState) -> None:
         tol = export_tolerances(state)
     device = state.device.device if state.device else "cpu"
     threads = state.options.threads
-    found = (localize(state.loaded, path, feed, tol, threads, device) if _has_modules(state)
-             else None)
+    found = (localize(state.loaded, path, feed, tol, threads=threads, device=device)
+             if _has_modules(state) else None)
     if found is None or found.method == "none":  # no module maps: node by node
         found = localize_nodes(path, feed, tol, threads)
     rep.divergence = found
+
+
+def bundle_tensors(state: RunState, graph_path: Path) -> list[str]:
+    """The module-boundary tensors a device bundle asks the device for ([] without modules:
+    an ONNX MODEL, a graph without provenance, a big model already freed)."""
+    return module_tensors(state.loaded, Path(graph_path)) if _has_modules(state) else []
+
+
+def localize_device(state: RunState) -> None:
+    """`verify --bundle DIR --device-outputs F`: the module-boundary tensors the device handed
+    back (F from `run_on_device.sh localize`) against PyTorch's modules, on the first feed."""
+    try:
+        _localize_device(state)
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure here leaves the verdict as it is
+        state.report.divergence = _failed(exc)
+
+
+def _localize_device(state: RunState) -> None:
+    recorded = state.device_module_outputs
+    if not recorded:
+        state.report.divergence = Localization(
+            method="none", reason="the device's outputs hold no module-boundary tensor: run "
+                                  "`sh run_on_device.sh localize` and pass module_outputs.json")
+        return
+    if not _has_modules(state):
+        state.report.divergence = Localization(method="none", reason="MODEL has no PyTorch "
+                                                                     "modules to compare with")
+        return
+    state.progress.step("comparing the device's module outputs with PyTorch (first divergence)")
+    feed = feed_for(state.deployed, state.feed)
+    device = state.device.device if state.device else "cpu"
+    recorded = {**state.device_outputs[0], **recorded}  # the graph's outputs end modules too
+    state.report.divergence = localize(state.loaded, state.deployed.path, feed,
+                                       state.tolerances, threads=state.options.threads,
+                                       device=device, recorded=recorded)

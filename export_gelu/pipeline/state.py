@@ -66,6 +66,8 @@ class RunState:
     device_outputs: list[Feed] = field(default_factory=list)  # per feed, in the graph's dtypes
     device_format: str = ""  # trtexec | polygraphy
     device_times: Any = None  # (GPU compute ms per inference, warm-ups dropped) or None
+    #: the module-boundary tensors the device handed back too (first feed), by tensor name
+    device_module_outputs: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def feed(self) -> Feed:

@@ -36,6 +36,7 @@ from export_gelu.exporter.load import load_model
 from export_gelu.notes import Note
 from export_gelu.passes.onnx import find_sites
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
+from export_gelu.pipeline.localize import bundle_tensors
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
 
@@ -210,7 +211,8 @@ def verify_bundle(state: RunState) -> None:
                         target=profile.name, trt_version=profile.trt_version,
                         precision=state.run_precision, feed=feed, reference=outputs,
                         reference_name=name, atol=state.tolerances.atol,
-                        rtol=state.tolerances.rtol)
+                        rtol=state.tolerances.rtol,
+                        module_tensors=bundle_tensors(state, state.deployed.path))
     out = write_bundle(req, o.bundle)
     note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
 

@@ -40,6 +40,19 @@ def _parity(rep: Report) -> list[str]:
                            "max abs ref", "non-finite"], rows)
 
 
+def _divergence(rep: Report) -> list[str]:
+    """The first divergence and the error of each module, in graph order."""
+    loc = rep.divergence
+    if loc is None:
+        return []
+    lines = ["## First divergence", "", f"`{loc.line()}`", ""]
+    rows = [[m.depth, f"`{m.module}`", f"`{m.tensor}`", _g(m.max_abs), _g(m.ref_scale),
+             "ok" if m.passed else "**FAIL**"] for m in loc.modules]
+    head = ["depth", "module" if loc.method == "modules" else "node", "tensor", "max abs",
+            "max abs ref", "verdict"]
+    return lines + (_table(head, rows) if rows else [])
+
+
 def _latency(rep: Report) -> list[str]:
     if not rep.latency:
         return []
@@ -129,7 +142,8 @@ def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -
     if rep.command != "verify":
         facts.append(("TensorRT", f"{rep.trt.get('status')}: {rep.trt.get('reason') or ''}"))
     lines += [f"- **{k}**: {v}" for k, v in facts] + [""]
-    lines += _parity(rep) + _latency(rep) + _forms(rep) + _sites(rep) + _calibration(rep)
+    lines += (_parity(rep) + _divergence(rep) + _latency(rep) + _forms(rep) + _sites(rep)
+              + _calibration(rep))
     if images or plots_note:
         lines += ["## Plots", ""]
         lines += [f"![{caption}]({path})\n" for caption, path in images.items()]
@@ -141,7 +155,8 @@ def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -
 
 
 #: The PNG plots a Markdown report `r.md` writes beside it: `r.<suffix>`.
-PLOT_SUFFIXES = {"forms": "gelu-forms.png", "errors": "errors.png"}
+PLOT_SUFFIXES = {"forms": "gelu-forms.png", "errors": "errors.png",
+                 "depth": "error-by-depth.png"}
 
 
 def plot_paths(out: Path) -> dict[str, Path]:
@@ -167,6 +182,10 @@ def write_markdown(rep: Report, out: Path) -> list[Path]:
         if plots.plot_error_histograms(rep.parity.error_samples, rep.parity.atol, errors_png):
             written.append(errors_png)
             images["Per-output error histograms"] = errors_png.name
+        depth_png = plot_paths(out)["depth"]
+        if plots.plot_error_by_depth(rep.divergence, depth_png):
+            written.append(depth_png)
+            images["Error against depth: where the graph starts to differ"] = depth_png.name
     note = f"Plots skipped: {missing}." if missing else ""
     write_text_atomic(render_markdown(rep, images, note), out)
     return [out, *written]

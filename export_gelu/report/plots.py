@@ -137,3 +137,41 @@ def plot_error_histograms(errors: Mapping[str, np.ndarray], atol: float, out: Pa
         ax.grid(alpha=0.3)
     fig.tight_layout()
     return _save(fig, out)
+
+
+def plot_error_by_depth(localization: Any, out: Path) -> Path | None:
+    """Each compared module's (or node's) max abs error against its depth in the graph, on a
+    log scale, with atol and the first divergence marked; None when nothing was compared."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    rows = localization.modules if localization is not None else []
+    if not rows:
+        return None
+    floor = 1e-12  # an exact match, drawn at the bottom of the log axis
+    depth = np.array([r.depth for r in rows])
+    err = np.array([max(r.max_abs, floor) if np.isfinite(r.max_abs) else np.nan for r in rows])
+    ok = np.array([r.passed for r in rows])
+    fig, ax = plt.subplots(figsize=(8.5, 3.6))
+    ax.plot(depth, err, color="0.6", lw=1)
+    ax.scatter(depth[ok], err[ok], s=14, color="tab:blue", label="within tolerance", zorder=3)
+    ax.scatter(depth[~ok], err[~ok], s=18, color="tab:red", label="out of tolerance", zorder=3)
+    first = localization.first
+    if first is not None:
+        ax.axhline(first.atol, color="tab:red", ls="--", lw=1, label=f"atol {first.atol:.2g}")
+        at = next((r.depth for r in rows if r.tensor == first.tensor), None)
+        if at is not None:
+            ax.axvline(at, color="black", ls=":", lw=1,
+                       label=f"first divergence: {first.torch_module or first.node}")
+    what = "module" if localization.method == "modules" else "node"
+    ax.set_yscale("log")
+    ax.set_xlabel(f"{what} depth (graph order)")
+    ax.set_ylabel("max |deployed − PyTorch|" if what == "module" else "max |graph − wider|")
+    ax.set_title(f"Error of each {what} output against depth ({len(rows)} compared)",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, out)
