@@ -119,3 +119,11 @@ def test_frames_inside_torch_or_generated_code_are_not_the_source():
     node.metadata_props.add(key=P.STACK_TRACE, value=trace)
     assert P.source_of(node) == "/proj/model.py:12"
     assert P.frames(trace)[0] == ("/proj/model.py", 12)
+
+
+def test_unreadable_or_huge_values_read_as_nothing():
+    node = onnx.helper.make_node("Relu", ["a"], ["b"], name="relu")
+    node.metadata_props.add(key=P.NAME_SCOPES, value="[" * 5000)
+    assert P.module_of(node) is None
+    node.metadata_props[0].value = repr(["", "x" * P.MAX_VALUE_CHARS, "relu"])
+    assert P.module_of(node) is None

@@ -54,8 +54,12 @@ def has_provenance(node: Node) -> bool:
     return NAME_SCOPES in props or NAMESPACE in props
 
 
+#: Longer values are not parsed (a graph's metadata is input: parsing stays bounded).
+MAX_VALUE_CHARS = 100_000
+
+
 def _literal_list(text: str | None) -> list[str] | None:
-    if not text:
+    if not text or len(text) > MAX_VALUE_CHARS:
         return None
     try:
         value = ast.literal_eval(text)
