@@ -147,6 +147,14 @@ def add_report_flags(p: argparse.ArgumentParser) -> None:
                    help="write a Markdown report here, with PNG plots beside it (needs "
                         "matplotlib: the plot extra)")
     g.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_quiet_flag(g)
+
+
+def add_quiet_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--quiet`: no progress lines on stderr (the summary and errors still print)."""
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress on stderr (on a terminal: one line redrawn; in a pipe: "
+                        "one line per step as it starts); the summary and errors still print")
 
 
 def add_run_flags(p: argparse.ArgumentParser, **inputs: str) -> None:
@@ -252,6 +260,7 @@ def inspect_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-dry-run", action="store_true",
                    help="skip the 'after export-gelu' column (no passes are run)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_quiet_flag(p)
     return p
 
 
@@ -323,7 +332,7 @@ def _run_verify(argv: Sequence[str]) -> int:
 
     work_begins()
     rep = api.verify(args.model, args.deployed, options=verify_options(args),
-                     progress=Progress())
+                     progress=Progress(quiet=args.quiet))
     print(rep.summary())
     return rep.exit_code
 
@@ -337,10 +346,11 @@ def _run_forms(args: argparse.Namespace) -> int:
         targets = (args.target,) if args.target else COMPARE_TARGETS
         options = options_from(args, FormsOptions, targets=targets,
                                inputs_npz=args.inputs_file)
-        rep = api.forms_report(args.model, options, progress=Progress())
+        rep = api.forms_report(args.model, options, progress=Progress(quiet=args.quiet))
         print(rep.summary())
         return 0
-    rep = api.export_with_best_form(args.model, export_options(args), Progress())
+    rep = api.export_with_best_form(args.model, export_options(args),
+                                    Progress(quiet=args.quiet))
     return _finish_export(rep)
 
 
@@ -372,7 +382,8 @@ def _run_export(argv: Sequence[str]) -> int:
         parser.error("--cast-down applies to one export: drop --compare-forms / --gelu auto")
     if args.compare_forms or args.gelu == "auto":
         return _run_forms(args)
-    rep = api.export(args.model, options=export_options(args), progress=Progress())
+    rep = api.export(args.model, options=export_options(args),
+                     progress=Progress(quiet=args.quiet))
     return _finish_export(rep)
 
 
@@ -387,7 +398,7 @@ def _run_inspect(argv: Sequence[str]) -> int:
 
     work_begins()
     targets = [resolve_target(t)[0].name for t in args.target]
-    progress = Progress()
+    progress = Progress(quiet=args.quiet)
     try:
         info = api.inspect_model(args.model, targets or None, dry_run=not args.no_dry_run,
                                  progress=progress)
