@@ -193,8 +193,11 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
                    help=f"{TARGET_HELP} (default trt)")
     p.add_argument("-o", "--output", metavar="OUT.onnx",
-                   help="default: MODEL.<target>.onnx; a folder (default MODEL.<target>/) for "
-                        "an encoder-decoder's graphs")
+                   help="default: MODEL.<target>.onnx beside MODEL (MODEL.<target>.dynamic.onnx "
+                        "with --dynamic); DIR/ (a trailing slash or an existing folder): "
+                        "DIR/<that name>, DIR made if missing; a folder (default "
+                        "MODEL.<target>/) for an encoder-decoder's graphs. An existing file is "
+                        "replaced, and the summary says so")
     p.add_argument("--gelu", default="keep",
                    choices=("keep", "erf", "tanh", "sigmoid", "plugin", "auto"),
                    help="GELU form: keep (each site's own math; default), erf, tanh, sigmoid "
