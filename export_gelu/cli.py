@@ -56,6 +56,12 @@ exit codes: 0 done, 1 parity failed, 2 bad input or usage, or the system refused
 """
 
 
+#: The usage line of `export-gelu --help`: the export below, and the two other commands.
+EXPORT_USAGE = """export-gelu MODEL [--target TARGET] [-o OUT.onnx] [options]   (below)
+       export-gelu verify MODEL DEPLOYED [options]   (export-gelu verify --help)
+       export-gelu inspect MODEL.onnx [options]      (export-gelu inspect --help)"""
+
+
 def target_name(text: str) -> str:
     """`--target` values: a named target or an exact TensorRT version ('trt8.2.3')."""
     from export_gelu.targets import resolve_profile
@@ -180,7 +186,7 @@ def options_from(args: argparse.Namespace, record: type[T], **fields: Any) -> T:
 
 def export_parser() -> argparse.ArgumentParser:
     p = OneLineErrorParser(
-        prog="export-gelu",
+        prog="export-gelu", usage=EXPORT_USAGE,
         description="Export a PyTorch model (or rewrite an ONNX file) for ONNX Runtime or "
                     "TensorRT 7.0–11, with every GELU found and lowered for the target, then "
                     "check parity with PyTorch and time it.",
