@@ -59,7 +59,7 @@ test: $(STAMP)
 
 # Everything not marked `slow` (written marks, each naming the fast test that pins the same
 # behaviour, and the measured list tests/slow_tests.txt), and the fuzzer with fewer examples:
-# under 3 minutes on two cores (docs/testing.md).
+# 155 s on two idle cores, longer under load (docs/testing.md, Timings).
 FAST_FUZZ_EXAMPLES ?= 60
 test-fast: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks

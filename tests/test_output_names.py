@@ -4,6 +4,7 @@ own tasks never replace each other; replacing an existing output is said in one 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,16 @@ def test_cli_dash_o_folder_whose_parent_is_missing_is_refused(saved_model,
                   f"{tmp_path}/no/such/", "--no-verify")
     assert res.code == 2 and "does not exist" in res.err, res.err
     assert not (tmp_path / "no").exists()
+
+
+def test_written_names_the_markdown_plots(saved_model, tmp_path: Path) -> None:
+    """`written` lists every file the run wrote: the PNGs beside --report-md too."""
+    pytest.importorskip("matplotlib")
+    out, js, md = tmp_path / "m.onnx", tmp_path / "r.json", tmp_path / "r.md"
+    res = run_cli(saved_model("lstm", "exported"), "--target", "ort", "-o", out, "--report", js,
+                  "--report-md", md, "--iterations", "0")
+    assert res.code == 0, res.err
+    written = json.loads(js.read_text())["written"]
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert pngs == ["r.errors.png", "r.gelu-forms.png"]
+    assert sorted(Path(p).name for p in written) == sorted(["m.onnx", "r.json", "r.md", *pngs])

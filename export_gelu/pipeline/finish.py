@@ -10,7 +10,7 @@ from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
 from export_gelu.pipeline.state import RunState
-from export_gelu.report.markdown import plot_paths
+from export_gelu.report.markdown import write_markdown
 from export_gelu.report.write import write_reports
 
 
@@ -55,8 +55,6 @@ def written_paths(state: RunState) -> list[str]:
     found += [p for p in (rep.trt.get("engine"), rep.trt.get("bundle")) if p]
     report_md = getattr(o, "report_md", None)
     found += [str(p) for p in (getattr(o, "report", None), report_md) if p]
-    if report_md:
-        found += [str(p) for p in plot_paths(Path(report_md)).values() if p.exists()]
     return list(dict.fromkeys(found))
 
 
@@ -65,5 +63,10 @@ def write_report(state: RunState) -> None:
     report lists what the run wrote (`written`)."""
     state.progress.done()
     o = state.options
-    state.report.written = written_paths(state)
-    write_reports(state.report, getattr(o, "report", None), getattr(o, "report_md", None))
+    rep = state.report
+    rep.written = written_paths(state)
+    report_md = getattr(o, "report_md", None)
+    if report_md:  # first, so `written` names the plots it drew
+        drawn = write_markdown(rep, Path(report_md))
+        rep.written = list(dict.fromkeys([*rep.written, *map(str, drawn)]))
+    write_reports(rep, getattr(o, "report", None))
