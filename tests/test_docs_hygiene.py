@@ -26,7 +26,8 @@ OTHER_FILES = {"external_data_helper.py",  # onnx
                "cache_utils.py",  # transformers
                "base.py",  # onnxruntime-genai's model builder
                "__main__.py",  # optimum-onnx's exporter
-               "fusion_biasgelu.py", "fusion_fastgelu.py", "fusion_quickgelu.py"}  # onnxruntime
+               "fusion_biasgelu.py", "fusion_fastgelu.py", "fusion_quickgelu.py",  # onnxruntime
+               "train.py"}  # the user's own training script, in the examples of --import
 #: What an absolute path of a developer's machine looks like.
 _MACHINE_PATH = re.compile(r"(?<![\w.])(/work/|/home/[a-z]|/root/|/Users/|[A-Z]:\\Users\\|"
                            r"/tmp/pytest-of-)")
