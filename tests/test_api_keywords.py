@@ -129,3 +129,10 @@ def test_verify_in_memory_refuses_what_needs_a_file(exported, tmp_path: Path) ->
                            bundle=str(tmp_path / "b"))
     with pytest.raises(export_gelu.BadInputError, match="example inputs of an in-memory"):
         export_gelu.verify(str(onnx_file), onnx_file, args=(torch.randn(2, 8),))
+
+
+def test_in_memory_export_needs_a_file_name_not_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(export_gelu.BadInputError, match="no file to name the output after"):
+        export_gelu.export(_module(), args=(torch.randn(2, 8),), target="ort",
+                           output=f"{tmp_path}/")
+    assert list(tmp_path.iterdir()) == []

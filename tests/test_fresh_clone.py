@@ -83,7 +83,7 @@ def test_readme_setup_then_first_task_in_a_fresh_clone(tmp_path: Path) -> None:
     script = " && ".join(["set -x", *setup_commands(), "command -v export-gelu",
                           *first_task_commands()])
     proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], cwd=clone,
-                          env=_fresh_shell_env(), capture_output=True, text=True, timeout=1500)
+                          env=_fresh_shell_env(), capture_output=True, text=True, timeout=3000)
     out = proc.stdout
     assert proc.returncode == 0, (out[-3000:], proc.stderr[-3000:])
     # make demo: exported, verified, then told what to type next

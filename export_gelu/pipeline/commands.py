@@ -9,7 +9,7 @@ from typing import Any
 
 from export_gelu.errors import BadInputError
 from export_gelu.options import ExportOptions, RunOptions, VerifyOptions, validate
-from export_gelu.output_plan import check_outputs
+from export_gelu.output_plan import check_outputs, names_folder
 from export_gelu.pipeline import device_stages, finish, forms, sources, verify_stages
 from export_gelu.pipeline.export_command import EXPORT
 from export_gelu.pipeline.inspect_command import INSPECT
@@ -71,7 +71,7 @@ def _refuse_for_in_memory(options: RunOptions, loaded: Any) -> None:
         raise BadInputError(f"{loaded.path}: a model in memory can be exported and verified; "
                             "save it (torch.export.save) to compare forms or use a device "
                             "bundle")
-    if not options.output:
+    if not options.output or names_folder(options.output):
         raise BadInputError(f"{loaded.path} has no file to name the output after: pass "
                             "output='model.onnx'")
     if options.bundle:
