@@ -1,29 +1,53 @@
 # Two commands do all set-up on a fresh machine: `make demo` and `make test`.
-# Both create .venv, install torch==2.13.0 first when no torch is present (a bare `torch`
-# requirement could pull a multi-GB CUDA build), then the package with its extras, at the
-# versions in constraints.txt (the set CI last passed with).
+# Both create .venv, install torch first when no torch is present (the version in
+# constraints.txt: the CPU build from PyTorch's CPU wheel index where nvidia-smi finds no GPU,
+# since a bare `torch` from the default index is the multi-GB CUDA build on Linux; the default
+# build where it finds one), then the package with its extras, at the versions in
+# constraints.txt (the set CI last passed with). The commands then run through the venv:
+# `. .venv/bin/activate` puts `export-gelu` on PATH.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.export-gelu-installed
 DEMO   := build/demo
+TORCH  := $(shell sed -n 's/^torch==//p' constraints.txt)
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+PYPI_INDEX      ?= https://pypi.org/simple
 
-.PHONY: demo test test-fast test-gpu lint fuzz clean bench
+.PHONY: torch demo test test-fast test-gpu lint fuzz clean bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
-	@$(PY) -c "import torch" 2>/dev/null || { echo "installing torch==2.13.0 (CPU)"; \
-		$(PY) -m pip install -q torch==2.13.0; }
+	@$(PY) -c "import torch" 2>/dev/null || $(MAKE) --no-print-directory torch
 	$(PY) -m pip install -q -c constraints.txt -e ".[cpu,examples,test,plot]"
 	@touch $(STAMP)
+
+# torch==$(TORCH) into the venv: the CUDA build where nvidia-smi lists a GPU, else the CPU
+# build from PyTorch's CPU index (probed first with a 5 s limit; where it cannot be reached,
+# the default index, said in one line).
+torch: | $(PY)
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+		echo "installing torch==$(TORCH): CUDA build (nvidia-smi found a GPU)"; \
+		$(PY) -m pip install -q torch==$(TORCH); \
+	elif $(PY) -c "import urllib.request as u; u.urlopen('$(TORCH_CPU_INDEX)/torch/', timeout=5)" 2>/dev/null; then \
+		echo "installing torch==$(TORCH): CPU build (no CUDA GPU) from $(TORCH_CPU_INDEX)"; \
+		$(PY) -m pip install -q --index-url $(TORCH_CPU_INDEX) --extra-index-url $(PYPI_INDEX) torch==$(TORCH); \
+	else \
+		echo "installing torch==$(TORCH): no CUDA GPU, but $(TORCH_CPU_INDEX) cannot be reached: from the default index"; \
+		$(PY) -m pip install -q torch==$(TORCH); \
+	fi
 
 demo: $(STAMP)
 	@mkdir -p $(DEMO)
 	$(PY) -m examples.save_model gpt2 --format exported -o $(DEMO)/model.pt
 	$(VENV)/bin/export-gelu $(DEMO)/model.pt --target trt --report $(DEMO)/report.json
+	@echo
+	@echo "next: put export-gelu on PATH in this shell, then export the demo for TensorRT 8.2:"
+	@echo "  . $(VENV)/bin/activate"
+	@echo "  export-gelu $(DEMO)/model.pt --target trt8.2"
 
 # The whole suite, one worker per core (pytest-xdist), after ruff and the import contracts
 # (import-linter, setup.cfg). CI runs this. Models the tests build are kept between runs in
@@ -35,7 +59,7 @@ test: $(STAMP)
 
 # Everything not marked `slow` (written marks, each naming the fast test that pins the same
 # behaviour, and the measured list tests/slow_tests.txt), and the fuzzer with fewer examples:
-# under 3 minutes on two cores (docs/testing.md).
+# 155 s on two idle cores, longer under load (docs/testing.md, Timings).
 FAST_FUZZ_EXAMPLES ?= 60
 test-fast: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks

@@ -34,10 +34,21 @@ def environment() -> str:
             + ", ".join(versions))
 
 
+def portable_arg(arg: str) -> str:
+    """A command-line argument as RESULTS.md records it: no absolute path of this machine (one
+    inside the repository relative to it, another as DIR/its last part)."""
+    if not os.path.isabs(arg):
+        return arg
+    root = str(RESULTS.resolve().parents[1])
+    if os.path.realpath(arg).startswith(root + os.sep):
+        return os.path.relpath(os.path.realpath(arg), root)
+    return "DIR/" + os.path.basename(arg.rstrip(os.sep))
+
+
 def write_section(name: str, body: str) -> None:
     """Replace (or append) the section `name` of RESULTS.md with `body`."""
-    command = "python -m benchmarks." + name + (" " + " ".join(sys.argv[1:]) if sys.argv[1:]
-                                                 else "")
+    args = [portable_arg(a) for a in sys.argv[1:]]
+    command = "python -m benchmarks." + name + (" " + " ".join(args) if args else "")
     section = (f"<!-- begin {name} -->\n## {name}\n\n`{command}` — {environment()}\n\n"
                f"{body.rstrip()}\n<!-- end {name} -->\n")
     text = RESULTS.read_text() if RESULTS.exists() else HEADER

@@ -97,7 +97,7 @@ def stage_table(layers: int, width: int, repeats: int) -> tuple[str, list[Verdic
         print(f"A. GPT-2-style {layers} layers, width {width}: state_dict + --model-factory",
               flush=True)
         rows["state_dict + --model-factory"] = _median_stages(_stage_runs(
-            sd, Path(tmp) / "a.onnx", repeats, inputs=[spec], iterations=0,
+            sd, Path(tmp) / "a.onnx", repeats, input=[spec], iterations=0,
             model_factory="benchmarks.toolchain_cost:gpt2_model"))
         print("   ExportedProgram", flush=True)
         rows["ExportedProgram"] = _median_stages(_stage_runs(ep, Path(tmp) / "b.onnx",

@@ -4,6 +4,7 @@ is a list of pipeline stages (export_gelu/pipeline/commands.py) run on one state
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,77 +38,189 @@ from export_gelu.progress import Progress
 from export_gelu.report.report import Report
 from export_gelu.report.write import write_reports
 
+#: Keywords an earlier release took, by the options' field names: old → the flag's keyword.
+_RENAMED = {"export": {"inputs_npz": "inputs"},
+            "verify": {"inputs_file": "inputs", "calibrate": "calibration",
+                       "bundle_target": "target"}}
+#: Names users reach for that are no keyword: → what to write instead.
+_INSTEAD = {"no_verify": "verify=False", "no_calibration": "calibration=False",
+            "import_": "imports=[...]", "import_module": "imports=[...]",
+            "module_imports": "imports=[...]", "inputs_file": "inputs='FILE.npz'",
+            "inputs_npz": "inputs='FILE.npz'", "input_file": "inputs='FILE.npz'",
+            "npz": "inputs='FILE.npz'", "specs": "input=['NAME:SHAPE[:DTYPE]', ...]",
+            "out": "output", "o": "output", "example_inputs": "args=(...)"}
+
+
+class KeywordError(BadInputError, TypeError):
+    """A keyword the API does not take (exit 2 from the CLI's point of view; a TypeError to
+    Python), naming the keyword meant."""
+
+
+def _keyword_error(func: str, name: str, known: Sequence[str]) -> KeywordError:
+    import difflib
+
+    hint = _INSTEAD.get(name)
+    if hint is None:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = close[0] if close else None
+    tail = f": use {hint}" if hint else f"; it takes {', '.join(sorted(known))}"
+    return KeywordError(f"{func}() has no keyword {name!r}{tail} (the keywords are the flags' "
+                        "names: dashes as underscores, --no-X as X=False, --import as imports)")
+
+
+def _old_keywords(func: str, given: dict[str, Any], known: Sequence[str]) -> dict[str, Any]:
+    """Keywords an earlier release took, under their new names (with a DeprecationWarning);
+    any other unknown keyword raises KeywordError naming the right one."""
+    import warnings
+
+    renamed: dict[str, Any] = {}
+    for name, value in given.items():
+        new = _RENAMED[func].get(name)
+        if new is None:
+            raise _keyword_error(func, name, known)
+        warnings.warn(f"{func}(): {name}= is {new}= now (the flag's name); {name}= will go",
+                      DeprecationWarning, stacklevel=3)
+        renamed[new] = value
+    return renamed
+
+
+def _input_specs(func: str, input: Sequence[str] | str, inputs: Any) -> tuple[Any, Any]:
+    """(--input specs, --inputs file). `inputs` a list of specs is the old spelling of `input`
+    (DeprecationWarning); a string or path is the file `--inputs` names."""
+    import warnings
+
+    if isinstance(input, (str, Path)):
+        input = [str(input)]
+    if inputs is not None and not isinstance(inputs, (str, Path)):
+        if input:
+            raise KeywordError(f"{func}(): input= and a list inputs= both give input specs; "
+                               "input= takes the specs, inputs= the .npz file")
+        warnings.warn(f"{func}(): inputs=[specs] is input=[specs] now (the flag --input); "
+                      "inputs= names the file of real inputs (--inputs FILE.npz)",
+                      DeprecationWarning, stacklevel=3)
+        return tuple(inputs), None
+    return tuple(input), inputs
+
 
 def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
            kwargs: Mapping[str, Any] | None = None, target: str = "trt",
            output: str | Path | None = None, task: str | None = None,
-           gelu: str = "keep", opset: int | None = None, inputs: Sequence[str] = (),
-           inputs_npz: str | Path | None = None, precision: str = "fp32",
+           gelu: str = "keep", opset: int | None = None, input: Sequence[str] | str = (),
+           inputs: str | Path | None = None, precision: str = "fp32",
            engine: str | Path | None = None, report: str | Path | None = None,
            report_md: str | Path | None = None, atol: float | None = None,
            rtol: float | None = None, verify: bool = True, allow_pickle: bool = False,
-           model_factory: str | None = None, threads: int = 1, iterations: int = 50,
-           warmup: int = 5, require_trt: bool = False, dynamic: Sequence[str] = (),
-           device: str | None = None, progress: Progress | None = None,
-           bundle: str | Path | None = None, output_names: str | Sequence[str] | None = None,
-           imports: Sequence[str] = (), cast_down: bool = False,
-           options: ExportOptions | None = None) -> Report:
+           trust_model: bool = False, model_factory: str | None = None, threads: int = 1,
+           iterations: int = 50, warmup: int = 5, require_trt: bool = False,
+           dynamic: Sequence[str] = (), device: str | None = None,
+           progress: Progress | None = None, bundle: str | Path | None = None,
+           output_names: str | Sequence[str] | None = None, imports: Sequence[str] = (),
+           cast_down: bool = False, options: ExportOptions | None = None,
+           **renamed: Any) -> Report:
     """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report
     (`report.written`: every file the run wrote).
 
     `model` is a path (a model file, an ONNX file, a Hugging Face save_pretrained folder), or
     an `nn.Module` / `ExportedProgram` in memory called on `args` and `kwargs` (example
     tensors; an ExportedProgram's own by default; `output` is required: there is no file to
-    name it after). The keywords are the CLI's flags (`export-gelu --help`); `options` (an
-    ExportOptions, as the CLI builds it) replaces them. `task`: a Hugging Face folder's task
-    (optimum's names; default: from its config.json). `device` ('cpu' | 'cuda', None:
-    cuda where it can run) is where the PyTorch reference and the ONNX Runtime checks run;
-    `bundle` also writes a device bundle (device/bundle.py); `output_names` names the graph's
-    outputs (default: the model's own); `imports` are modules to import before loading;
-    `cast_down` exports a float64 model in float32.
+    name it after). The other keywords are the CLI's flags by one rule (`export-gelu
+    --help`): dashes as underscores (`--report-md` → report_md), `--no-verify` →
+    `verify=False`, `--import` → `imports` (import is a Python keyword); so `input` takes
+    the `--input` specs and `inputs` the `--inputs` file. `options` (an ExportOptions, as the
+    CLI builds it) replaces them. A keyword that is not one raises KeywordError (a
+    TypeError) naming the right one.
 
     Raises ExportGeluError subclasses for bad input (exit 2) or unmet targets (exit 3); a
     parity failure is returned in the report (`report.exit_code == 1`).
     """
+    if renamed:
+        known = [k for k in inspect.signature(export).parameters if k not in ("model", "renamed")]
+        inputs = _old_keywords("export", renamed, known).get("inputs", inputs)
+    specs, inputs_npz = _input_specs("export", input, inputs)
     opts = options or ExportOptions(
-        target=target, output=output, gelu=gelu, opset=opset, inputs=inputs,
+        target=target, output=output, gelu=gelu, opset=opset, inputs=specs,
         inputs_npz=inputs_npz, precision=precision, engine=engine, report=report,
-        report_md=report_md, atol=atol, rtol=rtol, verify=verify, allow_pickle=allow_pickle,
-        model_factory=model_factory, threads=threads, iterations=iterations, warmup=warmup,
-        require_trt=require_trt, dynamic=dynamic, device=device, bundle=bundle,
-        output_names=output_names, imports=imports, cast_down=cast_down, task=task)
+        report_md=report_md, atol=atol, rtol=rtol, verify=verify,
+        allow_pickle=allow_pickle or trust_model, model_factory=model_factory,
+        threads=threads, iterations=iterations, warmup=warmup, require_trt=require_trt,
+        dynamic=dynamic, device=device, bundle=bundle, output_names=output_names,
+        imports=imports, cast_down=cast_down, task=task)
     if not is_in_memory(model):
         if args is not None or kwargs is not None:
             raise BadInputError("args= and kwargs= are the example inputs of an in-memory "
-                                "model; for a file give inputs=['NAME:SHAPE[:DTYPE]', ...]")
+                                "model; for a file give input=['NAME:SHAPE[:DTYPE]', ...]")
         return run_stages(EXPORT, new_state(opts, model, progress)).report
+    return _in_memory(model, args, kwargs,
+                      lambda loaded: run_stages(EXPORT, new_state(opts, loaded.path, progress,
+                                                                  loaded=loaded)))
+
+
+def _in_memory(model: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
+               run: Any) -> Report:
+    """Run `run(loaded)` on a model in memory, in eval mode (its mode restored after)."""
     loaded = from_memory(model, args, kwargs)
     training = getattr(model, "training", False)
     try:
         if training:
             model.eval()
-        return run_stages(EXPORT, new_state(opts, loaded.path, progress, loaded=loaded)).report
+        return run(loaded).report
     finally:
         if training:
             model.train()
 
 
-def verify(model: str | Path, deployed: str | Path | None = None, *,
+def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
+           args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+           input: Sequence[str] | str = (), inputs: str | Path | None = None,
+           precision: str | None = None, atol: float | None = None, rtol: float | None = None,
+           allow_pickle: bool = False, trust_model: bool = False,
+           model_factory: str | None = None, imports: Sequence[str] = (),
+           task: str | None = None, threads: int = 1, iterations: int = 50, warmup: int = 5,
+           device: str | None = None, report: str | Path | None = None,
+           report_md: str | Path | None = None, save_inputs: str | Path | None = None,
+           save_outputs: str | Path | None = None, calibration: bool = True,
+           bundle: str | Path | None = None, target: str = "trt",
+           device_outputs: str | Path | None = None, device_times: str | Path | None = None,
            options: VerifyOptions | None = None, progress: Progress | None = None,
-           **keywords: Any) -> Report:
+           **renamed: Any) -> Report:
     """Check DEPLOYED (an ONNX file or a TensorRT engine) against MODEL; return the report.
 
-    With `device_outputs` (outputs a device wrote from a bundle, `bundle`), those outputs are
-    judged instead of running DEPLOYED. Tolerances default by precision, read from DEPLOYED
-    unless given. The keywords are VerifyOptions' fields (`export-gelu verify --help`);
-    `options` replaces them. A parity failure is in the report (`report.exit_code == 1`);
-    bad input raises BadInputError (exit 2), an engine without TensorRT TargetUnmetError.
+    MODEL is a path (any format export takes) or an `nn.Module` / `ExportedProgram` in
+    memory, called on `args` / `kwargs` as export() does. With `device_outputs` (outputs a
+    device wrote from a bundle, `bundle`), those outputs are judged instead of running
+    DEPLOYED. Tolerances default by precision, read from DEPLOYED unless given. The keywords
+    are `export-gelu verify`'s flags by export()'s rule (`--no-calibration` →
+    `calibration=False`, `--target` → target: the bundle's TensorRT version); `options`
+    replaces them. A parity failure is in the report (`report.exit_code == 1`); bad input
+    raises BadInputError (exit 2), an engine without TensorRT TargetUnmetError.
     """
-    opts = options or VerifyOptions(**keywords)
+    if renamed:
+        known = [k for k in inspect.signature(verify).parameters
+                 if k not in ("model", "deployed", "renamed")]
+        moved = _old_keywords("verify", renamed, known)
+        inputs = moved.get("inputs", inputs)
+        calibration = moved.get("calibration", calibration)
+        target = moved.get("target", target)
+    specs, inputs_file = _input_specs("verify", input, inputs)
+    opts = options or VerifyOptions(
+        inputs=specs, inputs_file=inputs_file, precision=precision, atol=atol, rtol=rtol,
+        allow_pickle=allow_pickle or trust_model, model_factory=model_factory,
+        imports=imports, task=task, threads=threads, iterations=iterations, warmup=warmup,
+        device=device, report=report, report_md=report_md, save_inputs=save_inputs,
+        save_outputs=save_outputs, calibrate=calibration, bundle=bundle, bundle_target=target,
+        device_outputs=device_outputs, device_times=device_times)
     if opts.device_outputs is None and deployed is None:
         raise BadInputError("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
     stages = DEVICE_VERIFY if opts.device_outputs else VERIFY
-    return run_stages(stages, new_state(opts, model, progress, deployed=deployed)).report
+    if not is_in_memory(model):
+        if args is not None or kwargs is not None:
+            raise BadInputError("args= and kwargs= are the example inputs of an in-memory "
+                                "model; for a file give input=['NAME:SHAPE[:DTYPE]', ...]")
+        return run_stages(stages, new_state(opts, model, progress, deployed=deployed)).report
+    return _in_memory(model, args, kwargs,
+                      lambda loaded: run_stages(stages, new_state(opts, loaded.path, progress,
+                                                                  deployed=deployed,
+                                                                  loaded=loaded)))
 
 
 def compare_forms(model: str | Path, *, options: FormsOptions | None = None,
@@ -155,5 +268,5 @@ def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
 
 
 __all__ = ["export", "verify", "compare_forms", "forms_report", "export_with_best_form",
-           "inspect_model", "default_output", "GELU_FORMS", "PRECISIONS", "COMPARE_TARGETS",
-           "COMPARED_FORMS"]
+           "inspect_model", "default_output", "KeywordError", "GELU_FORMS", "PRECISIONS",
+           "COMPARE_TARGETS", "COMPARED_FORMS"]

@@ -56,6 +56,12 @@ exit codes: 0 done, 1 parity failed, 2 bad input or usage, or the system refused
 """
 
 
+#: The usage line of `export-gelu --help`: the export below, and the two other commands.
+EXPORT_USAGE = """export-gelu MODEL [--target TARGET] [-o OUT.onnx] [options]   (below)
+       export-gelu verify MODEL DEPLOYED [options]   (export-gelu verify --help)
+       export-gelu inspect MODEL.onnx [options]      (export-gelu inspect --help)"""
+
+
 def target_name(text: str) -> str:
     """`--target` values: a named target or an exact TensorRT version ('trt8.2.3')."""
     from export_gelu.targets import resolve_profile
@@ -147,6 +153,14 @@ def add_report_flags(p: argparse.ArgumentParser) -> None:
                    help="write a Markdown report here, with PNG plots beside it (needs "
                         "matplotlib: the plot extra)")
     g.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_quiet_flag(g)
+
+
+def add_quiet_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--quiet`: no progress lines on stderr (the summary and errors still print)."""
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress on stderr (on a terminal: one line redrawn; in a pipe: "
+                        "one line per step as it starts); the summary and errors still print")
 
 
 def add_run_flags(p: argparse.ArgumentParser, **inputs: str) -> None:
@@ -172,7 +186,7 @@ def options_from(args: argparse.Namespace, record: type[T], **fields: Any) -> T:
 
 def export_parser() -> argparse.ArgumentParser:
     p = OneLineErrorParser(
-        prog="export-gelu",
+        prog="export-gelu", usage=EXPORT_USAGE,
         description="Export a PyTorch model (or rewrite an ONNX file) for ONNX Runtime or "
                     "TensorRT 7.0–11, with every GELU found and lowered for the target, then "
                     "check parity with PyTorch and time it.",
@@ -185,8 +199,11 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
                    help=f"{TARGET_HELP} (default trt)")
     p.add_argument("-o", "--output", metavar="OUT.onnx",
-                   help="default: MODEL.<target>.onnx; a folder (default MODEL.<target>/) for "
-                        "an encoder-decoder's graphs")
+                   help="default: MODEL.<target>.onnx beside MODEL (MODEL.<target>.dynamic.onnx "
+                        "with --dynamic); DIR/ (a trailing slash or an existing folder): "
+                        "DIR/<that name>, DIR made if missing; a folder (default "
+                        "MODEL.<target>/) for an encoder-decoder's graphs. An existing file is "
+                        "replaced, and the summary says so")
     p.add_argument("--gelu", default="keep",
                    choices=("keep", "erf", "tanh", "sigmoid", "plugin", "auto"),
                    help="GELU form: keep (each site's own math; default), erf, tanh, sigmoid "
@@ -259,6 +276,7 @@ def inspect_parser() -> argparse.ArgumentParser:
                    help="also show this node's PyTorch module, class and source line "
                         "(repeatable)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_quiet_flag(p)
     return p
 
 
@@ -333,7 +351,7 @@ def _run_verify(argv: Sequence[str]) -> int:
 
     work_begins()
     rep = api.verify(args.model, args.deployed, options=verify_options(args),
-                     progress=Progress())
+                     progress=Progress(quiet=args.quiet))
     print(rep.summary())
     return rep.exit_code
 
@@ -347,10 +365,11 @@ def _run_forms(args: argparse.Namespace) -> int:
         targets = (args.target,) if args.target else COMPARE_TARGETS
         options = options_from(args, FormsOptions, targets=targets,
                                inputs_npz=args.inputs_file)
-        rep = api.forms_report(args.model, options, progress=Progress())
+        rep = api.forms_report(args.model, options, progress=Progress(quiet=args.quiet))
         print(rep.summary())
         return 0
-    rep = api.export_with_best_form(args.model, export_options(args), Progress())
+    rep = api.export_with_best_form(args.model, export_options(args),
+                                    Progress(quiet=args.quiet))
     return _finish_export(rep)
 
 
@@ -382,7 +401,8 @@ def _run_export(argv: Sequence[str]) -> int:
         parser.error("--cast-down applies to one export: drop --compare-forms / --gelu auto")
     if args.compare_forms or args.gelu == "auto":
         return _run_forms(args)
-    rep = api.export(args.model, options=export_options(args), progress=Progress())
+    rep = api.export(args.model, options=export_options(args),
+                     progress=Progress(quiet=args.quiet))
     return _finish_export(rep)
 
 
@@ -397,7 +417,7 @@ def _run_inspect(argv: Sequence[str]) -> int:
 
     work_begins()
     targets = [resolve_target(t)[0].name for t in args.target]
-    progress = Progress()
+    progress = Progress(quiet=args.quiet)
     try:
         info = api.inspect_model(args.model, targets or None, dry_run=not args.no_dry_run,
                                  nodes=args.node, progress=progress)

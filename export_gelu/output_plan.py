@@ -43,7 +43,7 @@ class PlannedPath:
     path: Path  # as given
     group: str = ""  # one output and what it derives (-o and its .data): never compared
     folder: bool = False  # a folder the run replaces (--bundle DIR)
-    new_folder: bool = False  # a file in a folder the run makes if missing (-o DIR's graphs)
+    new_folder: bool = False  # a file in a folder the run makes if missing (-o DIR/)
 
 
 @dataclass(frozen=True)
@@ -59,15 +59,36 @@ class OutputPlan:
         return next((w.path for w in self.writes if w.flag == flag), None)
 
 
-def default_output(model: Path, target: str, folder: bool = False) -> Path:
-    """`model.pt` → `model.<target>.onnx` beside it (export without -o); a multi-graph
-    export's folder: `my-t5/` → `my-t5.<target>/`. A path without a name of its own (`.`,
-    `..`, `m/..`) is named by the folder it stands for."""
+def default_output(model: Path, target: str, folder: bool = False,
+                   dynamic: bool = False) -> Path:
+    """`model.pt` → `model.<target>.onnx` beside it (export without -o), and
+    `model.<target>.dynamic.onnx` for an export with `--dynamic` ranges, so a static and a
+    dynamic export of one model never replace each other; a multi-graph export's folder:
+    `my-t5/` → `my-t5.<target>/`. A path without a name of its own (`.`, `..`, `m/..`) is
+    named by the folder it stands for."""
     if model.name in ("", ".", "..") or model.name.endswith(".."):
         model = Path(os.path.abspath(model))
     if folder:
         return model.with_name(f"{model.name}.{target}")
-    return model.with_name(f"{model.stem}.{target}.onnx")
+    kind = ".dynamic" if dynamic else ""
+    return model.with_name(f"{model.stem}.{target}{kind}.onnx")
+
+
+def names_folder(output: str | Path) -> bool:
+    """`-o DIR/` (a trailing slash) or `-o DIR` (an existing folder): the output goes into it."""
+    text = os.fspath(output)
+    return text.endswith(("/", os.sep)) or Path(text).is_dir()
+
+
+def export_output(options: ExportOptions, model: Path) -> Path:
+    """The graph file a one-graph export writes: `-o FILE`; `-o DIR/` → DIR/<default name>;
+    no -o → the default name beside MODEL (default_output)."""
+    default = default_output(model, options.target, dynamic=bool(options.dynamic))
+    if not options.output:
+        return default
+    if names_folder(options.output):
+        return Path(options.output) / default.name
+    return Path(options.output)
 
 
 def graph_files(options: RunOptions, model: Path) -> list[str]:
@@ -142,7 +163,7 @@ def check_outputs(options: RunOptions, model: str | Path, *, deployed: str | Pat
                 check_json_path(w.path, w.flag)
             # a .data is written only for big weights; save checks its name then
             check_output_path(w.path, [], check_name=not w.flag.endswith("'s .data"))
-    folder = next((w.path.parent for w in writes if w.new_folder), None)
+    folder = next((w.path.parent for w in writes if w.new_folder), None) if files else None
     if folder is not None:
         check_output_folder(folder, "-o")
     return OutputPlan(tuple(writes), tuple(reads), folder)
@@ -186,10 +207,11 @@ def _writes(o: RunOptions, model: Path, deployed: Path | None, bundle_read: bool
             yield PlannedPath(f"{flag}'s {name}.data", data_file(folder / name), group="-o",
                               new_folder=True)
     elif isinstance(o, ExportOptions):
-        out = Path(o.output) if o.output else default_output(model, o.target)
+        out = export_output(o, model)
         flag = "-o" if o.output else "the default output"
-        yield PlannedPath(flag, out, group="-o")
-        yield PlannedPath(f"{flag}'s .data", data_file(out), group="-o")
+        into = bool(o.output) and names_folder(o.output)  # -o DIR/: made if missing
+        yield PlannedPath(flag, out, group="-o", new_folder=into)
+        yield PlannedPath(f"{flag}'s .data", data_file(out), group="-o", new_folder=into)
         bundle_new += [data_file(out).name]
     yield from _report_paths(o)
     if isinstance(o, VerifyOptions):

@@ -1,24 +1,42 @@
-"""Progress lines for long steps: on a terminal only, quiet when stderr is not a TTY."""
+"""Progress for long steps, on stderr: on a terminal one line redrawn in place (with counters);
+in a pipe (CI, a `make` log) one plain line per step as it starts; nothing with `--quiet` (or
+EXPORT_GELU_QUIET=1 in the environment)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
+#: The environment variable that silences progress, as `--quiet` does.
+QUIET_ENV = "EXPORT_GELU_QUIET"
+
 
 class Progress:
-    """Announce steps and counters on stderr when it is a terminal; say nothing otherwise."""
+    """Announce steps on stderr: redrawn in place on a terminal, one plain line per step in a
+    pipe, nothing when disabled (`enabled=False`, `--quiet`, EXPORT_GELU_QUIET=1)."""
 
-    def __init__(self, enabled: bool | None = None) -> None:
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+    def __init__(self, enabled: bool | None = None, quiet: bool = False) -> None:
+        """`enabled`: None tells a terminal from a pipe by stderr; True draws as on a terminal;
+        False (or `quiet`, or EXPORT_GELU_QUIET=1) says nothing."""
+        if quiet or os.environ.get(QUIET_ENV, "") not in ("", "0"):
+            enabled = False
+        self.enabled = enabled is not False
+        self.terminal = enabled is True or (enabled is None and sys.stderr.isatty())
         self._start = time.perf_counter()
+        self._last = ""
 
     def _show(self, text: str) -> None:
-        if self.enabled:
+        if self.enabled and self.terminal:
             elapsed = time.perf_counter() - self._start
             print(f"\r\x1b[K… {text}  [{elapsed:.0f}s]", file=sys.stderr, end="", flush=True)
 
     def step(self, message: str) -> None:
+        """A step starts: redrawn on a terminal; in a pipe one line `… message [Ns]`."""
+        if self.enabled and not self.terminal and message != self._last:
+            elapsed = time.perf_counter() - self._start
+            print(f"… {message}  [{elapsed:.0f}s]", file=sys.stderr, flush=True)
+        self._last = message
         self._show(message)
 
     def update(self, done: int, total: int, what: str = "timing") -> None:
@@ -26,7 +44,7 @@ class Progress:
 
     def bytes_done(self, done: int, total: int, what: str, started: float) -> None:
         """`what 3.2/16.0 GB, 850 MB/s, 15 s left` (started: time.perf_counter() at 0 bytes)."""
-        if not self.enabled:
+        if not self.terminal:
             return
         seconds = max(time.perf_counter() - started, 1e-6)
         rate = done / seconds
@@ -49,5 +67,5 @@ class Progress:
         return count
 
     def done(self) -> None:
-        if self.enabled:
+        if self.terminal:
             print("\r\x1b[K", file=sys.stderr, end="", flush=True)

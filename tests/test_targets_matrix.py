@@ -128,7 +128,7 @@ def test_fp16_gpt2_from_other_formats_for_old_trt(fmt, target, saved_model, tmp_
     ExportedProgram, in fp16, through the TorchScript exporter with attention lowered."""
     out = tmp_path / "g.onnx"
     rep = export(saved_model("gpt2", fmt), target=target, precision="fp16", output=out,
-                 inputs=[EXAMPLES["gpt2"].input_spec], iterations=0)
+                 input=[EXAMPLES["gpt2"].input_spec], iterations=0)
     assert rep.parity.status == "passed", rep.parity.reason
     model = onnx.load(str(out))
     assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16

@@ -25,12 +25,19 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter import containment
 from export_gelu.exporter.detect import Detected, ModelFormat, detect_format
 from export_gelu.exporter.model_reads import contained, model_root
+from export_gelu.exporter.user_code import (
+    defined_in,
+    import_user_module,
+    main_classes,
+    main_pickle_module,
+)
 from export_gelu.fspaths import utf8_path
 
 PICKLE_RISK = (
@@ -223,28 +230,47 @@ def _load_state_dict(path: Path, state: Mapping[str, Any], factory: str | None,
 
 
 def _load_pickled(path: Path, detected: Detected, allow_pickle: bool,
-                  refused: str | None) -> LoadedModel:
+                  refused: str | None, modules: Sequence[ModuleType] = ()) -> LoadedModel:
     import torch
 
     names = detected.pickle_globals[:5] or ([refused] if refused else [])
     classes = ", ".join(names) or "unknown classes"
+    in_script = main_classes([*detected.pickle_globals, *([refused] if refused else [])])
+    if not allow_pickle and in_script:
+        raise BadInputError(
+            f"{path}: a pickled nn.Module whose class {in_script[0]} was defined in the script "
+            f"that saved it; {PICKLE_RISK}. To load it: --allow-pickle --import SCRIPT.py (the "
+            "script that defines it); safer: save it in that script with torch.export.save")
     if not allow_pickle:
         raise BadInputError(
             f"{path}: a pickled Python object (it names {classes}), not plain weights; "
             f"{PICKLE_RISK}. Safer: save it with torch.export.save, torch.jit.save, or as a "
             "state_dict with --model-factory"
         )
+    missing = [c for c in in_script if not defined_in(modules, c)]
+    if missing:
+        raise BadInputError(
+            f"{path}: its class {missing[0]} was defined in the script that saved it, which "
+            "export-gelu cannot import by that name; pass the script with --import SCRIPT.py "
+            "(or save the model in it with torch.export.save)")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         with open(path, "rb") as fh:
             is_zip = fh.read(2) == b"PK"
         # mmap keeps a big model's weights file-backed (legacy non-zip files cannot be mapped)
-        obj = torch.load(str(path), map_location="cpu", weights_only=False, mmap=is_zip)
-    except (ModuleNotFoundError, AttributeError) as exc:
+        obj = torch.load(str(path), map_location="cpu", weights_only=False, mmap=is_zip,
+                         pickle_module=main_pickle_module(modules))
+    except ModuleNotFoundError as exc:
         raise BadInputError(
-            f"{path}: the pickle needs code that cannot be imported here ({_first_line(exc)}); "
-            "run from the directory that holds the model's package"
+            f"{path}: the pickle needs module {exc.name!r}, which cannot be imported from "
+            f"{os.getcwd()}; run from the folder that holds {exc.name} (its .py file or "
+            "package)"
+        ) from exc
+    except AttributeError as exc:
+        raise BadInputError(
+            f"{path}: the pickle names a class its module does not define here "
+            f"({_first_line(exc)}); pass the module or script that defines it with --import"
         ) from exc
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: could not unpickle "
@@ -390,10 +416,7 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
     fmt = detected.format
     if fmt is ModelFormat.SAFETENSORS:
         return _load_state_dict(path, _read_safetensors(path), model_factory, fmt)
-    if imports:
-        from export_gelu.exporter.pytree_types import import_user_modules
-
-        import_user_modules(imports)
+    user_modules = [import_user_module(m) for m in imports]  # before anything unpickles
     if fmt is ModelFormat.ONNX:
         data_files = check_external_data(path)
         check_onnx_valid(path)
@@ -415,7 +438,9 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
     if refused is None and not allow_pickle:
         raise BadInputError(f"{path}: corrupt or truncated torch.save file "
                             f"({type(obj).__name__}: {_first_line(obj)})")
-    return _load_pickled(path, detected, allow_pickle, refused)
+    if model_factory and allow_pickle:  # the module that builds it defines its classes
+        user_modules.append(import_user_module(model_factory.partition(":")[0]))
+    return _load_pickled(path, detected, allow_pickle, refused, user_modules)
 
 
 def _external_refs(model: Any) -> Iterator[tuple[str, dict[str, str]]]:

@@ -90,13 +90,10 @@ def _import_defining_module(type_name: str) -> str | None:
 
 def import_user_modules(modules: Sequence[str]) -> None:
     """`--import MODULE`: modules the user names, imported so their pytree types register."""
+    from export_gelu.exporter.user_code import import_user_module
+
     for module in modules:
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # noqa: BLE001 - the user's module
-            raise BadInputError(f"--import {module}: cannot import it "
-                                f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-                                ) from exc
+        import_user_module(module)  # from the working directory, or a script's path
 
 
 def register_archive_types(path: Path, user_modules: Sequence[str] = ()) -> list[str]:

@@ -9,8 +9,8 @@ from typing import Any
 
 from export_gelu.errors import BadInputError
 from export_gelu.notes import Note
-from export_gelu.options import ExportOptions, RunOptions, bound_threads, validate
-from export_gelu.output_plan import check_outputs
+from export_gelu.options import ExportOptions, RunOptions, VerifyOptions, bound_threads, validate
+from export_gelu.output_plan import check_outputs, names_folder
 from export_gelu.pipeline import device_stages, finish, forms, localize, sources, verify_stages
 from export_gelu.pipeline.export_command import EXPORT
 from export_gelu.pipeline.inspect_command import INSPECT
@@ -68,10 +68,13 @@ def _refuse_for_in_memory(options: RunOptions, loaded: Any) -> None:
     """What a model without a file cannot do: a default output name, a device bundle."""
     if loaded is None:
         return
+    if isinstance(options, VerifyOptions) and not (options.device_outputs or options.bundle):
+        return  # verify runs the module as it is against DEPLOYED
     if not isinstance(options, ExportOptions):
-        raise BadInputError(f"{loaded.path}: only export takes an in-memory model; save it "
-                            "(torch.export.save) to verify or compare forms")
-    if not options.output:
+        raise BadInputError(f"{loaded.path}: a model in memory can be exported and verified; "
+                            "save it (torch.export.save) to compare forms or use a device "
+                            "bundle")
+    if not options.output or names_folder(options.output):
         raise BadInputError(f"{loaded.path} has no file to name the output after: pass "
                             "output='model.onnx'")
     if options.bundle:

@@ -4,14 +4,13 @@ nothing loaded."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from export_gelu.check.devices import resolve_device
 from export_gelu.check.parity import skipped
 from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
 from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter.weight_size import check_disk_for
-from export_gelu.output_plan import default_output
+from export_gelu.notes import tagged
+from export_gelu.output_plan import export_output
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
 
@@ -24,7 +23,8 @@ def plan_export(state: RunState) -> None:
     if planned is not None and planned.folder is not None:  # several graphs: into a folder
         state.output = planned.folder
     else:
-        state.output = Path(o.output) if o.output else default_output(state.model_path, o.target)
+        state.output = export_output(o, state.model_path)
+    replaced = state.output.is_file()
     state.device = resolve_device(o.device) if o.verify or o.device else None
     why_not = trt_unavailable_reason()
     if wants_engine(state) and o.require_trt and why_not:
@@ -35,6 +35,9 @@ def plan_export(state: RunState) -> None:
                           gelu_form=o.gelu, threads=o.threads, options=o.to_json(),
                           device=state.device.to_json() if state.device else {})
     state.report.stage_seconds = state.clock.stages
+    if replaced:  # said in one line, not silently
+        state.report.notes += tagged("output-replaced",
+                                     [f"{state.output} existed and was replaced by this export"])
     if not o.verify:
         state.report.parity = skipped("--no-verify")
     if not wants_engine(state):
@@ -47,7 +50,8 @@ def plan_export(state: RunState) -> None:
 
 def check_disk(state: RunState) -> None:
     """After load: the output's disk must hold the export (exit 2 before any export work)."""
-    check_disk_for(state.loaded, state.output)
+    out = state.output
+    check_disk_for(state.loaded, out if out.parent.is_dir() else out.parent)  # -o DIR/ to make
 
 
 def builds_engine(state: RunState) -> bool:

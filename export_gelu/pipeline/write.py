@@ -16,6 +16,7 @@ def save(state: RunState) -> None:
     """graph → output (+ .data); the graph kept as a skeleton (its weights are on disk)."""
     rep, out = state.report, state.output
     state.progress.step(f"writing {out}")
+    out.parent.mkdir(exist_ok=True)  # -o DIR/: its parent was checked (output_plan)
     size = lazy_bytes(state.graph)
     counter = state.progress.byte_counter(size, f"writing {out.name}.data") if size else None
     try:
