@@ -1,0 +1,105 @@
+"""Unseen models, round four (issue 34): ExportedPrograms saved with non-tensor example
+inputs, invalid graphs from torch, archive names torch writes, and the fp16/attention paths.
+Each export asserts its exit code and parity on fresh inputs, run here in ONNX Runtime."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from examples import unseen_models as U
+from tests.conftest import run_cli
+
+transformers = pytest.importorskip("transformers")
+
+
+def _export(tmp_path: Path, model: Path, *extra: str) -> tuple[int, dict, str]:
+    out, rep = tmp_path / "out.onnx", tmp_path / "report.json"
+    res = run_cli(model, "-o", out, "--report", rep, *extra)
+    report = res.report(rep) if rep.exists() else {}
+    return res.code, report, res.err + res.out
+
+
+def _save_program(model: torch.nn.Module, path: Path, args: tuple = (),
+                  kwargs: dict | None = None) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.export.save(torch.export.export(model, args, kwargs, strict=False), str(path))
+    return path
+
+
+def _fresh_error(onnx_path: Path, reference: Callable[..., Any],
+                 feed: dict[str, torch.Tensor]) -> float:
+    """Max abs difference between the graph in ONNX Runtime and `reference(**feed)` (the
+    first output) on `feed`, inputs the export never saw."""
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    wanted = {i.name for i in session.get_inputs()}
+    got = session.run(None, {k: v.numpy() for k, v in feed.items() if k in wanted})[0]
+    with torch.no_grad():
+        ref = reference(**feed)
+    ref = ref[0] if isinstance(ref, (tuple, list)) else getattr(ref, "logits", ref)
+    return float(np.abs(got.astype(np.float64) - ref.double().numpy()).max())
+
+
+# --- .pt2 example inputs with non-tensor leaves ----------------------------------------------
+
+def _tiny_bloom() -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.BloomConfig(hidden_size=32, n_layer=2, n_head=2, vocab_size=100)
+    return transformers.BloomForCausalLM(config).eval()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["ort", "trt8.2"])
+def test_bloom_saved_without_cache_runs_on_its_saved_inputs(tmp_path: Path, target: str) -> None:
+    model = _tiny_bloom()
+    kwargs = {"input_ids": torch.randint(0, 100, (1, 8)),
+              "attention_mask": torch.ones(1, 8, dtype=torch.long), "use_cache": False}
+    path = _save_program(model, tmp_path / "bloom.pt2", (), kwargs)
+    code, report, text = _export(tmp_path, path, "--target", target)
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    fresh = {"input_ids": torch.randint(0, 100, (1, 8)),
+             "attention_mask": torch.ones(1, 8, dtype=torch.long)}
+    err = _fresh_error(tmp_path / "out.onnx", lambda **f: model(**f, use_cache=False), fresh)
+    assert err < 1e-4
+
+
+class _Flags(torch.nn.Module):
+    """A positional bool and int, and PixArt's `added_cond_kwargs` dict of Nones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = U.keyword_block()
+
+    def forward(self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor,
+                timestep: torch.Tensor, residual: bool = True, scale: int = 1,
+                added_cond_kwargs: dict | None = None) -> torch.Tensor:
+        out = self.block(hidden_states, encoder_hidden_states, timestep)
+        if added_cond_kwargs and added_cond_kwargs.get("resolution") is not None:
+            out = out + added_cond_kwargs["resolution"]
+        return (out + hidden_states if residual else out) * scale
+
+
+@pytest.mark.parametrize("target", ["trt8.6", "trt8.2"])
+def test_pixart_call_with_a_dict_of_nones_and_constants(tmp_path: Path, target: str) -> None:
+    model = _Flags().eval()
+    tensors = (torch.randn(1, 4, 16), torch.randn(1, 6, 16), torch.tensor([1.0]))
+    path = _save_program(model, tmp_path / "pixart.pt2", (*tensors, False, 3),
+                         {"added_cond_kwargs": {"resolution": None, "aspect_ratio": None}})
+    code, report, text = _export(tmp_path, path, "--target", target)
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    fresh = {"hidden_states": torch.randn(1, 4, 16), "encoder_hidden_states": torch.randn(1, 6, 16),
+             "timestep": torch.tensor([7.0])}
+    err = _fresh_error(tmp_path / "out.onnx",
+                       lambda **f: model(*f.values(), False, 3,
+                                         added_cond_kwargs={"resolution": None}), fresh)
+    assert err < 1e-4
