@@ -103,3 +103,43 @@ def test_pixart_call_with_a_dict_of_nones_and_constants(tmp_path: Path, target: 
                        lambda **f: model(*f.values(), False, 3,
                                          added_cond_kwargs={"resolution": None}), fresh)
     assert err < 1e-4
+
+
+# --- an invalid graph from torch ------------------------------------------------------------
+
+def test_an_invalid_exported_graph_is_refused_with_onnx_message() -> None:
+    from onnx import TensorProto, helper
+
+    from export_gelu.errors import TargetUnmetError
+    from export_gelu.exporter.to_onnx import refuse_invalid
+
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    graph = helper.make_graph([helper.make_node("Unsqueeze", ["x", "axes"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [axes])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    with pytest.raises(TargetUnmetError, match=r"the dynamo exporter wrote an invalid graph at "
+                                               r"opset 20: .*Unexpected axis value"):
+        refuse_invalid(model, "the dynamo exporter", 20)
+    model.graph.initializer[0].int64_data[:] = [0]
+    refuse_invalid(model, "the dynamo exporter", 20)  # axis 0 is valid: no error
+
+
+@pytest.mark.slow
+def test_beit_through_the_api_never_keeps_torch_invalid_graph(tmp_path: Path) -> None:
+    import export_gelu
+
+    torch.manual_seed(0)
+    config = transformers.BeitConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, image_size=32, patch_size=8,
+                                     use_relative_position_bias=True)
+    model = transformers.BeitModel(config).eval()
+    out = tmp_path / "beit.onnx"
+    report = export_gelu.export(model, args=(torch.randn(1, 3, 32, 32),), output=str(out))
+    assert report.parity.status == "passed"
+    # torch 2.13's dynamo graphs of BEiT are invalid (an Unsqueeze axis out of range): refused
+    assert report.exporter == "torchscript"
+    assert any("the dynamo exporter failed" in str(n) for n in report.notes), report.notes
+    fresh = {"pixel_values": torch.randn(1, 3, 32, 32)}
+    assert _fresh_error(out, lambda **f: model(**f).last_hidden_state, fresh) < 1e-4
