@@ -143,3 +143,73 @@ def test_beit_through_the_api_never_keeps_torch_invalid_graph(tmp_path: Path) ->
     assert any("the dynamo exporter failed" in str(n) for n in report.notes), report.notes
     fresh = {"pixel_values": torch.randn(1, 3, 32, 32)}
     assert _fresh_error(out, lambda **f: model(**f).last_hidden_state, fresh) < 1e-4
+
+
+# --- the archive check accepts the names torch writes --------------------------------------
+
+def _tiny_layoutlmv3() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    config = transformers.LayoutLMv3Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        input_size=32, patch_size=8, max_2d_position_embeddings=128, vocab_size=100,
+        coordinate_size=4, shape_size=8)
+    bbox = torch.randint(0, 50, (1, 8, 4))
+    bbox[..., 2:] += 50
+    feed = {"input_ids": torch.randint(0, 100, (1, 8)), "bbox": bbox,
+            "pixel_values": torch.randn(1, 3, 32, 32)}
+    return transformers.LayoutLMv3Model(config).eval(), feed
+
+
+def _example_feed(spec: str) -> torch.Tensor:
+    shape, dtype = spec.split(":")[1:3]
+    dims = [int(d) for d in shape.split("x")]
+    return torch.randint(0, 1000, dims) if dtype == "int64" else torch.randn(dims)
+
+
+@pytest.mark.slow
+def test_archive_check_accepts_what_torch_saves(tmp_path: Path) -> None:
+    from examples import models
+    from export_gelu.exporter.containment import program_archive_findings
+
+    for name, example in {**models.EXAMPLES, **models.MORE_EXAMPLES}.items():
+        module = getattr(models, name)().eval()
+        path = _save_program(module, tmp_path / f"{name}.pt2", (_example_feed(example.input_spec),))
+        assert program_archive_findings(path) == [], name
+    model, feed = _tiny_layoutlmv3()
+    path = _save_program(model, tmp_path / "layoutlmv3.pt2", (), feed)
+    assert program_archive_findings(path) == []
+    code, report, text = _export(tmp_path, path)
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    fresh = {**feed, "input_ids": torch.randint(0, 100, (1, 8)),
+             "pixel_values": torch.randn(1, 3, 32, 32)}
+    err = _fresh_error(tmp_path / "out.onnx", lambda **f: model(**f).last_hidden_state, fresh)
+    assert err < 1e-4
+
+
+def test_archive_check_still_refuses_code_in_an_argument_name(tmp_path: Path) -> None:
+    import json
+    import zipfile
+
+    from export_gelu.exporter.containment import program_archive_findings
+
+    class Add(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.add(x, x, alpha=2)
+
+    path = _save_program(Add(), tmp_path / "add.pt2", (torch.randn(2),))
+    assert program_archive_findings(path) == []
+    bad = tmp_path / "bad.pt2"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(bad, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith("models/model.json"):
+                doc = json.loads(data)
+                node = doc["graph_module"]["graph"]["nodes"][0]
+                node["inputs"][0]["name"] = "x=__import__('os').getcwd()"
+                data = json.dumps(doc).encode()
+            dst.writestr(item, data)
+    findings = program_archive_findings(bad)
+    assert any("__import__" in str(f) for f in findings), findings
+    code, _report, text = _export(tmp_path, bad)
+    assert code == 2 and "is not a Python identifier" in text
