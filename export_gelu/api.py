@@ -10,7 +10,7 @@ from typing import Any
 
 from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.in_memory import from_memory, is_in_memory
+from export_gelu.exporter.in_memory import from_memory, is_in_memory, without_cache
 from export_gelu.options import (
     COMPARE_TARGETS,
     COMPARED_FORMS,
@@ -86,7 +86,9 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
     try:
         if training:
             model.eval()
-        return run_stages(EXPORT, new_state(opts, loaded.path, progress, loaded=loaded)).report
+        with without_cache(model):
+            return run_stages(EXPORT, new_state(opts, loaded.path, progress,
+                                                loaded=loaded)).report
     finally:
         if training:
             model.train()

@@ -213,3 +213,44 @@ def test_archive_check_still_refuses_code_in_an_argument_name(tmp_path: Path) ->
     assert any("__import__" in str(f) for f in findings), findings
     code, _report, text = _export(tmp_path, bad)
     assert code == 2 and "is not a Python identifier" in text
+
+
+# --- the API on an in-memory causal LM and T5 -----------------------------------------------
+
+@pytest.mark.slow
+def test_api_exports_a_causal_lm_without_its_cache(tmp_path: Path) -> None:
+    import export_gelu
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=100,
+                                     n_positions=64)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    out = tmp_path / "lm.onnx"
+    report = export_gelu.export(model, args=(torch.randint(0, 100, (1, 8)),), output=str(out),
+                                target="ort")
+    assert report.exit_code == 0 and report.parity.status == "passed"
+    assert any("without its key/value cache" in str(n) for n in report.notes)
+    assert model.config.use_cache is True  # restored
+    fresh = {"input_ids": torch.randint(0, 100, (1, 8))}
+    err = _fresh_error(out, lambda **f: model(**f, use_cache=False).logits, fresh)
+    assert err < 1e-4
+
+
+@pytest.mark.slow
+def test_api_exports_t5_without_its_cache(tmp_path: Path) -> None:
+    import export_gelu
+
+    torch.manual_seed(0)
+    config = transformers.T5Config(d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16,
+                                   vocab_size=100)
+    model = transformers.T5ForConditionalGeneration(config).eval()
+    out = tmp_path / "t5.onnx"
+    feed = {"input_ids": torch.randint(0, 100, (1, 8)),
+            "decoder_input_ids": torch.randint(0, 100, (1, 4))}
+    report = export_gelu.export(model, kwargs=feed, output=str(out), target="ort")
+    assert report.exit_code == 0 and report.parity.status == "passed"
+    assert model.config.use_cache is True and model.decoder.config.use_cache is True
+    fresh = {"input_ids": torch.randint(0, 100, (1, 8)),
+             "decoder_input_ids": torch.randint(0, 100, (1, 4))}
+    err = _fresh_error(out, lambda **f: model(**f, use_cache=False).logits, fresh)
+    assert err < 1e-4
