@@ -11,7 +11,7 @@ from typing import Any
 
 from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.in_memory import from_memory, is_in_memory
+from export_gelu.exporter.in_memory import from_memory, is_in_memory, without_cache
 from export_gelu.options import (
     COMPARE_TARGETS,
     COMPARED_FORMS,
@@ -163,7 +163,8 @@ def _in_memory(model: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any]
     try:
         if training:
             model.eval()
-        return run(loaded).report
+        with without_cache(model):
+            return run(loaded).report
     finally:
         if training:
             model.train()

@@ -23,18 +23,29 @@ T = TypeVar("T")
 class CallPlan:
     """`positional`: feed names passed in order; `keyword`: (feed name, parameter) pairs;
     `fixed`: (parameter, value) pairs passed by keyword on every call, not fed (an
-    ExportedProgram's keyword arguments saved as `None`)."""
+    ExportedProgram's keyword arguments saved as `None`). `tree` (an ExportedProgram's input
+    treespec) with `leaves` ((feed name, None) or (None, constant) per leaf) rebuilds a call
+    whose constants sit anywhere (a positional bool, a dict of Nones); `positional` then
+    lists the fed names in leaf order."""
 
     positional: tuple[str, ...] = ()
     keyword: tuple[tuple[str, str], ...] = ()
     fixed: tuple[tuple[str, Any], ...] = ()
+    tree: Any = None
+    leaves: tuple[tuple[str | None, Any], ...] = ()
 
     @property
     def uses_keywords(self) -> bool:
-        return bool(self.keyword or self.fixed)
+        return bool(self.keyword or self.fixed or self.tree is not None)
 
     def split(self, named: Mapping[str, T]) -> tuple[tuple[T, ...], dict[str, T]]:
         """(args, kwargs) for a call, from values keyed by feed name."""
+        if self.tree is not None:
+            from torch.utils._pytree import tree_unflatten
+
+            values = [named[n] if n is not None else const for n, const in self.leaves]
+            args, kwargs = tree_unflatten(values, self.tree)
+            return tuple(args), dict(kwargs)
         kwargs = {param: named[n] for n, param in self.keyword}
         kwargs.update(self.fixed)
         return tuple(named[n] for n in self.positional), kwargs
@@ -45,6 +56,8 @@ class CallPlan:
         return self.split(dict(zip(names, values)))
 
     def describe(self) -> str:
+        if self.tree is not None:
+            return ", ".join(n if n is not None else repr(c) for n, c in self.leaves)
         return ", ".join([*self.positional, *(f"{p}=" for _n, p in self.keyword),
                           *(f"{p}={v!r}" for p, v in self.fixed)])
 
@@ -95,6 +108,9 @@ def plan_for_program(program: Any, names: list[str]) -> CallPlan:
     if spec is None or len(spec.children()) != 2:
         return CallPlan(tuple(names))
     args_spec, kwargs_spec = spec.children()
+    tree = _tree_plan(program, spec, names)
+    if tree is not None:
+        return tree
     keys = list(kwargs_spec.context or [])
     n_args = args_spec.num_leaves
     leaf_kwargs = all(c.is_leaf() for c in kwargs_spec.children())
@@ -105,17 +121,60 @@ def plan_for_program(program: Any, names: list[str]) -> CallPlan:
     return CallPlan(tuple(names[:n_args]), tuple(zip(names[n_args:], fed)), tuple(fixed))
 
 
-def _fixed_kwargs(program: Any, n_args: int, keys: list[str]) -> list[tuple[str, Any]]:
-    """The keyword arguments a program was captured with as constants, not tensors (None in
-    its signature's user inputs): (key, the saved example's value, else None)."""
+def _user_leaves(program: Any) -> list[tuple[str | None, Any]] | None:
+    """(name, None) for each fed user input of `program`, (None, value) for each constant
+    one, in its input treespec's leaf order; None when the signature cannot be read."""
+    from torch.export.graph_signature import ConstantArgument, InputKind
+
     try:
-        users = list(program.graph_signature.user_inputs)
-    except Exception:  # noqa: BLE001 - an odd signature: every keyword is fed
+        specs = [s for s in program.graph_signature.input_specs if s.kind is InputKind.USER_INPUT]
+    except Exception:  # noqa: BLE001 - an odd signature
+        return None
+    return [(None, s.arg.value) if isinstance(s.arg, ConstantArgument) else (s.arg.name, None)
+            for s in specs]
+
+
+def _tree_plan(program: Any, spec: Any, names: list[str]) -> CallPlan | None:
+    """A plan rebuilding the saved call's structure, when `program` was captured with a
+    constant (bool, int, None) that is positional or nested in a container; else None."""
+    leaves = _user_leaves(program)
+    if leaves is None or len(leaves) != spec.num_leaves:
+        return None
+    fed = [n for n, _c in leaves if n is not None]
+    if fed != list(names) or len(fed) == len(leaves):
+        return None
+    args_spec, kwargs_spec = spec.children()
+    nested = [c for c in kwargs_spec.children() if not c.is_leaf()]
+    positional_const = any(n is None for n, _c in leaves[:args_spec.num_leaves])
+    if not nested and not positional_const:
+        return None  # the flat plan (keywords and `fixed`) says it
+    return CallPlan(tuple(fed), tree=spec, leaves=tuple(leaves))
+
+
+def example_tensors(program: Any, args: Any, kwargs: Any) -> tuple[Any, ...] | None:
+    """The tensors of a saved call `(args, kwargs)` that `program` is fed, in its user-input
+    order (constants, which the program was captured with, are left out); None when the call
+    does not match the program's inputs or a fed leaf is not a tensor."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    leaves = _user_leaves(program)
+    values, _spec = tree_flatten((tuple(args or ()), dict(kwargs or {})))
+    if leaves is None or len(values) != len(leaves):
+        return None
+    fed = tuple(v for v, (n, _c) in zip(values, leaves) if n is not None)
+    if not fed or any(not isinstance(v, torch.Tensor) for v in fed):
+        return None
+    return fed
+
+
+def _fixed_kwargs(program: Any, n_args: int, keys: list[str]) -> list[tuple[str, Any]]:
+    """The keyword arguments a program was captured with as constants, not tensors (None,
+    a bool, an int): (key, the value it was captured with)."""
+    leaves = _user_leaves(program)
+    if leaves is None or len(leaves) != n_args + len(keys):
         return []
-    if len(users) != n_args + len(keys):
-        return []
-    saved = (program.example_inputs or ((), {}))[1] or {}
-    return [(k, saved.get(k)) for k, u in zip(keys, users[n_args:]) if u is None]
+    return [(k, const) for k, (name, const) in zip(keys, leaves[n_args:]) if name is None]
 
 
 def plan_for(loaded: Any, names: list[str]) -> CallPlan:

@@ -9,8 +9,9 @@ without them uses the example inputs it was exported with.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +81,45 @@ def from_memory(model: Any, args: Sequence[Any] | None = None,
     if bad:
         raise BadInputError(f"{where}: weight {bad[0]!r} holds NaN")
     notes = []
+    if _caches(model):
+        notes.append(Note("a transformers model with use_cache: exported as one graph without "
+                          "its key/value cache (use_cache=False while exporting, as the "
+                          "Hugging Face folder route does; config restored afterwards); for "
+                          "the with-past graphs export its save_pretrained folder with --task "
+                          "text-generation-with-past", "no-cache"))
     if model.training:
         notes.append(Note("the module was in training mode: exported and checked in eval mode "
                           "(its mode is restored afterwards)", "eval-mode"))
     return LoadedModel(where, ModelFormat.IN_MEMORY_MODULE, module=model, example_inputs=example,
                        input_names=names, notes=notes)
+
+
+def _caches(model: Any) -> bool:
+    """A transformers model whose config asks for a key/value cache in its outputs."""
+    config = getattr(model, "config", None)
+    return getattr(config, "use_cache", False) is True and hasattr(config, "to_dict")
+
+
+def _cache_configs(model: Any) -> list[Any]:
+    """Every config of `model` and its submodules (T5's decoder has its own copy) that asks
+    for a key/value cache."""
+    configs: dict[int, Any] = {}
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if getattr(config, "use_cache", False) is True and hasattr(config, "to_dict"):
+            configs[id(config)] = config
+    return list(configs.values())
+
+
+@contextlib.contextmanager
+def without_cache(model: Any) -> Iterator[None]:
+    """`use_cache` off in every config of a transformers model while exporting it (a cache
+    in the outputs is no tensor a one-graph export can name), restored afterwards."""
+    configs = _cache_configs(model) if _caches(model) else []
+    for config in configs:
+        config.use_cache = False
+    try:
+        yield
+    finally:
+        for config in configs:
+            config.use_cache = True

@@ -288,6 +288,7 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
 
     import torch
 
+    from export_gelu.exporter.call_plan import example_tensors
     from export_gelu.exporter.output_names import names_from_spec
     from export_gelu.exporter.pytree_types import register_archive_types
     from export_gelu.exporter.to_onnx import quiet_exporter
@@ -316,10 +317,8 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     _refuse_nan(path, ep.state_dict)
     args, kwargs = ep.example_inputs or ((), {})
     names = [s for s in ep.graph_signature.user_inputs if isinstance(s, str)]
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}  # saved None: passed as None
-    example = tuple(args) + tuple(kwargs.values()) if (args or kwargs) else None
-    if example is not None and any(not isinstance(t, torch.Tensor) for t in example):
-        example = None  # non-tensor example inputs cannot be fed to ONNX Runtime
+    # constants it was saved with (None, bools, ints, a dict of Nones) are passed as saved
+    example = example_tensors(ep, args, kwargs) if (args or kwargs) else None
     return LoadedModel(path, ModelFormat.EXPORTED_PROGRAM, exported=ep, example_inputs=example,
                        input_names=names, notes=notes, trusted=allow_pickle,
                        output_names=names_from_spec(ep.call_spec.out_spec))

@@ -145,9 +145,10 @@ def guard_expression(text: Any) -> bool:
 def _walk(node: Any, key: str | None = None) -> Iterator[tuple[str, str]]:
     """(what, why) for every piece of `node` that torch would run or paste into code."""
     if isinstance(node, dict):
+        unnamed_argument = "arg" in node and node.get("name") == ""
         for k, v in node.items():
-            if k in _FREE_TEXT:
-                continue
+            if k in _FREE_TEXT or (unnamed_argument and k == "name"):
+                continue  # torch writes "" for a higher-order op's positional argument
             if k in _NAMED_MAPS and isinstance(v, dict):
                 for name in v:
                     if not identifier(name):

@@ -187,7 +187,27 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
         raise TargetUnmetError(
             f"asked the {exporter} exporter for opset {opset} but it produced opset {produced}"
         )
+    refuse_invalid(model, f"the {exporter} exporter (torch {_torch_version()})", opset)
     return model, exporter
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__).split("+")[0]
+
+
+def refuse_invalid(model: onnx.ModelProto, who: str, opset: int) -> None:
+    """TargetUnmetError naming ONNX's message when `model`, as `who` wrote it, fails strict
+    shape inference (an Unsqueeze axis out of range, a type mismatch): no runtime would load
+    it, and nothing export-gelu does afterwards repairs it."""
+    from export_gelu.graph import skeleton
+
+    try:
+        onnx.shape_inference.infer_shapes(skeleton(model), check_type=True, strict_mode=True)
+    except onnx.shape_inference.InferenceError as exc:
+        text = " ".join(str(exc).split())[:300]
+        raise TargetUnmetError(f"{who} wrote an invalid graph at opset {opset}: {text}") from exc
 
 
 def prepare_program_for_opset(program: Any, opset: int) -> list[str]:
