@@ -333,3 +333,20 @@ def test_a_pickled_module_is_localized_through_forward_hooks(files, tmp_path):
     first = json.loads(report.read_text())["parity"]["first_divergence"]
     assert (first["torch_module"], first["source"]) == (f"blocks.{K}.fc", block_line())
     assert first["node"].startswith(f"/blocks.{K}/fc/")
+
+
+def test_a_failed_export_localizes_by_itself(files, tmp_path):
+    """export's own parity check, failed (tolerances tighter than float32 rounding): the
+    first divergence follows without asking, and every module before it is inside."""
+    out, report = tmp_path / "tight.onnx", tmp_path / "r.json"
+    res = run_cli(files["pt2"], "--target", "onnx", "-o", out, "--atol", "1e-12", "--rtol",
+                  "1e-12", "--iterations", "1", "--warmup", "0", "--report", report)
+    assert res.code == 1, res.err
+    parity = json.loads(report.read_text())["parity"]
+    first, errors = parity["first_divergence"], parity["module_errors"]
+    assert parity["localized_by"] == "modules" and first["atol"] == 1e-12
+    at = next(i for i, e in enumerate(errors) if e["module"] == first["torch_module"])
+    assert all(e["passed"] for e in errors[:at]) and first["max_abs"] == errors[at]["max_abs"]
+    assert first["max_abs"] < 1e-5  # rounding, not a wrong graph
+    assert any(ln.startswith(f"first divergence: {first['torch_module']} — ")
+               for ln in res.out.splitlines())
