@@ -139,7 +139,7 @@ def corrupt(src: Path, dst: Path, how: str, k: int = K) -> str:
 
 def has_provenance(path: Path) -> bool:
     with G.opened(onnx.load(str(path), load_external_data=False)) as graph:
-        return any(module_of(n).startswith("blocks.") for n in graph.nodes)
+        return any((module_of(n) or "").startswith("blocks.") for n in graph.nodes)
 
 
 EXPECTED_MODULE = {"gelu": f"blocks.{K}.act", "layernorm": f"blocks.{K}.norm",
@@ -169,7 +169,7 @@ def test_verify_names_block_k(files, tmp_path, source, how):
     parity = data["parity"]
     first = parity["first_divergence"]
     assert first["torch_module"] == EXPECTED_MODULE[how], parity["module_errors"]
-    assert first["source"] == block_line()
+    assert first["source"].endswith(block_line())  # file:LINE, the path as recorded
     assert first["max_abs"] > first["atol"] == parity["atol"]
     with G.opened(onnx.load(str(bad), load_external_data=False)) as g:
         node = next(n for n in g.nodes if n.name == first["node"])
@@ -287,7 +287,7 @@ def test_a_device_bundle_localizes_from_the_module_outputs_it_hands_back(files, 
     parity = json.loads(report.read_text())["parity"]
     assert list(parity["outputs"]) == names[:1]  # judged on the graph's output only
     first = parity["first_divergence"]
-    assert (first["torch_module"], first["source"]) == (f"blocks.{K}.norm", block_line())
+    assert first["torch_module"] == f"blocks.{K}.norm" and first["source"].endswith(block_line())
     assert f"first divergence: blocks.{K}.norm — LayerNormalization" in res.out
 
     # the plain run's outputs.json carries no module tensors: said, not guessed
@@ -331,7 +331,7 @@ def test_a_pickled_module_is_localized_through_forward_hooks(files, tmp_path):
                   "--no-calibration")
     assert res.code == 1, res.err
     first = json.loads(report.read_text())["parity"]["first_divergence"]
-    assert (first["torch_module"], first["source"]) == (f"blocks.{K}.fc", block_line())
+    assert first["torch_module"] == f"blocks.{K}.fc" and first["source"].endswith(block_line())
     assert first["node"].startswith(f"/blocks.{K}/fc/")
 
 

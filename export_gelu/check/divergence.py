@@ -79,7 +79,8 @@ class Localization:
                         "PyTorch module, so a wrong weight or constant cannot be placed)")
             return (f"first divergence: none ({len(self.modules)} module outputs within "
                     "tolerance)")
-        where = f", {f.source}" if f.source else ""
+        # the file's name and line (the report keeps the path as the exporter recorded it)
+        where = f", {f.source.replace(chr(92), '/').rsplit('/', 1)[-1]}" if f.source else ""
         module = f.torch_module or "(no module)"
         return (f"first divergence: {module} — {f.op_type} {f.node}, max abs {f.max_abs:.3g} > "
                 f"{f.atol:g}{where}")
@@ -101,7 +102,7 @@ def module_sites(graph: Any, modules: Collection[str] | None = None) -> list[_Si
     from export_gelu.graph.provenance import scopes_of
 
     outputs = {t.name for t in graph.outputs}
-    scope_sets = [set(scopes_of(n)) for n in graph.nodes]
+    scope_sets = [set(scopes_of(n) or []) for n in graph.nodes]
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     found: dict[str, _Site] = {}
     for i, node in enumerate(graph.nodes):
@@ -176,7 +177,7 @@ def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
                                        stats.max_abs, stats.ref_scale, stats.passed))
         if not stats.passed and loc.first is None:
             loc.first = FirstDivergence(site.node.name, site.node.op, site.tensor, site.module,
-                                        source_of(site.node) or ref.call_site, stats.max_abs,
+                                        source_of(site.node) or ref.call_site or "", stats.max_abs,
                                         tol.atol)
     if not loc.modules:
         loc.method, loc.reason = "none", "no module output of the graph matched PyTorch's"

@@ -10,6 +10,7 @@ in both routes, never copies. A TorchScript module takes no hooks: it records no
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -68,14 +69,24 @@ def record_module_outputs(loaded: Any, feed: Mapping[str, np.ndarray],
 
 
 _NOT_THE_MODEL = ("/torch/", "/export_gelu/", "/polygraphy/", "<")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _model_frame(path: str) -> bool:
+    return not any(part in path.replace("\\", "/") for part in _NOT_THE_MODEL)
+
+
+def _source_in(stack_trace: str) -> str:
+    """`file.py:LINE` of the innermost frame of the model's own code in a traceback's text."""
+    own = [(p, n) for p, n in _FRAME.findall(stack_trace) if _model_frame(p)]
+    return f"{own[-1][0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{own[-1][1]}" if own else ""
 
 
 def _call_site() -> str:
     """The line of the model's code that called the module being hooked, or ""."""
     for frame in reversed(traceback.extract_stack()[:-2]):
-        path = frame.filename.replace("\\", "/")
-        if not any(part in path for part in _NOT_THE_MODEL):
-            return f"{path.rsplit('/', 1)[-1]}:{frame.lineno}"
+        if _model_frame(frame.filename):
+            return f"{frame.filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frame.lineno}"
     return ""
 
 
@@ -132,7 +143,6 @@ def _from_program(program: Any, feed: Mapping[str, np.ndarray], wanted: set[str]
     from torch.utils._pytree import tree_leaves
 
     from export_gelu.exporter.to_onnx import quiet_exporter
-    from export_gelu.graph.provenance import source_in
 
     with quiet_exporter():
         gm = program.module()
@@ -147,7 +157,7 @@ def _from_program(program: Any, feed: Mapping[str, np.ndarray], wanted: set[str]
             paths = watch.get(n.name, [])
             if paths and isinstance(result, torch.Tensor) and result.is_floating_point():
                 value = result.detach().to("cpu", torch.float64).numpy()
-                line = source_in(n.meta.get("stack_trace") or "")
+                line = _source_in(n.meta.get("stack_trace") or "")
                 found.update((p, ModuleOutput(p, value, line)) for p in paths)
             return result
 
