@@ -26,10 +26,6 @@ from export_gelu.check.parity import errors_of
 from export_gelu.check.tolerances import Tolerances
 
 
-def short_source(source: str) -> str:
-    """`file.py:LINE` of a recorded `path/to/file.py:LINE`, for the one printed line."""
-    return source.replace("\\", "/").rsplit("/", 1)[-1]
-
 @dataclass
 class FirstDivergence:
     """The node whose output is the first module output out of tolerance."""
@@ -83,7 +79,8 @@ class Localization:
                         "PyTorch module, so a wrong weight or constant cannot be placed)")
             return (f"first divergence: none ({len(self.modules)} module outputs within "
                     "tolerance)")
-        where = f", {short_source(f.source)}" if f.source else ""
+        # the file's name and line (the report keeps the path as the exporter recorded it)
+        where = f", {f.source.replace(chr(92), '/').rsplit('/', 1)[-1]}" if f.source else ""
         module = f.torch_module or "(no module)"
         return (f"first divergence: {module} — {f.op_type} {f.node}, max abs {f.max_abs:.3g} > "
                 f"{f.atol:g}{where}")
@@ -105,7 +102,7 @@ def module_sites(graph: Any, modules: Collection[str] | None = None) -> list[_Si
     from export_gelu.graph.provenance import scopes_of
 
     outputs = {t.name for t in graph.outputs}
-    scope_sets = [set(scopes_of(n) or ()) - {""} for n in graph.nodes]
+    scope_sets = [set(scopes_of(n) or []) for n in graph.nodes]
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     found: dict[str, _Site] = {}
     for i, node in enumerate(graph.nodes):
@@ -166,7 +163,7 @@ def _run_copy(marked: Any, copy: Path, feed: Mapping[str, np.ndarray], threads: 
 
 def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
                     graph_values: Mapping[str, np.ndarray], tol: Tolerances,
-                    source_of: Callable[[Any], str | None]) -> Localization:
+                    source_of: Callable[[Any], str]) -> Localization:
     """Each site's tensor against its module's PyTorch output (same shape only), in graph
     order; the first out of tolerance is the first divergence."""
     loc = Localization()
@@ -180,7 +177,7 @@ def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
                                        stats.max_abs, stats.ref_scale, stats.passed))
         if not stats.passed and loc.first is None:
             loc.first = FirstDivergence(site.node.name, site.node.op, site.tensor, site.module,
-                                        source_of(site.node) or ref.call_site, stats.max_abs,
+                                        source_of(site.node) or ref.call_site or "", stats.max_abs,
                                         tol.atol)
     if not loc.modules:
         loc.method, loc.reason = "none", "no module output of the graph matched PyTorch's"

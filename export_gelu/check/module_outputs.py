@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.graph.provenance import is_model_frame, source_in
+
 
 @dataclass
 class ModuleOutput:
@@ -69,10 +71,8 @@ def record_module_outputs(loaded: Any, feed: Mapping[str, np.ndarray],
 
 def _call_site() -> str:
     """`file:line` of the model's code that called the module being hooked, or ""."""
-    from export_gelu.graph.provenance import is_model_frame
-
     for frame in reversed(traceback.extract_stack()[:-2]):
-        if is_model_frame(frame.filename) and "/polygraphy/" not in frame.filename:
+        if is_model_frame(frame.filename) and "polygraphy" not in frame.filename:
             return f"{frame.filename}:{frame.lineno}"
     return ""
 
@@ -130,7 +130,6 @@ def _from_program(program: Any, feed: Mapping[str, np.ndarray], wanted: set[str]
     from torch.utils._pytree import tree_leaves
 
     from export_gelu.exporter.to_onnx import quiet_exporter
-    from export_gelu.graph.provenance import source_in
 
     with quiet_exporter():
         gm = program.module()

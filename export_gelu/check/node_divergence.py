@@ -123,9 +123,8 @@ def localize_nodes(graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolera
             continue
         bad.update(outs)
         if loc.first is None and not bad.intersection(node.input):
-            loc.first = FirstDivergence(node.name, node.op_type, outs[0],
-                                        module_of(node) or "", source_of(node) or "",
-                                        stats.max_abs, tol.atol)
+            loc.first = FirstDivergence(node.name, node.op_type, outs[0], module_of(node) or "",
+                                        source_of(node) or "", stats.max_abs, tol.atol)
     return loc
 
 
