@@ -17,9 +17,10 @@ class Progress:
     pipe, nothing when disabled (`enabled=False`, `--quiet`, EXPORT_GELU_QUIET=1)."""
 
     def __init__(self, enabled: bool | None = None, quiet: bool = False) -> None:
-        """`enabled`: None tells a terminal from a pipe by stderr; True draws as on a terminal;
-        False (or `quiet`, or EXPORT_GELU_QUIET=1) says nothing."""
-        if quiet or os.environ.get(QUIET_ENV, "") not in ("", "0"):
+        """`enabled`: None tells a terminal from a pipe by stderr (and EXPORT_GELU_QUIET=1 in
+        the environment silences it); True draws as on a terminal; False (or `quiet`) says
+        nothing."""
+        if quiet or (enabled is None and os.environ.get(QUIET_ENV, "") not in ("", "0")):
             enabled = False
         self.enabled = enabled is not False
         self.terminal = enabled is True or (enabled is None and sys.stderr.isatty())

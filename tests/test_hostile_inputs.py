@@ -74,7 +74,7 @@ simply work (exit 0).
 | --dynamic malformed | `--dynamic garbage` | DIM=MIN:OPT:MAX |
 | --target unknown | `--target trt99` | invalid choice |
 | unknown flag | `--frobnicate` | unrecognized arguments |
-| -o a directory | `-o DIR` | is a directory |
+| -o a directory | `-o DIR`, DIR holding a folder of the default name | is a directory |
 | -o = --report | both name one file | name the same file |
 | -o = input | output over the model | overwrite the input |
 | -o missing folder | `-o nowhere/x.onnx` | does not exist |
@@ -372,8 +372,15 @@ def test_hostile_input_exits_2_with_one_line(case, saved_model, tmp_path):
     assert list(out.iterdir()) == [], "something was written"
 
 
+def _folder(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
 OUTPUT_CASES: dict[str, tuple[Callable[[Path, Path], list], str]] = {
-    "-o a directory": (lambda d, m: [m, "-o", d], "is a directory"),
+    # `-o DIR` writes DIR/<default name>: refused where that name is a folder
+    "-o a directory": (lambda d, m: [m, "-o", _folder(d / "o" / "model.trt.onnx").parent],
+                       "is a directory"),
     "-o = --report": (lambda d, m: [m, "-o", d / "a.onnx", "--report", d / "a.onnx"],
                       "name the same file"),
     "-o = input": (lambda d, m: [m, "-o", m], "overwrite the input"),
@@ -389,8 +396,9 @@ def test_bad_output_and_command_cases(case, saved_model, tmp_path):
     build, needle = OUTPUT_CASES[case]
     model = tmp_path / "model.pt"
     model.write_bytes(saved_model("lstm", "exported").read_bytes())
-    before = sorted(p.name for p in tmp_path.iterdir())
-    res = run_cli(*build(tmp_path, model))
+    argv = build(tmp_path, model)
+    before = sorted(p.name for p in tmp_path.iterdir() if p.name != "noise.bin")
+    res = run_cli(*argv)
     _assert_one_line_exit_2(res.code, res.err, needle)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "noise.bin") == before
     assert model.read_bytes() == saved_model("lstm", "exported").read_bytes()

@@ -72,7 +72,7 @@ def _refuse_for_in_memory(options: RunOptions, loaded: Any) -> None:
         return  # verify runs the module as it is against DEPLOYED
     if not isinstance(options, ExportOptions):
         raise BadInputError(f"{loaded.path}: a model in memory can be exported and verified; "
-                            "save it (torch.export.save) to compare forms or use a device "
+                            "save it (torch.export.save) for --compare-forms or a device "
                             "bundle")
     if not options.output or names_folder(options.output):
         raise BadInputError(f"{loaded.path} has no file to name the output after: pass "

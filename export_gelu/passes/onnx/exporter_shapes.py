@@ -1,7 +1,7 @@
 """The node shapes PyTorch's exporters give each reference GELU formula.
 
 Derived, not transcribed: `python -m export_gelu.exporter.derive_shapes --write` exports every
-formula in `derive.reference_formulas()` with the dynamo exporter (opset 18–20) and the
+formula in `derive_shapes.reference_formulas()` with the dynamo exporter (opset 18–20) and the
 TorchScript exporter (opset 13, 17) and rewrites the table below. Each node is
 (op type, inputs); an input is "x" (the GELU's input), a float (a literal: an initializer
 or a `Constant` node) or an int (the output of that earlier node). The last node's output
