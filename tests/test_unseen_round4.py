@@ -254,3 +254,55 @@ def test_api_exports_t5_without_its_cache(tmp_path: Path) -> None:
              "decoder_input_ids": torch.randint(0, 100, (1, 4))}
     err = _fresh_error(out, lambda **f: model(**f, use_cache=False).logits, fresh)
     assert err < 1e-4
+
+
+# --- a folder takes the user's inputs --------------------------------------------------------
+
+def _vit_mae_folder(folder: Path) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.ViTMAEConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        image_size=32, patch_size=8, decoder_hidden_size=32, decoder_num_hidden_layers=1,
+        decoder_num_attention_heads=2, decoder_intermediate_size=64)
+    model = transformers.ViTMAEModel(config).eval()
+    model.save_pretrained(str(folder))
+    return model
+
+
+@pytest.mark.slow
+def test_folder_runs_on_the_users_inputs_vit_mae_noise(tmp_path: Path) -> None:
+    model = _vit_mae_folder(tmp_path / "vitmae")
+    code, report, text = _export(tmp_path, tmp_path / "vitmae", "--input",
+                                 "pixel_values:1x3x32x32", "--input", "noise:1x16")
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    fresh = {"pixel_values": torch.randn(1, 3, 32, 32), "noise": torch.rand(1, 16)}
+    err = _fresh_error(tmp_path / "out.onnx", lambda **f: model(**f).last_hidden_state, fresh)
+    assert err < 1e-4
+
+
+def test_folder_refuses_an_input_forward_does_not_take(tmp_path: Path) -> None:
+    _vit_mae_folder(tmp_path / "vitmae")
+    code, _report, text = _export(tmp_path, tmp_path / "vitmae", "--input", "nose:1x16")
+    assert code == 2
+    assert "ViTMAEModel.forward() takes no nose" in text
+    assert not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.slow
+def test_folder_runs_on_the_users_npz_layoutlmv3(tmp_path: Path) -> None:
+    model, feed = _tiny_layoutlmv3()
+    model.save_pretrained(str(tmp_path / "l3"))
+    npz = tmp_path / "real.npz"
+    np.savez(npz, **{k: v.numpy() for k, v in feed.items()})
+    code, report, text = _export(tmp_path, tmp_path / "l3", "--inputs", npz)
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"
+    fresh = {**feed, "input_ids": torch.randint(0, 100, (1, 8)),
+             "pixel_values": torch.randn(1, 3, 32, 32)}
+    err = _fresh_error(tmp_path / "out.onnx", lambda **f: model(**f).last_hidden_state, fresh)
+    assert err < 1e-4
+    # without inputs: made from the config's input_size (32 px here, not 224)
+    code, report, text = _export(tmp_path, tmp_path / "l3")
+    assert code == 0, text
+    assert report["parity"]["status"] == "passed"

@@ -134,23 +134,52 @@ def _task_module(model: Any, input_names: list[str], output_names: list[str]) ->
     return positional_wrapper(TaskOutputs, input_names)()
 
 
-def single_graph(fm: FolderModel) -> GraphSpec:
-    """A one-graph task: the model's inputs by its config, its tensor output fields."""
+def given_inputs(fm: FolderModel, specs: list[str], npz: str | None
+                 ) -> OrderedDict[str, Any] | None:
+    """The user's `--input` specs (ids inside the config's vocabulary) or `--inputs` file as
+    torch tensors, checked against `forward()`'s parameters; None when neither is given."""
+    import torch
+
+    from export_gelu.exporter.generated_inputs import generate_inputs
+    from export_gelu.exporter.inputs import load_npz, parse_input_spec
+
+    if not specs and not npz:
+        return None
+    if npz:
+        arrays = OrderedDict(load_npz(npz))
+    else:
+        parsed = [parse_input_spec(s) for s in specs]
+        arrays = generate_inputs(parsed, hi.hints(fm.config, [p.name for p in parsed]))
+    accepts = _accepts(fm.model)
+    unknown = [n for n in arrays if n not in accepts]
+    if unknown:
+        raise BadInputError(f"{fm.folder}: {fm.task.class_name}.forward() takes no "
+                            f"{', '.join(unknown)} (it takes {', '.join(sorted(accepts))})")
+    return OrderedDict((n, torch.from_numpy(np.ascontiguousarray(a))) for n, a in arrays.items())
+
+
+def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None) -> GraphSpec:
+    """A one-graph task: the model's inputs (the user's `given` ones, else made from its
+    config), its tensor output fields."""
     import torch
 
     model, config = fm.model, fm.config
     if hasattr(config, "use_cache"):
         config.use_cache = False
-    requests = hi.main_requests(model, config, fm.preprocessor, _accepts(model), fm.task.name)
-    inputs = hi.make(requests, config)
+    if given is None:
+        requests = hi.main_requests(model, config, fm.preprocessor, _accepts(model),
+                                    fm.task.name)
+    inputs = given if given is not None else hi.make(requests, config)
+    made = "the inputs given" if given is not None else "inputs made from its config"
     try:
         with torch.no_grad():
             out = model(**inputs, return_dict=True)
     except Exception as exc:  # noqa: BLE001 - the model refuses inputs made from its config
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise BadInputError(f"{fm.folder}: {fm.task.class_name} does not run on inputs made "
-                            f"from its config ({', '.join(inputs)}): {type(exc).__name__}: "
-                            f"{first}; pass --input for each") from exc
+        hint = "" if given is not None else "; pass --input for each"
+        raise BadInputError(f"{fm.folder}: {fm.task.class_name} does not run on {made} "
+                            f"({', '.join(inputs)}): {type(exc).__name__}: {first}{hint}"
+                            ) from exc
     names = _tensor_fields(out)
     return GraphSpec("model.onnx", _task_module(model, list(inputs), names), inputs, names)
 
@@ -373,8 +402,10 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
     return graphs
 
 
-def graphs_for(fm: FolderModel) -> list[GraphSpec]:
-    """Every graph the folder's task exports."""
+def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None
+               ) -> list[GraphSpec]:
+    """Every graph the folder's task exports (a one-graph task on the user's `given`
+    inputs, when there are any)."""
     kind = fm.task.kind
     if kind == DECODER and fm.task.with_past:
         return [decoder_graph(fm)]
@@ -382,7 +413,7 @@ def graphs_for(fm: FolderModel) -> list[GraphSpec]:
         return seq2seq_graphs(fm)
     if kind == DECODER:
         fm.config.use_cache = False
-    return [single_graph(fm)]
+    return [single_graph(fm, given)]
 
 
 def as_numpy(inputs: OrderedDict[str, Any]) -> OrderedDict[str, np.ndarray]:

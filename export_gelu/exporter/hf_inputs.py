@@ -4,7 +4,8 @@ types 0 then 1, pixels and audio as noise at the size the config gives.
 
 Sizes read from the config (the text or vision sub-config of a two-tower model like CLIP):
 `vocab_size`, `max_position_embeddings` (a sequence fits it), `type_vocab_size`,
-`image_size` and `num_channels`, `num_mel_bins` and `max_source_positions` (Whisper's
+`image_size` (or LayoutLMv3's `input_size`) and
+`num_channels`, `num_mel_bins` and `max_source_positions` (Whisper's
 encoder takes exactly 2 × max_source_positions frames), and for raw audio the sampling rate
 from `preprocessor_config.json` (16 kHz when absent) bounded below by the convolution strides.
 """
@@ -50,7 +51,7 @@ def sequence_length(config: Any, wanted: int = SEQUENCE) -> int:
 def image_shape(config: Any) -> tuple[int, int, int]:
     """(channels, height, width) of the model's images."""
     vision = sub_config(config, "vision")
-    size = getattr(vision, "image_size", 224)
+    size = getattr(vision, "image_size", None) or getattr(vision, "input_size", None) or 224
     if isinstance(size, dict):
         size = (size.get("height", 224), size.get("width", 224))
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]

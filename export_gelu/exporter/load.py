@@ -381,14 +381,20 @@ def _graph_loaded(path: Path, spec: Any, notes: list[str], task: str) -> LoadedM
                        file_name=spec.file_name)
 
 
-def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool) -> LoadedModel:
-    """A save_pretrained folder: one graph, or (an encoder–decoder) the folder's graphs."""
+def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,
+                    inputs: Sequence[str] = (), inputs_npz: str | None = None) -> LoadedModel:
+    """A save_pretrained folder: one graph (on the user's inputs when given), or (an
+    encoder–decoder) the folder's graphs."""
     from export_gelu.exporter.hf_folder import load_folder
-    from export_gelu.exporter.hf_graphs import graphs_for
+    from export_gelu.exporter.hf_graphs import given_inputs, graphs_for
+    from export_gelu.exporter.hf_tasks import DECODER, SEQ2SEQ
 
     fm = load_folder(path, task, allow_pickle)
     _refuse_nan(path, fm.model.state_dict())
-    specs = graphs_for(fm)
+    one_graph = fm.task.kind not in (DECODER, SEQ2SEQ) or (fm.task.kind == DECODER
+                                                           and not fm.task.with_past)
+    given = given_inputs(fm, list(inputs), inputs_npz) if one_graph else None
+    specs = graphs_for(fm, given)
     name = fm.task.name
     generation = fm if fm.task.with_past else None
     if len(specs) == 1:
@@ -402,7 +408,8 @@ def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool) -> LoadedM
 
 def load_model(path: str | Path, *, allow_pickle: bool = False,
                model_factory: str | None = None, imports: Sequence[str] = (),
-               task: str | None = None) -> LoadedModel:
+               task: str | None = None, inputs: Sequence[str] = (),
+               inputs_npz: str | None = None) -> LoadedModel:
     """Load any supported model file, refusing to run pickled code unless allowed.
 
     `imports`: modules to import first (`--import`), whose pytree types an ExportedProgram's
@@ -410,7 +417,7 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
     folder, loaded for `task` (optimum's task names; default: from its architectures)."""
     path = Path(path)
     if path.is_dir() and (path / "config.json").is_file():
-        return _load_hf_folder(path, task, allow_pickle)
+        return _load_hf_folder(path, task, allow_pickle, inputs, inputs_npz)
     detected = detect_format(path)
     fmt = detected.format
     if fmt is ModelFormat.SAFETENSORS:

@@ -24,7 +24,8 @@ def load(state: RunState) -> None:
         state.progress.step(f"loading {state.model_path}")
         state.loaded = load_model(state.model_path, allow_pickle=o.allow_pickle,
                                   model_factory=o.model_factory, imports=o.imports,
-                                  task=o.task)
+                                  task=o.task, inputs=list(getattr(o, "inputs", ()) or ()),
+                                  inputs_npz=getattr(o, "inputs_npz", None))
     if state.loaded.graphs and not isinstance(o, ExportOptions):
         raise BadInputError(f"{state.model_path}: task {state.loaded.task} exports "
                             f"{len(state.loaded.graphs)} graphs; verify and --compare-forms "
