@@ -115,8 +115,8 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
            dynamic: Sequence[str] = (), device: str | None = None,
            progress: Progress | None = None, bundle: str | Path | None = None,
            output_names: str | Sequence[str] | None = None, imports: Sequence[str] = (),
-           cast_down: bool = False, options: ExportOptions | None = None,
-           **renamed: Any) -> Report:
+           cast_down: bool = False, localize: bool = False,
+           options: ExportOptions | None = None, **renamed: Any) -> Report:
     """Export `model` for `target`, rewrite its GELUs, verify and time it; return the report
     (`report.written`: every file the run wrote).
 
@@ -144,7 +144,7 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
         allow_pickle=allow_pickle or trust_model, model_factory=model_factory,
         threads=threads, iterations=iterations, warmup=warmup, require_trt=require_trt,
         dynamic=dynamic, device=device, bundle=bundle, output_names=output_names,
-        imports=imports, cast_down=cast_down, task=task)
+        imports=imports, cast_down=cast_down, task=task, localize=localize)
     if not is_in_memory(model):
         if args is not None or kwargs is not None:
             raise BadInputError("args= and kwargs= are the example inputs of an in-memory "
@@ -182,7 +182,8 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
            save_outputs: str | Path | None = None, calibration: bool = True,
            bundle: str | Path | None = None, target: str = "trt",
            device_outputs: str | Path | None = None, device_times: str | Path | None = None,
-           options: VerifyOptions | None = None, progress: Progress | None = None,
+           localize: bool = False, options: VerifyOptions | None = None,
+           progress: Progress | None = None,
            **renamed: Any) -> Report:
     """Check DEPLOYED (an ONNX file or a TensorRT engine) against MODEL; return the report.
 
@@ -209,7 +210,7 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
         imports=imports, task=task, threads=threads, iterations=iterations, warmup=warmup,
         device=device, report=report, report_md=report_md, save_inputs=save_inputs,
         save_outputs=save_outputs, calibrate=calibration, bundle=bundle, bundle_target=target,
-        device_outputs=device_outputs, device_times=device_times)
+        device_outputs=device_outputs, device_times=device_times, localize=localize)
     if opts.device_outputs is None and deployed is None:
         raise BadInputError("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
     stages = DEVICE_VERIFY if opts.device_outputs else VERIFY

@@ -21,13 +21,15 @@ _PY = re.compile(r"(?<![\w./-])([\w./-]*\w\.py)\b")
 #: paths under these top folders, and these file names.
 OTHER_PROJECTS = ("torch/", "onnx/", "onnxruntime/", "onnxscript/", "optimum/", "transformers/",
                   "polygraphy/", "src/", "models/", "rewriter/", "importers/", "exporters/",
-                  "code/")
+                  "code/", ".../torch/")
 OTHER_FILES = {"external_data_helper.py",  # onnx
                "cache_utils.py",  # transformers
                "base.py",  # onnxruntime-genai's model builder
                "__main__.py",  # optimum-onnx's exporter
                "fusion_biasgelu.py", "fusion_fastgelu.py", "fusion_quickgelu.py",  # onnxruntime
-               "train.py"}  # the user's own training script, in the examples of --import
+               "train.py",  # the user's own training script, in the examples of --import
+               "model.py",  # the user's model source, as a first divergence or inspect names it
+               "activations.py"}  # transformers' GELU module, named by a node's source line
 #: What an absolute path of a developer's machine looks like.
 _MACHINE_PATH = re.compile(r"(?<![\w.])(/work/|/home/[a-z]|/root/|/Users/|[A-Z]:\\Users\\|"
                            r"/tmp/pytest-of-)")
