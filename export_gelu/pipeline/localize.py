@@ -3,6 +3,7 @@ deployed graph starts to differ from PyTorch (`check/divergence.py`), into the r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from export_gelu.check.deployed import deployed_feed, feed_for
@@ -38,15 +39,21 @@ def _failed(exc: Exception) -> Localization:
     return Localization(method="none", reason=f"localizing failed: {first}")
 
 
-def localize_stage(state: RunState) -> None:
-    """loaded, the graph (DEPLOYED or the written output), the main feed, the tolerances →
-    report.divergence. A diagnosis: what goes wrong in it is said, and the verdict stands."""
+def _as_diagnosis(state: RunState, work: Callable[[RunState], None]) -> None:
+    """Run `work`, a diagnosis: what goes wrong in it is said in report.divergence, and the
+    verdict stands (running out of memory is still the world's fault, exit 2)."""
     try:
-        _localize(state)
+        work(state)
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure here leaves the verdict as it is
         state.report.divergence = _failed(exc)
+
+
+def localize_stage(state: RunState) -> None:
+    """loaded, the graph (DEPLOYED or the written output), the main feed, the tolerances →
+    report.divergence."""
+    _as_diagnosis(state, _localize)
 
 
 def _localize(state: RunState) -> None:
@@ -84,12 +91,7 @@ def bundle_tensors(state: RunState, graph_path: Path) -> list[str]:
 def localize_device(state: RunState) -> None:
     """`verify --bundle DIR --device-outputs F`: the module-boundary tensors the device handed
     back (F from `run_on_device.sh localize`) against PyTorch's modules, on the first feed."""
-    try:
-        _localize_device(state)
-    except MemoryError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure here leaves the verdict as it is
-        state.report.divergence = _failed(exc)
+    _as_diagnosis(state, _localize_device)
 
 
 def _localize_device(state: RunState) -> None:
