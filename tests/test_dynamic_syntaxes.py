@@ -184,6 +184,8 @@ def test_every_readme_example_runs(tmp_path, monkeypatch):
             continue
         res = run_cli(*argv[1:])
         assert res.code == 0, (argv, res.err + res.out)
-        out = tmp_path / Path(argv[1]).with_suffix(f".{argv[argv.index('--target') + 1]}.onnx")
+        kind = ".dynamic" if "--dynamic" in argv else ""  # the default name says --dynamic
+        target = argv[argv.index("--target") + 1]
+        out = tmp_path / Path(argv[1]).with_suffix(f".{target}{kind}.onnx")
         for vi in onnx.load(str(out)).graph.input:
             assert [d.dim_param for d in vi.type.tensor_type.shape.dim] == ["batch", "seq"], argv
