@@ -10,9 +10,9 @@ opset has:
     select(x, d, i) ← y:        cat([x[:i], y.unsqueeze(d), x[i+1:]], d)
     slice(x, d, a, b) ← y:      cat([x[:a], y, x[b:]], d)
 
-applied from the written view out to its base, and every later use of the base reads the
-new tensor. A write this pass cannot follow (a view kept from before the write and read
-after it, a strided slice, a symbolic size) is left as it was.
+applied from the written view out to its base; every later use of the base, or of a view
+of it taken before the write, reads the new tensor. A write this pass cannot follow (a
+strided slice, a symbolic size, a write into another kind of view) is left as it was.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from torch import fx
 from export_gelu.passes.compat.attention import _emitter, _val
 
 aten = torch.ops.aten
-_COPY = aten.copy_.default
+#: The in-place writes followed: `copy_(dst, src)` and `fill_(dst, value)`.
+_WRITES = (aten.copy_.default, aten.fill_.Tensor, aten.fill_.Scalar)
 _SELECT = aten.select.int
 _SLICE = aten.slice.Tensor
 _VIEWS = (_SELECT, _SLICE)
@@ -90,38 +91,73 @@ def _later(graph: fx.Graph, node: fx.Node) -> set[fx.Node]:
     return set(order[order.index(node) + 1:])
 
 
+def _aliases(node: fx.Node) -> bool:
+    """Whether `node` returns a view of its input (torch's schema says so)."""
+    schema = getattr(node.target, "_schema", None)
+    returns = schema.returns if schema is not None else ()
+    return (node.op == "call_function" and node.target not in _WRITES and len(returns) == 1
+            and returns[0].alias_info is not None)
+
+
+def _views_of(base: fx.Node, later: set[fx.Node]) -> list[fx.Node]:
+    """The views of `base` (views of views too) defined before the write, parents first."""
+    found: list[fx.Node] = []
+    todo = [base]
+    while todo:
+        for user in todo.pop(0).users:
+            if user not in later and _aliases(user) and user not in found:
+                found.append(user)
+                todo.append(user)
+    return found
+
+
 def _rewrite(graph: fx.Graph, copy: fx.Node) -> bool:
     dst, src = copy.args[0], copy.args[1]
     chain = _chain(dst)
-    dv, sv = _val(dst), _val(src) if isinstance(src, fx.Node) else None
-    if copy.users or chain is None or dv is None or sv is None:
+    dv = _val(dst)
+    sv = _val(src) if isinstance(src, fx.Node) else None
+    scalar = copy.target is aten.fill_.Scalar
+    if copy.users or chain is None or dv is None or (sv is None and not scalar):
         return False
     if not all(isinstance(s, int) for s in dv.shape) or any(_bounds(v) is None for v in chain):
         return False
     base = chain[-1].args[0]
     later = _later(graph, copy)
-    # a view of base taken before the write and read after it would see the old values
-    if any(u in later for v in chain for u in v.users):
-        return False
+    # views of base taken before the write and read after it would show the old values:
+    # each is taken again from the written tensor
+    stale = _views_of(base, later)
     emit = _emitter(graph, copy)
     with graph.inserting_before(copy):
-        value = src
-        if sv.dtype != dv.dtype:
-            value = emit(aten.to.dtype, value, dv.dtype)
-        if tuple(sv.shape) != tuple(dv.shape):
+        if scalar:
+            value = emit(aten.full.default, list(dv.shape), src, dtype=dv.dtype)
+        else:
+            value = src
+            if sv.dtype != dv.dtype:
+                value = emit(aten.to.dtype, value, dv.dtype)
+        if not scalar and tuple(sv.shape) != tuple(dv.shape):
             value = emit(aten.expand.default, value, list(dv.shape))
         for view in chain:
             value = _scatter(emit, view, value)
-    for user in [u for u in base.users if u in later]:
-        user.replace_input_with(base, value)
+        again = {base: value}
+        for view in stale:  # parents first: a view's parent is taken again before it
+            parent = again.get(view.args[0], view.args[0])
+            again[view] = emit(view.target, parent, *view.args[1:])
+            again[view].meta["val"] = _val(view)
+    for old_node, new_node in again.items():
+        for user in [u for u in old_node.users if u in later]:
+            user.replace_input_with(old_node, new_node)
     graph.erase_node(copy)
+    for view in reversed(stale):  # taken again but read by nothing after the write
+        if not again[view].users:
+            graph.erase_node(again[view])
     return True
 
 
 def functionalize_view_writes(program: Any) -> int:
-    """Rewrite every `copy_` into a select/slice view of an ExportedProgram; how many."""
+    """Rewrite every `copy_`/`fill_` into a select/slice view of an ExportedProgram in place;
+    returns how many."""
     gm = program.graph_module
-    copies = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _COPY]
+    copies = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in _WRITES]
     done = sum(_rewrite(gm.graph, n) for n in copies)
     if done:
         gm.graph.lint()
