@@ -45,14 +45,16 @@ def _chain(dst: fx.Node) -> list[fx.Node] | None:
 def _bounds(view: fx.Node) -> tuple[int, int, int] | None:
     """(dim, start, end) of `view` in its parent, all static and normalized; None if not."""
     parent = _val(view.args[0])
-    if parent is None:
+    if parent is None or not isinstance(view.args[1], int):
         return None
-    dim = int(view.args[1]) % parent.dim()
+    dim = view.args[1] % parent.dim()
     size = parent.shape[dim]
     if not isinstance(size, int):
         return None
     if view.target is _SELECT:
-        index = int(view.args[2])
+        index = view.args[2]
+        if not isinstance(index, int):
+            return None  # a symbolic index
         index = index + size if index < 0 else index
         return (dim, index, index + 1) if 0 <= index < size else None
     start = view.args[2] if len(view.args) > 2 else None
