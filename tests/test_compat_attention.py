@@ -1,6 +1,8 @@
 """scaled_dot_product_attention lowered for the TorchScript exporter: exported at opset 11
 and run in ONNX Runtime, it matches PyTorch's SDPA for every mask kind, including fully
-masked rows (0, as PyTorch gives), causal attention and grouped-query attention."""
+masked rows (0, as PyTorch gives), causal attention and grouped-query attention; and at
+opset 13 on every attention shape the zoo has (separate q/k/v projections, relative position
+bias, windows batched or 5-D, cross-attention with a padding mask, a custom scale)."""
 
 from __future__ import annotations
 
@@ -98,3 +100,76 @@ def test_fp16_attention_stays_fp16_in_the_onnx_graph():
     casts = [a.i for n in model.graph.node if n.op_type == "Cast" for a in n.attribute]
     assert casts and set(casts) == {onnx.TensorProto.FLOAT16}
     assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+
+
+class Projected(nn.Module):
+    """Attention as the zoo writes it: separate q/k/v projections of `x` (and of `context`
+    for cross-attention), heads split, an optional additive or boolean mask."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, **kwargs) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(dim, dim) for _ in range(3))
+        self.heads, self.kwargs = heads, kwargs
+
+    def split(self, t: torch.Tensor) -> torch.Tensor:
+        *lead, n, d = t.shape
+        return t.reshape(*lead, n, self.heads, d // self.heads).transpose(-3, -2)
+
+    def forward(self, x, context=None, mask=None):
+        context = x if context is None else context
+        q, k, v = self.split(self.q(x)), self.split(self.k(context)), self.split(self.v(context))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **self.kwargs)
+        return out.transpose(-3, -2).flatten(-2)
+
+
+def _rel_bias() -> torch.Tensor:  # relative position bias: a learned float per (head, i, j)
+    return torch.randn(1, 2, 7, 7) * 2
+
+
+def _padding_mask() -> torch.Tensor:  # bool key padding, broadcast over heads and queries
+    m = torch.ones(2, 1, 1, 9, dtype=torch.bool)
+    m[1, ..., 6:] = False
+    return m
+
+
+SHAPES = {
+    # name: (module kwargs, x shape, context shape or None, mask maker or None)
+    "separate q/k/v": (dict(), (2, 7, 16), None, None),
+    "relative position bias": (dict(), (2, 7, 16), None, _rel_bias),
+    "windowed (batched windows)": (dict(), (8, 4, 16), None, None),  # (B * windows, N, C)
+    "windowed (5-D)": (dict(), (2, 4, 4, 16), None, None),  # (B, windows, N, C): 5-D q/k/v
+    "cross-attention": (dict(), (2, 5, 16), (2, 9, 16), None),
+    "cross-attention, bool mask": (dict(), (2, 5, 16), (2, 9, 16), _padding_mask),
+    "custom scale": (dict(scale=0.7), (2, 7, 16), None, _rel_bias),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_lowered_attention_on_each_attention_shape_at_opset_13(shape):
+    kwargs, x_shape, ctx_shape, make_mask = SHAPES[shape]
+    torch.manual_seed(0)
+    module = Projected(**kwargs).eval()
+    x = torch.randn(*x_shape)
+    ctx = torch.randn(*ctx_shape) if ctx_shape else None
+    mask = make_mask() if make_mask else None
+    args = tuple(a for a in (x, ctx, mask) if a is not None)
+    names = [n for n, a in zip(("x", "context", "mask"), (x, ctx, mask)) if a is not None]
+    call = {n: a for n, a in zip(names, args)}
+    program = torch.export.export(module, (), call, strict=False)
+    notes = prepare_program_for_opset(program, 13)
+    assert notes and "1 scaled_dot_product_attention" in notes[0]
+    from export_gelu.exporter.call_plan import CallPlan
+
+    plan = CallPlan(keyword=tuple((n, n) for n in names))
+    model, exporter = export_to_onnx(None, args, names, 13, program=program, plan=plan)
+    assert exporter == "torchscript"
+    ops = {n.op_type for n in model.graph.node}
+    assert "Softmax" in ops and not ops & {"Where", "IsNaN", "Trilu"}
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seed in (1, 2):  # fresh inputs: nothing of the traced ones is baked in
+        torch.manual_seed(seed)
+        fresh = {n: (torch.randn_like(a) if a.dtype != torch.bool else a) for n, a in call.items()}
+        with torch.no_grad():
+            want = module(**fresh).numpy()
+        got = sess.run(None, {n: a.numpy() for n, a in fresh.items()})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

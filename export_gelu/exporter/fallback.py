@@ -106,9 +106,9 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
         try:
             source = program
             if other == "torchscript" and program is not None:
-                from export_gelu.passes.compat.attention import lower_attention
+                from export_gelu.exporter.to_onnx import prepare_program_for_torchscript
 
-                lower_attention(program)
+                prepare_program_for_torchscript(program, other_opset)
             model, used = export_to_onnx(module if program is None else None, args, input_names,
                                          other_opset, program=source, plan=plan,
                                          exporter=other, dynamic_axes=dynamic_axes)

@@ -23,6 +23,7 @@ from export_gelu.errors import (
 )
 from export_gelu.graph.provenance import fill_from_neighbours
 from export_gelu.passes.compat.attention import lower_attention
+from export_gelu.passes.compat.view_writes import functionalize_view_writes
 
 #: The dynamo exporter cannot produce an opset below this in torch 2.13.
 DYNAMO_MIN_OPSET = 18
@@ -215,12 +216,23 @@ def prepare_program_for_opset(program: Any, opset: int) -> list[str]:
 
     Below the dynamo exporter's range the TorchScript exporter is used: it has no attention
     below opset 14, and from 14 its attention mixes fp32 into fp16 graphs and emits IsNaN
-    and Where; attention is lowered to plain MatMul/Softmax for it at every opset.
+    and Where; attention is lowered to plain MatMul/Softmax for it at every opset. It also
+    drops writes into views (`x[..., 0] = y`) of a program: those become the tensors they make.
     """
     if opset >= DYNAMO_MIN_OPSET:
         return []
+    return prepare_program_for_torchscript(program, opset)
+
+
+def prepare_program_for_torchscript(program: Any, opset: int) -> list[str]:
+    """`prepare_program_for_opset`'s rewrites, whatever the opset; notes for the report."""
+    notes = []
+    writes = functionalize_view_writes(program)
+    if writes:
+        notes.append(f"{writes} write(s) into a tensor view made functional for the "
+                     "TorchScript exporter (it would drop them)")
     n = lower_attention(program)
-    if not n:
-        return []
-    return [f"{n} scaled_dot_product_attention call(s) lowered to MatMul/Softmax for the "
-            f"TorchScript exporter (opset {opset})"]
+    if n:
+        notes.insert(0, f"{n} scaled_dot_product_attention call(s) lowered to MatMul/Softmax "
+                        f"for the TorchScript exporter (opset {opset})")
+    return notes
