@@ -77,7 +77,12 @@ def default_output(model: Path, target: str, folder: bool = False,
 def names_folder(output: str | Path) -> bool:
     """`-o DIR/` (a trailing slash) or `-o DIR` (an existing folder): the output goes into it."""
     text = os.fspath(output)
-    return text.endswith(("/", os.sep)) or Path(text).is_dir()
+    if text.endswith(("/", os.sep)):
+        return True
+    try:
+        return Path(text).is_dir()
+    except OSError:  # a name too long to look up is a file name the name checks refuse
+        return False
 
 
 def export_output(options: ExportOptions, model: Path) -> Path:
