@@ -112,7 +112,7 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
            rtol: float | None = None, verify: bool = True, allow_pickle: bool = False,
            trust_model: bool = False, model_factory: str | None = None, threads: int = 1,
            iterations: int = 50, warmup: int = 5, require_trt: bool = False,
-           dynamic: Sequence[str] = (), device: str | None = None,
+           dynamic: Sequence[str] = (), static: bool = False, device: str | None = None,
            progress: Progress | None = None, bundle: str | Path | None = None,
            output_names: str | Sequence[str] | None = None, imports: Sequence[str] = (),
            cast_down: bool = False, localize: bool = False,
@@ -143,8 +143,9 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
         report_md=report_md, atol=atol, rtol=rtol, verify=verify,
         allow_pickle=allow_pickle or trust_model, model_factory=model_factory,
         threads=threads, iterations=iterations, warmup=warmup, require_trt=require_trt,
-        dynamic=dynamic, device=device, bundle=bundle, output_names=output_names,
-        imports=imports, cast_down=cast_down, task=task, localize=localize)
+        dynamic=dynamic, static=static, device=device, bundle=bundle,
+        output_names=output_names, imports=imports, cast_down=cast_down, task=task,
+        localize=localize)
     if not is_in_memory(model):
         if args is not None or kwargs is not None:
             raise BadInputError("args= and kwargs= are the example inputs of an in-memory "

@@ -229,6 +229,10 @@ def export_parser() -> argparse.ArgumentParser:
                         "output, the TensorRT profile takes MIN/OPT/MAX, parity runs at MIN, OPT, "
                         "an odd size and MAX; also DIM=INPUT:AXIS[,INPUT:AXIS]=MIN:OPT:MAX and "
                         "INPUT:AXIS=MIN:OPT:MAX")
+    p.add_argument("--static", action="store_true",
+                   help="a Hugging Face folder's one graph fixed at its example inputs' sizes "
+                        "(default: dynamic batch_size and sequence_length, as optimum names "
+                        "them); --dynamic wins over it")
     p.add_argument("--require-trt", action="store_true",
                    help="exit 3 if the TensorRT engine cannot be built here")
     p.add_argument("--bundle", metavar="DIR",

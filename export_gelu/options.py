@@ -93,6 +93,7 @@ class ExportOptions(RunOptions):
     verify: bool = True
     require_trt: bool = False
     dynamic: tuple[str, ...] = ()  # --dynamic DIM=MIN:OPT:MAX
+    static: bool = False  # --static: a Hugging Face folder's one graph at its example sizes
     bundle: str | None = None
     output_names: str | tuple[str, ...] | None = None
     cast_down: bool = False  # --cast-down: a float64 model exported in float32

@@ -213,3 +213,65 @@ def test_decoder_loop_feeds_back_presents_and_tokens_vary(hf_export) -> None:
     """The decode check is not vacuous: the wide init makes GPT-2 pick varied tokens."""
     _code, report, _out, _err = hf_export("gpt2", "ort")
     assert len(set(report["generation"]["generate"])) > 2
+
+
+# -- dynamic by default (issue 34) -------------------------------------------------------------
+
+def _bert_fresh_errors(folder: Path, graph: Path, shapes: list[tuple[int, int]]) -> list[float]:
+    """Max abs error of `graph` in ONNX Runtime against the folder's BertModel in PyTorch on
+    inputs the export never saw, one per (batch, sequence) shape."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    import transformers
+
+    model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="eager")
+    session = ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+    gen = torch.Generator().manual_seed(7)
+    errors = []
+    for batch, seq in shapes:
+        feed = {"input_ids": torch.randint(0, model.config.vocab_size, (batch, seq),
+                                           generator=gen),
+                "attention_mask": torch.ones(batch, seq, dtype=torch.long),
+                "token_type_ids": torch.zeros(batch, seq, dtype=torch.long)}
+        feed["attention_mask"][0, seq // 2 + 1:] = 0  # one padded row
+        feed["token_type_ids"][:, seq // 2:] = 1
+        got = session.run(["last_hidden_state"], {k: v.numpy() for k, v in feed.items()})[0]
+        with torch.no_grad():
+            ref = model(**feed).last_hidden_state.numpy()
+        errors.append(float(np.abs(got - ref).max()))
+    return errors
+
+
+def test_folder_is_dynamic_by_default_with_optimums_dim_names(hf_export, hf_folder) -> None:
+    """No flags: batch and sequence are symbolic, named as optimum names them, parity ran at
+    four sizes of the ranges, and the graph matches PyTorch at three fresh shapes."""
+    code, report, out, err = hf_export("bert", "trt8.6")
+    assert code == 0, err
+    ins, outs = _io(out)
+    assert ins == {n: ["batch_size", "sequence_length"]
+                   for n in ("input_ids", "attention_mask", "token_type_ids")}
+    assert outs["last_hidden_state"][:2] == ["batch_size", "sequence_length"]
+    assert outs["pooler_output"][0] == "batch_size"
+    dims = {d["name"]: d for d in report["dynamic"]["dims"]}
+    assert set(dims) == {"batch_size", "sequence_length"}
+    shapes = report["dynamic"]["shapes"]
+    assert [s["label"] for s in shapes] == ["opt", "min", "odd", "max"]
+    assert all(s["onnxruntime"]["status"] == "passed" for s in shapes), shapes
+    assert len({tuple(s["inputs"]["input_ids"]) for s in shapes}) == 4
+    errors = _bert_fresh_errors(hf_folder("bert"), out, [(1, 5), (3, 11), (8, 32)])
+    assert max(errors) < 1e-4, errors
+
+
+@pytest.mark.slow  # the default (dynamic) route is pinned by the test above
+def test_folder_static_keeps_the_example_sizes(hf_folder, tmp_path: Path) -> None:
+    out, rep = tmp_path / "bert.onnx", tmp_path / "bert.json"
+    res = run_cli(hf_folder("bert"), "--target", "ort", "--static", "-o", out, "--report", rep,
+                  "--iterations", "0")
+    assert res.code == 0, res.err
+    ins, outs = _io(out)
+    assert ins == {n: [2, 16] for n in ("input_ids", "attention_mask", "token_type_ids")}
+    assert outs["last_hidden_state"][:2] == [2, 16]
+    report = json.loads(rep.read_text())
+    assert not report.get("dynamic"), report.get("dynamic")
+    assert report["parity"]["status"] == "passed"

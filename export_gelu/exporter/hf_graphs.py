@@ -53,7 +53,8 @@ PAST = 8  # the example inputs' past length
 @dataclass(frozen=True)
 class GraphDim:
     """A named dynamic dim of a graph: its range and the input axes that carry it.
-    `derived`: its size follows from other dims (total = past + new), so torch works it out."""
+    `derived`: its size follows from other dims (total = past + new), so torch works it out.
+    `checked`: parity runs at its MIN, OPT, an odd size and MAX (a one-graph task's dims)."""
 
     name: str
     min: int
@@ -61,6 +62,7 @@ class GraphDim:
     max: int
     axes: tuple[tuple[str, int], ...]
     derived: bool = False
+    checked: bool = False
 
 
 @dataclass
@@ -158,9 +160,11 @@ def given_inputs(fm: FolderModel, specs: list[str], npz: str | None
     return OrderedDict((n, torch.from_numpy(np.ascontiguousarray(a))) for n, a in arrays.items())
 
 
-def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None) -> GraphSpec:
+def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
+                 static: bool = False) -> GraphSpec:
     """A one-graph task: the model's inputs (the user's `given` ones, else made from its
-    config), its tensor output fields."""
+    config), its tensor output fields; dynamic in batch and sequence (optimum's dim names)
+    unless `static` or the user gave the inputs."""
     import torch
 
     model, config = fm.model, fm.config
@@ -181,7 +185,30 @@ def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None) ->
                             f"({', '.join(inputs)}): {type(exc).__name__}: {first}{hint}"
                             ) from exc
     names = _tensor_fields(out)
-    return GraphSpec("model.onnx", _task_module(model, list(inputs), names), inputs, names)
+    dims = [] if static or given is not None else one_graph_dims(inputs, config, fm.task.name)
+    return GraphSpec("model.onnx", _task_module(model, list(inputs), names), inputs, names,
+                     dims)
+
+
+#: Inputs whose last axis is the token sequence (optimum: `sequence_length`).
+_TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
+
+
+def one_graph_dims(inputs: OrderedDict[str, Any], config: Any, task: str) -> list[GraphDim]:
+    """A one-graph task's dynamic dims, named as optimum names them: `batch_size` on every
+    input's first axis, `sequence_length` on the token inputs' last axis (after
+    `num_choices`, kept at its size, for multiple-choice). Images and audio keep their
+    sizes (position tables and convolution strides fix them in most models)."""
+    batch = GraphDim("batch_size", BATCH_RANGE[0], BATCH_RANGE[1], BATCH_RANGE[2],
+                     axes=tuple((n, 0) for n in inputs), checked=True)
+    text = [n for n in inputs if n in _TEXT_INPUTS and inputs[n].dim() >= 2]
+    if not text:
+        return [batch]
+    axis = inputs[text[0]].dim() - 1
+    seq = int(inputs[text[0]].shape[axis])
+    top = max(seq, hi.sequence_length(config, 10_000))
+    return [batch, GraphDim("sequence_length", 1, seq, top, axes=tuple((n, axis) for n in text),
+                            checked=True)]
 
 
 # -- a decoder with past -----------------------------------------------------------------------
@@ -402,10 +429,10 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
     return graphs
 
 
-def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None
-               ) -> list[GraphSpec]:
+def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
+               static: bool = False) -> list[GraphSpec]:
     """Every graph the folder's task exports (a one-graph task on the user's `given`
-    inputs, when there are any)."""
+    inputs, when there are any; static in every dim with `static`)."""
     kind = fm.task.kind
     if kind == DECODER and fm.task.with_past:
         return [decoder_graph(fm)]
@@ -413,7 +440,7 @@ def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None
         return seq2seq_graphs(fm)
     if kind == DECODER:
         fm.config.use_cache = False
-    return [single_graph(fm, given)]
+    return [single_graph(fm, given, static)]
 
 
 def as_numpy(inputs: OrderedDict[str, Any]) -> OrderedDict[str, np.ndarray]:

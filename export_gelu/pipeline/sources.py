@@ -25,7 +25,8 @@ def load(state: RunState) -> None:
         state.loaded = load_model(state.model_path, allow_pickle=o.allow_pickle,
                                   model_factory=o.model_factory, imports=o.imports,
                                   task=o.task, inputs=list(getattr(o, "inputs", ()) or ()),
-                                  inputs_npz=getattr(o, "inputs_npz", None))
+                                  inputs_npz=getattr(o, "inputs_npz", None),
+                                  static=getattr(o, "static", False))
     if state.loaded.graphs and not isinstance(o, ExportOptions):
         raise BadInputError(f"{state.model_path}: task {state.loaded.task} exports "
                             f"{len(state.loaded.graphs)} graphs; verify and --compare-forms "
@@ -46,7 +47,8 @@ def export_inputs(state: RunState) -> None:
     if o.verify and state.dynamic.ranged and not o.inputs_npz:
         refuse_oversized_points(state.dynamic)  # before any work, naming the flag typed
     if loaded.dims and not (state.checked.dynamic or o.inputs or o.inputs_npz):
-        state.dynamic = declared_plan(loaded.dims)  # a Hugging Face graph's own dims
+        state.dynamic = declared_plan(loaded.dims, loaded.input_names,
+                                      loaded.example_inputs or ())  # a folder graph's dims
     feed = resolve_feed(loaded, specs, o.inputs_npz)
     rep.generated_inputs = generated_inputs(feed)  # made up by role, not given: reported
     state.call_plan = plan_for(loaded, list(feed))
