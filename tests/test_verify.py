@@ -246,7 +246,8 @@ def test_progress_shows_on_a_terminal_only(bert_files, tmp_path):
 
     model, good, _bad = bert_files
     leader, follower = pty.openpty()
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env = {k: v for k, v in os.environ.items() if k != "EXPORT_GELU_QUIET"}  # conftest's
+    env["PYTHONWARNINGS"] = "ignore"
     proc = subprocess.Popen([sys.executable, "-m", "export_gelu.cli", "verify", str(model),
                              str(good), "--iterations", "3"], stdout=subprocess.PIPE,
                             stderr=follower, cwd=ROOT, env=env)

@@ -187,7 +187,7 @@ def compare_all(reference: Any, deployed: Sequence[Any],
                 pair, comparisons=[(1, 0)],
                 compare_func=SimpleCompareFunc(atol=atol, rtol=rtol, check_shapes=True))
             out.append(_result_of(pair, bool(verdict), atol, rtol, len(feeds), differ))
-    _judge_determinism(out, reference, results[0][1][0], again, feeds[0], atol, rtol)
+    _judge_determinism(out, reference, results[0][1][0], again, feeds[0], atol=atol, rtol=rtol)
     return out
 
 
@@ -200,7 +200,7 @@ def _inputs_differ(feeds: Sequence[Mapping[str, np.ndarray]]) -> bool:
 
 
 def _judge_determinism(results: list[ParityResult], reference: Any, first: Any, second: Any,
-                       feed: Mapping[str, np.ndarray], atol: float, rtol: float) -> None:
+                       feed: Mapping[str, np.ndarray], *, atol: float, rtol: float) -> None:
     """A reference that differs from itself on the same inputs fails every result, naming
     the random op and the way out (check/nondeterminism.py)."""
     from export_gelu.check.nondeterminism import (

@@ -79,7 +79,7 @@ class RecordedRunner(BaseRunner):
 
     def __init__(self, name: str, feeds: Sequence[Mapping[str, np.ndarray]],
                  outputs: Sequence[OrderedDict[str, np.ndarray]], metadata: TensorMetadata,
-                 latency: Any = None, again: Mapping[str, np.ndarray] | None = None,
+                 latency: Any = None, *, again: Mapping[str, np.ndarray] | None = None,
                  random_sites: list[Any] | None = None) -> None:
         super().__init__(name=name, prefix="recorded-runner")
         #: a second run on feeds[0] (check/nondeterminism.py), and the random ops found when
@@ -135,4 +135,4 @@ def record_reference(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]],
 
         sites = random_sites(runner, feeds[0])  # while the model is still there
     return RecordedRunner(runner.name, feeds, outputs, dtype_metadata(dict(feeds[0])), latency,
-                          again, sites)
+                          again=again, random_sites=sites)
