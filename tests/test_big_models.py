@@ -2,8 +2,7 @@
 output, the torch exporter writing them once, verify with one model in memory at a time.
 
 Real sizes are measured by `python -m benchmarks.big_model`; here the same code paths run on
-small models by lowering the external-data threshold (EXPORT_GELU_EXTERNAL_DATA_THRESHOLD)
-and the memory export-gelu believes it has (EXPORT_GELU_AVAILABLE_MEMORY).
+small models by lowering the external-data threshold (EXPORT_GELU_EXTERNAL_DATA_THRESHOLD).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import torch
 from onnx import helper, numpy_helper
 
 from export_gelu import onnx_weights
-from export_gelu.check.recorded import RecordedRunner, both_fit, record_reference
+from export_gelu.check.recorded import RecordedRunner, record_reference
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.weight_size import check_disk_space, module_weight_bytes
 from export_gelu.progress import Progress
@@ -150,8 +149,7 @@ def test_a_nan_weight_in_the_file_is_refused_and_nothing_is_written(tmp_path: Pa
 
 
 def test_big_torch_model_writes_its_weights_once_and_verifies_one_model_at_a_time(
-        tmp_path: Path, small_threshold, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EXPORT_GELU_AVAILABLE_MEMORY", "1")  # nothing fits twice
+        tmp_path: Path, small_threshold) -> None:
     model = _stack()
     pt = tmp_path / "big.pt"
     torch.export.save(torch.export.export(model, (torch.randn(2, WIDTH),)), str(pt))
@@ -179,8 +177,7 @@ def test_big_torch_model_writes_its_weights_once_and_verifies_one_model_at_a_tim
 
 
 def test_big_models_hold_their_weights_once_even_when_both_would_fit(
-        tmp_path: Path, small_threshold, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EXPORT_GELU_AVAILABLE_MEMORY", str(1 << 40))
+        tmp_path: Path, small_threshold) -> None:
     src = _onnx_with_external_data(tmp_path / "m.onnx")
     report = tmp_path / "r.json"
     res = run_cli(src, "--target", "ort", "-o", tmp_path / "o.onnx", "--report", report,
@@ -209,14 +206,6 @@ def test_recorded_reference_replays_only_the_feeds_it_ran() -> None:
             recorded.infer({"x": feed["x"] + 1})
 
 
-def test_fit_twice_reads_the_memory_override(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EXPORT_GELU_AVAILABLE_MEMORY", str(4 << 30))
-    assert both_fit(1 << 30) and not both_fit(2 << 30)
-    monkeypatch.setenv("EXPORT_GELU_AVAILABLE_MEMORY", "lots")
-    with pytest.raises(BadInputError, match="EXPORT_GELU_AVAILABLE_MEMORY='lots'"):
-        both_fit(1)
-
-
 def test_disk_space_is_checked_before_any_work(tmp_path: Path) -> None:
     check_disk_space(tmp_path, 1 << 20, "a small export")
     with pytest.raises(BadInputError, match=r"not enough disk space in .*: the export needs "
@@ -243,13 +232,12 @@ def test_progress_counts_bytes_with_rate_and_time_left(capsys: pytest.CaptureFix
 
 
 def test_verify_command_runs_the_reference_first_for_a_big_deployed_graph(
-        tmp_path: Path, small_threshold, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, small_threshold) -> None:
     model = _stack()
     pt = tmp_path / "big.pt"
     torch.export.save(torch.export.export(model, (torch.randn(2, WIDTH),)), str(pt))
     out = tmp_path / "big.ort.onnx"
     assert run_cli(pt, "--target", "ort", "-o", out, "--no-verify").code == 0
-    monkeypatch.setenv("EXPORT_GELU_AVAILABLE_MEMORY", "1")
     report = tmp_path / "v.json"
     res = run_cli("verify", pt, out, "--report", report, "--iterations", "2", "--warmup", "1")
     assert res.code == 0, res.err

@@ -8,8 +8,6 @@ deployed graph is loaded only after the reference's weights are gone (docs/big-m
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,45 +16,6 @@ from typing import Any
 import numpy as np
 from polygraphy.backend.base import BaseRunner
 from polygraphy.common import TensorMetadata
-
-from export_gelu.errors import BadInputError
-
-#: Two models "fit" when both together take at most this share of the available memory.
-FIT_SHARE = 0.5
-AVAILABLE_ENV = "EXPORT_GELU_AVAILABLE_MEMORY"
-
-
-def available_memory() -> int:
-    """Bytes this process may still use: MemAvailable from /proc/meminfo, capped by a cgroup
-    v2 memory limit (containers see the host's meminfo); `EXPORT_GELU_AVAILABLE_MEMORY`
-    (bytes) overrides both. 0 when unknown."""
-    override = os.environ.get(AVAILABLE_ENV, "")
-    if override:
-        try:
-            return int(override)
-        except ValueError:
-            raise BadInputError(f"{AVAILABLE_ENV}={override!r}: expected a number of "
-                                "bytes") from None
-    available = 0
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-    with contextlib.suppress(OSError, ValueError):
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
-        if limit != "max":
-            available = min(available, max(int(limit) - used, 0)) if available else \
-                max(int(limit) - used, 0)
-    return available
-
-
-def both_fit(weight_bytes: int) -> bool:
-    """Whether the reference and the deployed graph (about `weight_bytes` each) fit in memory
-    together with room to spare: then they are timed interleaved, as small models are."""
-    return 2 * weight_bytes <= FIT_SHARE * available_memory()
-
 
 IN_TURN_NOTE = ("big model: {reference} ran first and was freed before {output} was loaded "
                 "(one model in memory at a time); latency timed in turn, not interleaved")
