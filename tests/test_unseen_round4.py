@@ -147,6 +147,13 @@ def test_beit_through_the_api_never_keeps_torch_invalid_graph(tmp_path: Path) ->
 
 # --- the archive check accepts the names torch writes --------------------------------------
 
+def _layoutlmv3_fresh_error(graph: Path, model: Any, feed: dict[str, Any]) -> float:
+    """The graph against the LayoutLMv3 model on new token ids and pixels (boxes as fed)."""
+    fresh = {**feed, "input_ids": torch.randint(0, 100, (1, 8)),
+             "pixel_values": torch.randn(1, 3, 32, 32)}
+    return _fresh_error(graph, lambda **f: model(**f).last_hidden_state, fresh)
+
+
 def _tiny_layoutlmv3() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
     torch.manual_seed(0)
     config = transformers.LayoutLMv3Config(
@@ -181,10 +188,7 @@ def test_archive_check_accepts_what_torch_saves(tmp_path: Path) -> None:
     code, report, text = _export(tmp_path, path)
     assert code == 0, text
     assert report["parity"]["status"] == "passed"
-    fresh = {**feed, "input_ids": torch.randint(0, 100, (1, 8)),
-             "pixel_values": torch.randn(1, 3, 32, 32)}
-    err = _fresh_error(tmp_path / "out.onnx", lambda **f: model(**f).last_hidden_state, fresh)
-    assert err < 1e-4
+    assert _layoutlmv3_fresh_error(tmp_path / "out.onnx", model, feed) < 1e-4
 
 
 def test_archive_check_still_refuses_code_in_an_argument_name(tmp_path: Path) -> None:
@@ -298,10 +302,7 @@ def test_folder_runs_on_the_users_npz_layoutlmv3(tmp_path: Path) -> None:
     code, report, text = _export(tmp_path, tmp_path / "l3", "--inputs", npz)
     assert code == 0, text
     assert report["parity"]["status"] == "passed"
-    fresh = {**feed, "input_ids": torch.randint(0, 100, (1, 8)),
-             "pixel_values": torch.randn(1, 3, 32, 32)}
-    err = _fresh_error(tmp_path / "out.onnx", lambda **f: model(**f).last_hidden_state, fresh)
-    assert err < 1e-4
+    assert _layoutlmv3_fresh_error(tmp_path / "out.onnx", model, feed) < 1e-4
     # without inputs: made from the config's input_size (32 px here, not 224)
     code, report, text = _export(tmp_path, tmp_path / "l3")
     assert code == 0, text
