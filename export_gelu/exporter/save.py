@@ -196,13 +196,17 @@ def _inside(filename: object, folder: Path | None) -> bool:
 def staging_dir(out: Path) -> Iterator[Path]:
     """A hidden directory beside `out`, named after this process, removed whatever happens."""
     clean_stale_staging(out.parent)
-    with naming_output(out, out.parent):
-        tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
+    tmp: Path | None = None
     try:
+        # Signals held while the folder is made and named: one arriving between mkdir and
+        # the assignment would otherwise leave it behind (its handler raises right there).
+        with signals_deferred(), naming_output(out, out.parent):
+            tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
         with naming_output(out, tmp):
             yield tmp
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -19,13 +19,14 @@ _MADE: list[Path] = []
 def weights_workdir(out: Path) -> Path:
     """A new hidden folder beside `out` (its name bounded like a staging folder's, whatever
     `out` is called), removed by `release_workdirs` (or at exit)."""
-    from export_gelu.exporter.save import clean_stale_staging, staging_prefix
+    from export_gelu.exporter.save import clean_stale_staging, signals_deferred, staging_prefix
 
     clean_stale_staging(out.parent)
-    folder = Path(tempfile.mkdtemp(prefix=staging_prefix(out, "weights."), dir=out.parent))
     if not _MADE:
         atexit.register(release_workdirs)
-    _MADE.append(folder)
+    with signals_deferred():  # made and recorded as one: a signal cannot fall between
+        folder = Path(tempfile.mkdtemp(prefix=staging_prefix(out, "weights."), dir=out.parent))
+        _MADE.append(folder)
     return folder
 
 
