@@ -176,13 +176,13 @@ def _detect_zip(path: Path, size: int) -> Detected:
 
 def _probe_onnx(path: Path, size: int, head: bytes) -> str | None:
     """None if `path` parses as an ONNX model with a graph; else why it is not one."""
-    import onnx
+    from export_gelu.onnx_file import read_structure
 
     if size > MAX_ONNX_PROTO_BYTES:
         return (f"{_mib(size)} of unrecognised content; an ONNX file cannot exceed 2 GiB "
                 "(large models keep weights in external data)")
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        model = read_structure(path)
     except Exception:  # noqa: BLE001 - protobuf raises DecodeError and others on garbage
         if head[:1] == b"\x08":  # field 1 (ir_version), varint: how every ONNX file starts
             return "starts like an ONNX file but does not parse: truncated or corrupt"

@@ -31,6 +31,7 @@ from export_gelu.exporter.inputs import (
     parse_input_spec,
 )
 from export_gelu.exporter.load import LoadedModel
+from export_gelu.onnx_file import read_structure
 
 _ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
                   onnx.TensorProto.DOUBLE: np.float64,
@@ -40,7 +41,7 @@ _ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: 
 
 def onnx_graph_inputs(path: Path) -> list[tuple[str, list[int | str], int]]:
     """(name, dims, elem_type) of an ONNX file's real inputs (initializers excluded)."""
-    model = onnx.load(str(path), load_external_data=False)
+    model = read_structure(path)
     inits = {i.name for i in model.graph.initializer}
     found = []
     for vi in model.graph.input:

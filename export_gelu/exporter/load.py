@@ -478,11 +478,10 @@ def refuse_unknown_opset(path: Path, model: Any) -> None:
 def check_external_data(path: Path) -> list[Path]:
     """Refuse external-data references that escape the model's folder, point at missing files
     or reach past a file's end; return the files referenced."""
-    import onnx
+    from export_gelu.onnx_file import read_structure
 
     try:
-        with path.open("rb") as fh:
-            model = onnx.load_model(fh, load_external_data=False)
+        model = read_structure(path)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: not a readable ONNX file ({_first_line(exc)})") from exc
     refuse_unknown_opset(path, model)
