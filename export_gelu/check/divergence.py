@@ -163,7 +163,7 @@ def _run_copy(marked: Any, copy: Path, feed: Mapping[str, np.ndarray], threads: 
 
 def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
                     graph_values: Mapping[str, np.ndarray], tol: Tolerances,
-                    source_of: Callable[[Any], str]) -> Localization:
+                    source_of: Callable[[Any], str | None]) -> Localization:
     """Each site's tensor against its module's PyTorch output (same shape only), in graph
     order; the first out of tolerance is the first divergence."""
     loc = Localization()

@@ -130,9 +130,9 @@ def _rejudge(result: ParityResult, pytorch: Mapping[str, float]) -> None:
             and all(o.passed for o in result.outputs.values())):
         result.status, result.reason = "passed", ""
     elif result.status == "failed":
-        over = [(n, o) for n, o in result.outputs.items()
+        over = [(n, o.pytorch_max_abs) for n, o in result.outputs.items()
                 if not o.passed and o.pytorch_max_abs is not None]
         if over:
             result.reason += "; PyTorch's own model at this precision: " + ", ".join(
-                f"{n} max abs {o.pytorch_max_abs:.3g} (the graph may have "
-                f"{precision_bound(o.pytorch_max_abs, result.atol):.3g})" for n, o in over)
+                f"{n} max abs {own:.3g} (the graph may have "
+                f"{precision_bound(own, result.atol):.3g})" for n, own in over)

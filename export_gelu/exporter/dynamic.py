@@ -544,7 +544,7 @@ def static_ranged_axes(model: onnx.ModelProto, dims: Sequence[DimRange]) -> list
     named = onnx_named_axes(model)
     return [f"{inp}:{axis}={named[inp][axis]}" for d in dims if d.min < d.max
             for inp, axis in d.axes if inp in named and axis < len(named[inp])
-            and isinstance(named[inp][axis], int) and named[inp][axis] > 0]
+            and isinstance(size := named[inp][axis], int) and size > 0]
 
 
 # -- the plan for one run ----------------------------------------------------------------------

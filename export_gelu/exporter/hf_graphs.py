@@ -81,14 +81,14 @@ def _param(name: str) -> str:
     return name.replace(".", "_")
 
 
-def positional_wrapper(base: type, names: list[str]) -> type:
+def positional_wrapper(base: type[Any], names: list[str]) -> type:
     """A subclass of `base` whose forward(*tensors) declares one parameter per input name, so
     torch.export binds its dynamic shapes and the exporters name the graph's inputs."""
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     params += [inspect.Parameter(_param(n), inspect.Parameter.POSITIONAL_OR_KEYWORD)
                for n in names]
 
-    class Named(base):  # type: ignore[misc, valid-type]
+    class Named(base):
         pass
 
     def forward(self: Any, *tensors: Any) -> Any:

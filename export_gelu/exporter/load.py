@@ -333,13 +333,16 @@ def load_script_module(path: Path, trusted: bool = False) -> Any:
     if not trusted:
         containment.refuse(path, "TorchScript file", containment.archive_findings(path))
     try:
-        unit = torch._C.CompilationUnit()  # what torch.jit.load does, keeping the unit
+        # what torch.jit.load does, keeping the unit (torch's stub for these two lacks the
+        # restore-shapes flag that torch.jit.load passes)
+        jit_c: Any = torch._C
+        unit = jit_c.CompilationUnit()
         fs_path = utf8_path(path)
         if fs_path is not None:
-            cpp = torch._C.import_ir_module(unit, fs_path, torch.device("cpu"), {}, False)
+            cpp = jit_c.import_ir_module(unit, fs_path, torch.device("cpu"), {}, False)
         else:  # a name C++ cannot take: the bytes
-            cpp = torch._C.import_ir_module_from_buffer(unit, path.read_bytes(),
-                                                        torch.device("cpu"), {}, False)
+            cpp = jit_c.import_ir_module_from_buffer(unit, path.read_bytes(),
+                                                     torch.device("cpu"), {}, False)
         module = wrap_cpp_module(cpp)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: corrupt TorchScript archive "

@@ -17,7 +17,7 @@ def model_float_dtype(module: Any) -> Any:
     torch.float32 (the reference runner casts float inputs to this)."""
     import torch
 
-    tensors = []
+    tensors: list[Any] = []
     for getter in ("parameters", "buffers"):
         fn = getattr(module, getter, None)
         if fn is not None:

@@ -135,7 +135,7 @@ def _pid_alive(pid: int) -> bool:
 
 def clean_stale_staging(directory: Path) -> list[Path]:
     """Remove staging directories in `directory` left by processes that no longer run here."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(directory.iterdir())
     except OSError:

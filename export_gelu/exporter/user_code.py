@@ -47,8 +47,8 @@ def import_user_module(spec: str) -> types.ModuleType:
         if not path.is_file():
             raise FileNotFoundError(f"no file {spec}")
         name = path.stem
-        if name in sys.modules and getattr(sys.modules[name], "__file__", None) and \
-                Path(sys.modules[name].__file__).resolve() == path.resolve():
+        loaded_from = getattr(sys.modules[name], "__file__", None) if name in sys.modules else None
+        if loaded_from and Path(loaded_from).resolve() == path.resolve():
             return sys.modules[name]
         loaded = importlib.util.spec_from_file_location(name, path)
         if loaded is None or loaded.loader is None:

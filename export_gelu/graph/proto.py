@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Protocol, TypeVar
 
 import numpy as np
 import onnx
@@ -51,6 +52,17 @@ from export_gelu.graph.values import (
     _constant_proto,
     proto_of,
 )
+
+M = TypeVar("M")
+
+
+class _Repeated(Protocol[M]):
+    """What `_replace` uses of a repeated proto field (protobuf ships no type stubs)."""
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[M]: ...
+    def __delitem__(self, key: slice) -> None: ...
+    def extend(self, items: Iterable[M]) -> None: ...
 
 #: Attribute types graphsurgeon's importer reads (the others it skips: carried by `save`).
 _GS_ATTR_TYPES = frozenset({onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT,
@@ -271,12 +283,12 @@ def _value_info(tensor: gs.Tensor, original: onnx.ValueInfoProto | None = None
     return OnnxExporter.export_value_info_proto(tensor, do_type_check=False)
 
 
-def _replace(field: object, items: list) -> None:
+def _replace(field: _Repeated[M], items: list[M]) -> None:
     """Make a repeated proto field hold `items` (nothing is written when it already does)."""
-    if len(items) == len(field) and all(a is b for a, b in zip(items, field)):  # type: ignore
+    if len(items) == len(field) and all(a is b for a, b in zip(items, field)):
         return
-    del field[:]  # type: ignore[attr-defined]  (the items stay valid: extend copies them)
-    field.extend(items)  # type: ignore[attr-defined]
+    del field[:]  # the items stay valid: extend copies them
+    field.extend(items)
 
 
 def _write(graph: gs.Graph, proto: onnx.GraphProto, outer: frozenset[str]) -> None:

@@ -141,9 +141,9 @@ def split_sizes(node: gs.Node, step: Step) -> list[gs.Node]:
     sizes = None
     drop_num_outputs = False
     if step.crosses(18) and node.attrs.get("num_outputs") is not None:
-        n_out = int(node.attrs["num_outputs"])  # type: ignore[arg-type]
+        n_out = int(node.attrs["num_outputs"])
         drop_num_outputs = True
-        axis = int(node.attrs.get("axis", 0))  # type: ignore[arg-type]
+        axis = int(node.attrs.get("axis", 0))
         vt = step.type_of(node.inputs[0])
         dim = None
         if vt is not None and vt.shape is not None and -len(vt.shape) <= axis < len(vt.shape):

@@ -96,7 +96,7 @@ def _pairs_up(left: Sequence[T], right: Sequence[T], same: Callable[[T, T], bool
         return True
     head, rest = left[0], left[1:]
     for i, candidate in enumerate(right):
-        if same(head, candidate) and _pairs_up(rest, right[:i] + right[i + 1:], same):
+        if same(head, candidate) and _pairs_up(rest, [*right[:i], *right[i + 1:]], same):
             return True
     return False
 

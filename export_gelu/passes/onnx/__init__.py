@@ -116,7 +116,7 @@ def _bias_operand(graph: gs.Graph, m: Match, lowering: Lowering, b: SiteBuilder,
         tensor: gs.Tensor = m.bias
     else:
         if values is None:
-            values = _full_constant(m.bias)  # type: ignore[arg-type]
+            values = _full_constant(m.bias)
         tensor = b.const_array(np.asarray(values).reshape(-1), "bias")
     if lowering.bias == "input":
         return x, tensor

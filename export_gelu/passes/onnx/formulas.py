@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from export_gelu.passes import gelu_catalogue as catalogue
 from export_gelu.passes.gelu_constants import (  # noqa: F401 - re-exported
@@ -138,9 +139,14 @@ def _match(pat: Pattern, expr: Expr, bound: dict[str, Leaf]) -> Iterator[dict[st
             if key in seen:
                 continue
             seen.add(key)
-            yield from _match_seq(pat.args, args, bound)
+            yield from _match_seq(_pattern_args(pat), args, bound)
         return
-    yield from _match_seq(pat.args, expr.args, bound)
+    yield from _match_seq(_pattern_args(pat), expr.args, bound)
+
+
+def _pattern_args(pat: Op) -> tuple[Pattern, ...]:
+    """A formula's Op holds patterns (Var where an expression holds a Leaf)."""
+    return cast(tuple[Pattern, ...], pat.args)
 
 
 def _match_seq(pats: tuple[Pattern, ...], exprs: tuple[Expr, ...],
