@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.atomic import placed, signals_deferred, staging_dir
 from export_gelu.device import script as ds
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.save import placed, signals_deferred, staging_dir
 from export_gelu.notes import Note
 from export_gelu.trt_parser.versions import in_range
 
