@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from export_gelu.check.parity import errors_of
-from export_gelu.check.tolerances import Tolerances
+from export_gelu.tolerances import Tolerances
 
 
 @dataclass

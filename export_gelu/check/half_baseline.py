@@ -1,6 +1,6 @@
 """PyTorch's own error at fp16/bf16: the reference model run at that precision on the same
 inputs, against the fp32 (or fp64) reference. A low-precision graph is judged against it: no
-worse than a stated multiple (check/tolerances.py `precision_bound`), not a fixed atol."""
+worse than a stated multiple (export_gelu/tolerances.py `precision_bound`), not a fixed atol."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from export_gelu.check.parity import ParityResult, errors_of
-from export_gelu.check.tolerances import (
+from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_PYTORCH_PRECISION,
     PRECISION_ERROR_MULTIPLE,

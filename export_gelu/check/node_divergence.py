@@ -18,8 +18,8 @@ import numpy as np
 
 from export_gelu.check.divergence import FirstDivergence, Localization, ModuleError
 from export_gelu.check.parity import errors_of
-from export_gelu.check.tolerances import Tolerances
 from export_gelu.errors import BadInputError
+from export_gelu.tolerances import Tolerances
 
 #: Above this many bytes of weights the graph is not compared node by node: both copies and
 #: every intermediate would be held at once.

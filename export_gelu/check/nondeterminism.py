@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.tolerances import judging_for
+from export_gelu.tolerances import judging_for
 
 #: aten ops that draw random numbers (dropout only counts in train mode: see `_draws`).
 _RANDOM_OP = re.compile(r"^(rand|randn|randint|rand_like|randn_like|randint_like|randperm|"

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.tolerances import (
+from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_CONSTANT,
     JUDGED_OWN_SCALE,
