@@ -25,10 +25,16 @@ from typing import Any, NoReturn, TypeVar  # noqa: E402
 from export_gelu import __version__  # noqa: E402
 from export_gelu.errors import ExportGeluError, failure_outcome  # noqa: E402
 from export_gelu.interrupts import handled_signals, work_begins  # noqa: E402
-from export_gelu.options import COMPARE_TARGETS, ExportOptions, FormsOptions, VerifyOptions  # noqa: E402
+from export_gelu.options import (  # noqa: E402
+    COMPARE_TARGETS,
+    ExportOptions,
+    FormsOptions,
+    RunOptions,
+    VerifyOptions,
+)
 from export_gelu.targets import TARGET_NAMES  # noqa: E402
 
-T = TypeVar("T")
+T = TypeVar("T", bound=RunOptions)
 
 EXPORT_EXAMPLES = """\
 examples:
@@ -178,7 +184,7 @@ _FIELD_OF = {"input": "inputs"}
 def options_from(args: argparse.Namespace, record: type[T], **fields: Any) -> T:
     """The options record `record` from parsed flags: every flag whose destination is one of
     its fields (`--input` → inputs), then `fields` (what a command names otherwise)."""
-    names = {f.name for f in dataclasses.fields(record)}  # type: ignore[arg-type]
+    names = {f.name for f in dataclasses.fields(record)}
     given = {_FIELD_OF.get(k, k): v for k, v in vars(args).items()}
     return record(**{k: v for k, v in given.items() if k in names and k not in fields},
                   **fields)
