@@ -203,6 +203,16 @@ ENTRIES: tuple[Spelling, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class GeluRule(Generic[T]):
+    """A formula that computes a GELU of kind `kind` (exact | tanh | quick), as one level's
+    algebra holds it (a polynomial at the fx level, a tree at the ONNX level)."""
+
+    name: str
+    kind: str
+    formula: T
+
+
 class Derived(Generic[T]):
     """A level's rules derived from ENTRIES, re-derived when ENTRIES is replaced."""
 

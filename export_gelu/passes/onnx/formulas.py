@@ -72,13 +72,7 @@ class TreeAlgebra(catalogue.Algebra[Pattern]):
         return Op(name, _as_exprs(a))
 
 
-@dataclass(frozen=True)
-class GeluRule:
-    """A formula that computes a GELU of kind `kind` (exact | tanh | quick)."""
-
-    name: str
-    kind: str
-    formula: Pattern
+GeluRule = catalogue.GeluRule[Pattern]
 
 
 def _key(p: Pattern) -> str:
