@@ -27,6 +27,7 @@ from export_gelu.errors import ExportGeluError, failure_outcome  # noqa: E402
 from export_gelu.interrupts import handled_signals, work_begins  # noqa: E402
 from export_gelu.options import (  # noqa: E402
     COMPARE_TARGETS,
+    GELU_FORMS,
     ExportOptions,
     FormsOptions,
     RunOptions,
@@ -211,7 +212,7 @@ def export_parser() -> argparse.ArgumentParser:
                         "MODEL.<target>/) for an encoder-decoder's graphs. An existing file is "
                         "replaced, and the summary says so")
     p.add_argument("--gelu", default="keep",
-                   choices=("keep", "erf", "tanh", "sigmoid", "plugin", "auto"),
+                   choices=(*GELU_FORMS, "auto"),
                    help="GELU form: keep (each site's own math; default), erf, tanh, sigmoid "
                         "(changes the math), plugin (TensorRT plugin; computes tanh), auto "
                         "(measure every form; take the fastest within --atol)")
