@@ -443,7 +443,3 @@ def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
     if kind == DECODER:
         fm.config.use_cache = False
     return [single_graph(fm, given, static)]
-
-
-def as_numpy(inputs: OrderedDict[str, Any]) -> OrderedDict[str, np.ndarray]:
-    return OrderedDict((n, t.detach().cpu().numpy()) for n, t in inputs.items())
