@@ -225,7 +225,7 @@ def materialize(model: onnx.ModelProto) -> None:
 
 # -- writing ------------------------------------------------------------------------------
 
-_NAN_DTYPES = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16,
+_NAN_DTYPES: dict[int, type] = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16,
                TensorProto.DOUBLE: np.float64}
 
 

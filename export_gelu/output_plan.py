@@ -213,7 +213,7 @@ def _writes(o: RunOptions, model: Path, deployed: Path | None, bundle_read: bool
     elif isinstance(o, ExportOptions):
         out = export_output(o, model)
         flag = "-o" if o.output else "the default output"
-        into = bool(o.output) and names_folder(o.output)  # -o DIR/: made if missing
+        into = bool(o.output and names_folder(o.output))  # -o DIR/: made if missing
         yield PlannedPath(flag, out, group="-o", new_folder=into)
         yield PlannedPath(f"{flag}'s .data", data_file(out), group="-o", new_folder=into)
         bundle_new += [data_file(out).name]

@@ -129,11 +129,11 @@ def run_with_outputs(path: Path, names: list[str], feed: Mapping[str, np.ndarray
     import onnx
     from polygraphy.backend.onnx import ModifyOutputs
 
-    from export_gelu.check.parity import _polygraphy_silent
+    from export_gelu.check.quiet import quiet_polygraphy
 
     model = onnx.load(str(path), load_external_data=False)
     external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-    with _polygraphy_silent():
+    with quiet_polygraphy(silent=True):
         marked = ModifyOutputs(model, outputs=[o.name for o in model.graph.output] + names,
                                copy=False)()
     if not external:
@@ -153,11 +153,11 @@ def _run_copy(marked: Any, copy: Path, feed: Mapping[str, np.ndarray], threads: 
     import onnx
 
     from export_gelu.check.ort_runner import ort_runner
-    from export_gelu.check.parity import _polygraphy_silent
+    from export_gelu.check.quiet import quiet_polygraphy
 
     onnx.save(marked, str(copy))
     runner = ort_runner(copy, threads=threads, name="onnxruntime-marked")
-    with _polygraphy_silent(), runner:
+    with quiet_polygraphy(silent=True), runner:
         return dict(runner.infer(dict(feed)))
 
 

@@ -66,16 +66,16 @@ def _run_all(model: Any, feed: Mapping[str, np.ndarray], threads: int) -> dict[s
     from polygraphy.backend.onnx import ModifyOutputs
 
     from export_gelu.check.ort_runner import ort_runner
-    from export_gelu.check.parity import _polygraphy_silent
+    from export_gelu.check.quiet import quiet_polygraphy
 
-    with _polygraphy_silent():
+    with quiet_polygraphy(silent=True):
         marked = ModifyOutputs(model, outputs=constants.MARK_ALL, copy=True)()
     with tempfile.TemporaryDirectory(prefix="export-gelu-nodes-") as tmp:
         path = Path(tmp) / "marked.onnx"
         onnx.save(marked, str(path), save_as_external_data=marked.ByteSize() > (1 << 30))
         del marked
         runner = ort_runner(path, threads=threads, name="onnxruntime-nodes")
-        with _polygraphy_silent(), runner:
+        with quiet_polygraphy(silent=True), runner:
             return dict(runner.infer(dict(feed)))
 
 

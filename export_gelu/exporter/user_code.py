@@ -88,9 +88,9 @@ def main_pickle_module(modules: Sequence[types.ModuleType]) -> Any:
                         return getattr(candidate, name)
             return super().find_class(module, name)
 
-    shim = types.ModuleType("export_gelu_pickle")
-    shim.Unpickler = Unpickler  # type: ignore[attr-defined]
-    shim.load = pickle.load  # type: ignore[attr-defined]
+    shim: Any = types.ModuleType("export_gelu_pickle")  # attributes set below
+    shim.Unpickler = Unpickler
+    shim.load = pickle.load
     shim.__dict__["UnpicklingError"] = pickle.UnpicklingError
     return shim
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -53,8 +54,8 @@ class Step:
     def const(self, values: np.ndarray, base: str) -> gs.Constant:
         return G.constant(self.graph, values, base)
 
-    def node(self, op: str, inputs: list[gs.Tensor], base: str, **kw: object) -> gs.Node:
-        return G.node(self.graph, op, inputs, base=base, **kw)  # type: ignore[arg-type]
+    def node(self, op: str, inputs: list[gs.Tensor], base: str, **kw: Any) -> gs.Node:
+        return G.node(self.graph, op, inputs, base=base, **kw)
 
 
 Adapter = Callable[[gs.Node, Step], list[gs.Node]]

@@ -240,13 +240,14 @@ def _reduce_through_sum(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
 
     if op == "ReduceMean":
         dims = [shape[a] for a in axes_list]
+        assert vt is not None  # a ReduceMean without a known type returned above
         if all(isinstance(d, int) for d in dims):
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(vt.elem_type)  # type: ignore[union-attr]
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(vt.elem_type)
             count: gs.Tensor = G.constant(graph, np.array(np.prod(dims), dtype), f"{base}_n")
         else:  # the count from the run-time shape; ReduceProd without axes reduces all
             picked = add("Gather", add("Shape", x), axes_c)
             count = add("Cast", add("ReduceProd", picked, keepdims=0),
-                        to=vt.elem_type)  # type: ignore[union-attr]
+                        to=vt.elem_type)
         y = add("Div", rsum(x), count)
     elif op == "ReduceSumSquare":
         y = rsum(add("Mul", x, x))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from torch import fx
@@ -52,13 +51,7 @@ class PolyAlgebra(catalogue.Algebra[Poly]):
         return a**exponent
 
 
-@dataclass(frozen=True)
-class GeluRule:
-    """A formula that computes a GELU of kind `kind` (exact | tanh | quick)."""
-
-    name: str
-    kind: str
-    formula: Poly
+GeluRule = catalogue.GeluRule[Poly]
 
 
 def _derive(entries: tuple[catalogue.Spelling, ...]) -> tuple[GeluRule, ...]:
