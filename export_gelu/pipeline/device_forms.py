@@ -70,7 +70,7 @@ def _times(folder: Path, warmup: float) -> tuple[list[float], int, int]:
 def _last_line(path: Path) -> str:
     lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     errors = [ln for ln in lines if "[E]" in ln or "rror" in ln]
-    return (errors or lines or ["(empty)"])[-1][:300]
+    return (errors[:1] or lines[-1:] or ["(empty)"])[0][:300]
 
 
 def _form_run(bundle: Path, returned: Path, entry: dict[str, Any], warmup: float,
@@ -201,8 +201,8 @@ def _describe(state: RunState, table: DeviceForms, chosen: DeviceFormRow | None)
         rep.notes.append(Note(f"{dropped} warm-up inference(s) dropped from the forms' times "
                               "(trtexec before 8.6 exports them too)", "warmups-dropped"))
     rep.notes.append(Note(f"bundle of {len(table.rows)} GELU form(s) for "
-                          f"{manifest.get('target')} (TensorRT {version}); {table.choice}",
-                          "forms-chosen"))
+                          f"{manifest.get('target')} (TensorRT {version}), each judged with "
+                          "the bundle's tolerances unless --atol/--rtol", "forms-bundle-read"))
     logs = [run.outputs_file.parent / "trtexec.log" for run in state.device_forms.values()
             if run.outputs_file is not None]
     if logs:
