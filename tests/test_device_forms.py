@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import onnx
 import pytest
@@ -20,11 +21,12 @@ from export_gelu.check.latency import summarize
 from export_gelu.device.choice import DeviceFormRow, DeviceForms, choose_device_form
 from export_gelu.device.outputs import read_trtexec_outputs
 from export_gelu.device.trtexec_flags import accepted_flags
+from export_gelu.report.plots import matplotlib_missing
 from tests.conftest import run_cli
-from tests.test_bundle import script_trtexec_flags
 from tests.trtexec_standin import install, write_outputs, write_times
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 #: trt8.6: the plugin form is in the bundle too (its parser creates CustomGeluPluginDynamic).
 TARGET = "trt8.6"
 #: Loose enough for the sigmoid form (≈1.4e-3 on the tiny BERT), tight enough for an offset.
@@ -93,7 +95,6 @@ def test_forms_script_is_posix_sh_with_flags_its_version_parses(forms_bundle):
              if w.strip('"').startswith("--") and w.strip('"') != "--"}
     assert flags and flags <= known, flags - known
     assert "--loadEngine" in flags and "--exportTimes" in flags
-    assert script_trtexec_flags  # the single-graph reader stays usable on its own bundles
 
 
 def test_compare_forms_bundle_needs_one_tensorrt_target(forms_bundle, tmp_path):
@@ -137,6 +138,7 @@ def test_two_devices_that_disagree_each_get_their_own_form(forms_bundle, tmp_pat
                      tmp_path / device / "r.json")
         assert res.code == 0, res.err + res.out
         report = json.loads((tmp_path / device / "r.json").read_text())
+        jsonschema.validate(report, SCHEMA)
         rows = {r["form"]: r for r in report["forms"]["rows"]}
         chosen[device] = report["forms"]["chosen"]
         assert rows[chosen[device]]["chosen"] and all(r["passed"] for r in rows.values())
@@ -154,9 +156,16 @@ def test_device_without_the_plugin_chooses_among_the_others(forms_bundle, tmp_pa
     assert "form plugin did not build" in done.stderr
     failed = (ran / "outputs" / "plugin" / "build_failed.txt").read_text()
     assert "getPluginCreator could not find plugin: CustomGeluPluginDynamic" in failed
-    res = verify(model, ran, "--atol", ATOL, "--report", tmp_path / "r.json")
+    res = verify(model, ran, "--atol", ATOL, "--report", tmp_path / "r.json", "--report-md",
+                 tmp_path / "r.md")
     assert res.code == 0, res.err + res.out
     forms = json.loads((tmp_path / "r.json").read_text())["forms"]
+    markdown = (tmp_path / "r.md").read_text()
+    assert "## GELU forms on the device" in markdown and "| tanh | yes |" in markdown
+    assert "| plugin | no: " in markdown
+    if matplotlib_missing() is None:
+        assert (tmp_path / "r.device-forms.png").stat().st_size > 0
+        assert "r.device-forms.png" in markdown
     plugin = next(r for r in forms["rows"] if r["form"] == "plugin")
     assert plugin["built"] is False and plugin["chosen"] is False
     assert "getPluginCreator" in plugin["build_error"]

@@ -8,9 +8,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import feed_for, open_deployed
@@ -37,9 +40,15 @@ from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.inputs import load_npz
 from export_gelu.exporter.save import placed, staging_dir
 from export_gelu.notes import Note
+from export_gelu.options import VerifyOptions
 from export_gelu.pipeline.state import RunState
 
 _TIMES = re.compile(r"times\.(\d+)\.json")
+
+
+def _options(state: RunState) -> VerifyOptions:
+    assert isinstance(state.options, VerifyOptions)
+    return state.options
 
 
 @dataclass
@@ -49,7 +58,7 @@ class FormRun:
     row: DeviceFormRow
     graph: Path
     external_data: list[str] = field(default_factory=list)
-    outputs: list[Any] | None = None  # per feed, in the graph's dtypes; None: not built
+    outputs: list[OrderedDict[str, np.ndarray]] | None = None  # per feed; None: not built
     outputs_file: Path | None = None
     times: list[float] = field(default_factory=list)
 
@@ -106,7 +115,7 @@ def _form_run(bundle: Path, returned: Path, entry: dict[str, Any], warmup: float
 
 def read_forms_run(state: RunState) -> None:
     """The forms bundle, each form's graph (unchanged) and what the device wrote for it."""
-    o = state.options
+    o = _options(state)
     bundle, returned = Path(o.bundle or ""), Path(o.device_outputs or "")
     if not o.bundle:
         raise BadInputError(f"--device-outputs {returned} is a folder: the outputs of a bundle "
@@ -123,7 +132,7 @@ def read_forms_run(state: RunState) -> None:
     if not npz.is_file():
         raise BadInputError(f"--bundle {bundle}: inputs.npz is missing")
     state.manifest = manifest
-    state.feeds = [load_npz(npz)]
+    state.feeds = [OrderedDict(load_npz(npz))]
     state.inputs_label = f"the bundle's inputs ({bundle.name}/inputs.npz)"
     warmup = float(manifest.get("trtexec", {}).get("warmup_ms", WARMUP_MS))
     forms = manifest["forms"]
@@ -143,14 +152,14 @@ def read_forms_run(state: RunState) -> None:
 
 def forms_check(state: RunState) -> None:
     """Every built form against the reference (run once), the choice, the table."""
-    o, rep, dep = state.options, state.report, state.deployed
+    o, rep, dep = _options(state), state.report, state.deployed
     assert rep is not None
     feeds = [feed_for(dep, f) for f in state.feeds]
     reference = model_runner(state.loaded, feeds[0], dep.outputs, o.threads,
                              state.device.device, onnx_name="reference-onnx")
     runs: list[FormRun] = list(state.device_forms.values())
     built = [r for r in runs if r.outputs is not None]
-    runners = [RecordedRunner(f"{DEVICE_RUNNER}[{r.row.form}]", feeds, r.outputs,
+    runners = [RecordedRunner(f"{DEVICE_RUNNER}[{r.row.form}]", feeds, r.outputs or [],
                               dtype_metadata(dict(feeds[0]))) for r in built]
     state.progress.step(f"running {reference.name}; judging {len(built)} form(s)")
     try:
@@ -184,7 +193,7 @@ def forms_check(state: RunState) -> None:
 
 
 def _describe(state: RunState, table: DeviceForms, chosen: DeviceFormRow | None) -> None:
-    o, rep, manifest = state.options, state.report, state.manifest
+    o, rep, manifest = _options(state), state.report, state.manifest
     assert rep is not None
     version = manifest.get("tensorrt", "")
     rep.target = f"tensorrt {version} (device)" if version else "tensorrt (device)"
@@ -214,7 +223,7 @@ def _describe(state: RunState, table: DeviceForms, chosen: DeviceFormRow | None)
 
 def write_chosen(state: RunState) -> None:
     """-o BEST.onnx: the chosen form's graph (and its external data, same relative names)."""
-    o, rep = state.options, state.report
+    o, rep = _options(state), state.report
     assert rep is not None and o.output
     chosen = rep.forms.chosen if rep.forms is not None else None
     if chosen is None:
