@@ -154,6 +154,8 @@ def test_device_without_the_plugin_chooses_among_the_others(forms_bundle, tmp_pa
                            STANDIN_TIMES_MS="keep=1.0,tanh=0.7,sigmoid=0.9,plugin=0.3")
     assert done.returncode == 0, done.stderr  # a form that does not build is not fatal
     assert "form plugin did not build" in done.stderr
+    order = [ln.rsplit(" ", 1)[1] for ln in done.stdout.splitlines() if ": round " in ln]
+    assert order == ["keep", "tanh", "sigmoid", "tanh", "sigmoid", "keep"]  # each round turns
     failed = (ran / "outputs" / "plugin" / "build_failed.txt").read_text()
     assert "getPluginCreator could not find plugin: CustomGeluPluginDynamic" in failed
     res = verify(model, ran, "--atol", ATOL, "--report", tmp_path / "r.json", "--report-md",
@@ -266,3 +268,16 @@ def test_the_rule_erf_unless_beyond_noise():
     assert choose_device_form(clear) is clear.rows[1]
     none = DeviceForms("t", 1e-4, 1e-3, [_row("tanh", 0.9, 0.01, passed=False)])
     assert choose_device_form(none) is None and "none" in none.choice
+
+
+def test_a_new_bundle_replaces_the_forms_bundle_and_its_device_results(forms_bundle,
+                                                                       device_outputs, tmp_path):
+    model, _bundle = forms_bundle
+    old = tmp_path / "B"
+    shutil.copytree(device_outputs, old)
+    (old / "mine.txt").write_text("kept")
+    res = run_cli(model, "--target", TARGET, "--bundle", old, "-o", tmp_path / "one.onnx",
+                  "--no-verify", "--iterations", "0")
+    assert res.code == 0, res.err + res.out
+    assert (old / "model.onnx").is_file() and (old / "mine.txt").read_text() == "kept"
+    assert not (old / "forms").exists() and not (old / "outputs").exists()
