@@ -213,7 +213,7 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
         device=device, report=report, report_md=report_md, save_inputs=save_inputs,
         save_outputs=save_outputs, calibrate=calibration, bundle=bundle, bundle_target=target,
         device_outputs=device_outputs, device_times=device_times, localize=localize,
-        output=output)
+        output=None if output is None else str(output))
     if opts.device_outputs is None and deployed is None:
         raise BadInputError("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
     stages = (DEVICE_FORMS_VERIFY if opts.device_outputs and Path(opts.device_outputs).is_dir()
@@ -258,10 +258,11 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
     new_state(dataclasses.replace(options, gelu="keep"), model)  # checked before measuring
     compared = run_stages(COMPARE_FORMS, new_state(forms.auto_options(options), model, progress))
     rep = forms.best_form_export(compared, dataclasses.replace(options, bundle=None)).report
+    assert rep is not None
     if options.bundle:  # every form, for the device to time: verify --device-outputs chooses
         written = forms_bundle.write_device_forms(compared, options, options.bundle)
         forms_bundle.note_forms_bundle(rep, written, Path(model))
-        rep.options["bundle"] = options.bundle
+        rep.options = {**(rep.options or {}), "bundle": options.bundle}
     write_reports(rep, options.report, options.report_md)
     return rep
 
