@@ -25,10 +25,17 @@ from typing import Any, NoReturn, TypeVar  # noqa: E402
 from export_gelu import __version__  # noqa: E402
 from export_gelu.errors import ExportGeluError, failure_outcome  # noqa: E402
 from export_gelu.interrupts import handled_signals, work_begins  # noqa: E402
-from export_gelu.options import COMPARE_TARGETS, ExportOptions, FormsOptions, VerifyOptions  # noqa: E402
+from export_gelu.options import (  # noqa: E402
+    COMPARE_TARGETS,
+    GELU_FORMS,
+    ExportOptions,
+    FormsOptions,
+    RunOptions,
+    VerifyOptions,
+)
 from export_gelu.targets import TARGET_NAMES  # noqa: E402
 
-T = TypeVar("T")
+T = TypeVar("T", bound=RunOptions)
 
 EXPORT_EXAMPLES = """\
 examples:
@@ -178,7 +185,7 @@ _FIELD_OF = {"input": "inputs"}
 def options_from(args: argparse.Namespace, record: type[T], **fields: Any) -> T:
     """The options record `record` from parsed flags: every flag whose destination is one of
     its fields (`--input` → inputs), then `fields` (what a command names otherwise)."""
-    names = {f.name for f in dataclasses.fields(record)}  # type: ignore[arg-type]
+    names = {f.name for f in dataclasses.fields(record)}
     given = {_FIELD_OF.get(k, k): v for k, v in vars(args).items()}
     return record(**{k: v for k, v in given.items() if k in names and k not in fields},
                   **fields)
@@ -205,7 +212,7 @@ def export_parser() -> argparse.ArgumentParser:
                         "MODEL.<target>/) for an encoder-decoder's graphs. An existing file is "
                         "replaced, and the summary says so")
     p.add_argument("--gelu", default="keep",
-                   choices=("keep", "erf", "tanh", "sigmoid", "plugin", "auto"),
+                   choices=(*GELU_FORMS, "auto"),
                    help="GELU form: keep (each site's own math; default), erf, tanh, sigmoid "
                         "(changes the math), plugin (TensorRT plugin; computes tanh), auto "
                         "(measure every form; take the fastest within --atol)")

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError, TargetUnmetError
+from export_gelu.passes.forms import GELU_FORMS, check_form_name  # noqa: F401 - re-exported
 
 PRECISIONS = ("fp32", "fp16", "bf16")
-#: `--gelu` values export() takes (`auto` is the CLI's: it compares first, then exports one).
-GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
 #: The forms `--compare-forms` measures (the plugin form does not run in ONNX Runtime).
 COMPARED_FORMS = ("keep", "erf", "tanh", "sigmoid")
 #: Fused `Gelu` (opset 20, dynamo exporter) and expanded primitives (opset 17, TorchScript).
@@ -156,8 +155,7 @@ class Checked:
 
 def check_form(form: str, profile: Any) -> None:
     """`--gelu FORM` for `profile`: a known form, and the plugin only where it can be built."""
-    if form not in GELU_FORMS:
-        raise BadInputError(f"--gelu {form!r}: choose one of {', '.join(GELU_FORMS)}")
+    check_form_name(form)
     if form == "plugin":
         from export_gelu.passes.onnx.plugin_form import refuse_plugin_where_unavailable
 

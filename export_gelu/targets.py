@@ -157,7 +157,7 @@ def trt_takers(op: str) -> list[str]:
 def installed_tensorrt_version() -> str | None:
     """The version string of an importable tensorrt, else None (never raises)."""
     try:
-        import tensorrt  # type: ignore[import-not-found]
+        import tensorrt
     except Exception:  # noqa: BLE001 - any import failure means "not usable here"
         return None
     return str(getattr(tensorrt, "__version__", "")) or None

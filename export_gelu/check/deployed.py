@@ -94,7 +94,7 @@ def _open_engine(path: Path) -> Deployed:
         raise TargetUnmetError(
             f"{path} is a TensorRT engine and cannot be run here: {why_not}. Run verify on a "
             "machine with TensorRT and a GPU, or verify the ONNX file it was built from")
-    import tensorrt as trt  # type: ignore[import-not-found]
+    import tensorrt as trt
 
     runner = engine_runner_from_path(path)
     try:
@@ -164,8 +164,8 @@ def feed_for(deployed: Deployed, feed: Mapping[str, np.ndarray]) -> OrderedDict[
         raise BadInputError(
             f"{deployed.path}: the inputs do not match the deployed graph's "
             f"({', '.join(wanted) or 'none'}): "
-            + "; ".join(filter(None, [missing and f"missing {', '.join(missing)}",
-                                      extra and f"not taken: {', '.join(extra)}"])))
+            + "; ".join(filter(None, [f"missing {', '.join(missing)}" if missing else None,
+                                      f"not taken: {', '.join(extra)}" if extra else None])))
     out: OrderedDict[str, np.ndarray] = OrderedDict()
     for name, source in pairs:
         dtype, shape = deployed.inputs[name]

@@ -194,27 +194,6 @@ def ready_runners(path: str | Path, device: str, precision: str, threads: int = 
     return runs
 
 
-def compare_on_providers(reference: Any, runs: list[ProviderRun], feeds: Any, atol: float,
-                         rtol: float) -> tuple[Any, dict[str, Any]]:
-    """Parity of every ready run against `reference`: (the verdict, the report's `providers`).
-
-    The verdict is the first ready run's, or the first failure among the others (ORT's
-    TensorRT provider is a second route to TensorRT parity: its failure fails the check).
-    """
-    from export_gelu.check.parity import compare_runners
-
-    table = {r.name: r.to_json() for r in runs}
-    ready = [r for r in runs if r.status == "ready"]
-    verdict = compare_runners(reference, ready[0].runner, feeds, atol, rtol)
-    table[ready[0].name]["parity"] = verdict.status
-    for extra in ready[1:]:
-        result = compare_runners(reference, extra.runner, feeds, atol, rtol)
-        table[extra.name]["parity"] = result.to_json()
-        if result.status == "failed" and verdict.status != "failed":
-            verdict = result
-    return verdict, table
-
-
 class _Captured:
     def __init__(self) -> None:
         self.file = tempfile.TemporaryFile(mode="w+b")

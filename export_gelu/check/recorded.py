@@ -88,7 +88,7 @@ def record_reference(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]],
         if iterations > 0:
             latency = measure_latency([runner], feeds[0], iterations, warmup)[runner.name]
     sites = []
-    if any(not np.array_equal(v, again.get(k), equal_nan=v.dtype.kind == "f")
+    if any(k not in again or not np.array_equal(v, again[k], equal_nan=v.dtype.kind == "f")
            for k, v in outputs[0].items()):
         from export_gelu.check.nondeterminism import random_sites
 

@@ -53,7 +53,8 @@ class TorchRunner(BaseRunner):
             self.module = self.module.to(self.device)
         if self.device.startswith("cuda"):
             # the reference must be true fp32: TF32 matmuls/convolutions would add ~1e-3 error
-            self._tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+            self._tf32: tuple[bool, bool] | None = (torch.backends.cuda.matmul.allow_tf32,
+                                                    torch.backends.cudnn.allow_tf32)
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
 

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import zipfile
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.atomic import placed, signals_deferred, staging_dir
 from export_gelu.device import script as ds
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.save import placed, signals_deferred, staging_dir
 from export_gelu.notes import Note
 from export_gelu.trt_parser.versions import in_range
 
@@ -190,6 +191,15 @@ def raw_bytes(arr: np.ndarray, dtype: str) -> bytes:
     return np.ascontiguousarray(arr).astype(want).tobytes()
 
 
+def save_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """What `np.savez(path, **arrays)` writes, also for arrays named `file` or `allow_pickle`
+    (np.savez's own parameters: the first raised TypeError, the second was left out)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, arr in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(arr))
+
+
 def read_raw(path: Path, dtype: str, shape: Sequence[int]) -> np.ndarray:
     """A raw input file back as an array (bfloat16 widened to float32)."""
     if dtype == "bfloat16":
@@ -342,7 +352,7 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
         for loc in externals:
             (stage / loc).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(req.graph_path.parent / loc, stage / loc)
-        input_rows = []
+        input_rows: list[dict[str, Any]] = []
         for name, arr in feed.items():
             onnx_dtype = inputs[name][0]
             bound = binding_dtype(onnx_dtype, req.trt_version)
@@ -352,7 +362,7 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
                                "shape": list(shapes[name]), "graph_dims": inputs[name][1],
                                "file": files[name], "bytes": len(data),
                                "sha256": hashlib.sha256(data).hexdigest()})
-        np.savez(stage / "inputs.npz", **feed)
+        save_npz(stage / "inputs.npz", feed)
         bound_feed = OrderedDict((n, read_raw(stage / files[n], r["binding_dtype"], shapes[n]))
                                  for n, r in zip(feed, input_rows))
         save_polygraphy_inputs([bound_feed], stage / "inputs.json")

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from export_gelu.atomic import staging_dir
 from export_gelu.device import bundle as db
 from export_gelu.device import forms_script as fs
-from export_gelu.exporter.save import staging_dir
 
 #: Where each form's graph goes, and where the device writes its results (one folder per form).
 FORMS_DIR = "forms"

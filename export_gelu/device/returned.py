@@ -77,8 +77,8 @@ def check_pairing(outputs: list[OrderedDict[str, np.ndarray]], names: list[str],
         raise BadInputError(
             f"--device-outputs {path}: its outputs ({', '.join(got)}) are not the graph's "
             f"({', '.join(names)}): " + "; ".join(filter(None, [
-                missing and f"missing {', '.join(missing)}",
-                extra and f"not in the graph: {', '.join(extra)}"])) + " (another model?)")
+                f"missing {', '.join(missing)}" if missing else None,
+                f"not in the graph: {', '.join(extra)}" if extra else None])) + " (another model?)")
 
 
 def check_shapes(parity: Any, path: Path) -> None:

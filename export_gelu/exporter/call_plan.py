@@ -68,7 +68,8 @@ def _forward_params(module: Any) -> list[tuple[str, bool]] | None:
 
     try:
         if isinstance(module, torch.jit.ScriptModule):
-            return [(a.name, bool(a.kwarg_only)) for a in module.forward.schema.arguments[1:]]
+            scripted: Any = module.forward  # a ScriptMethod: its schema lists the arguments
+            return [(a.name, bool(a.kwarg_only)) for a in scripted.schema.arguments[1:]]
         params = inspect.signature(module.forward).parameters.values()
     except Exception:  # noqa: BLE001 - builtin or exotic forward: cannot tell
         return None

@@ -120,7 +120,7 @@ def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
     def cast_and_capture() -> Any:  # a fresh module each try: a failed export alters it
         gm = program.module().to(dtype)
         retarget_precision(gm, dtype)
-        captured = torch.export.export(gm, pos, kw or None, strict=False)
+        captured: Any = torch.export.export(gm, pos, kw or None, strict=False)
         captured.export_gelu_clamped = clamped_literals(gm)  # for the report's note
         return captured
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from export_gelu.bounded_json import parse_json
 from export_gelu.errors import BadInputError, one_line
-from export_gelu.exporter.detect import pickle_globals
+from export_gelu.exporter.detect import PROGRAM_CODE_MEMBERS, pickle_globals
 
 TRUST_HINT = ("pass --trust-model (alias --allow-pickle) only if you trust where the file "
               "came from")
@@ -137,11 +137,6 @@ def _clashes(names: list[str]) -> list[Finding]:
             for clash in _case_clashes(names)]
 
 
-#: ExportedProgram archive members that torch.export.load would run rather than read:
-#: AOTInductor shared libraries, pickled opaque objects (`pickle.loads`), torchbind objects
-#: (C++ `__setstate__`); lower case (torch's reader matches names in any case).
-_PROGRAM_CODE_MEMBERS = ("data/aotinductor/", "data/constants/opaque_obj_",
-                         "data/constants/custom_obj_", "data/executorch/")
 #: Prefixes of a constant's `path_name` (in data/constants/*_constants_config.json) that make
 #: torch.export.load unpickle it (torch/export/pt2_archive/_package.py, torch 2.13).
 _UNPICKLED_CONSTANTS = ("opaque_obj_", "custom_obj_")
@@ -168,7 +163,7 @@ def program_archive_findings(path: Path) -> list[Finding]:
         findings = _clashes(names)
         for name in names:
             lower = name.lower()
-            if any(lower.startswith(m) for m in _PROGRAM_CODE_MEMBERS):
+            if any(lower.startswith(m) for m in PROGRAM_CODE_MEMBERS):
                 findings.append(Finding(name, "the archive",
                                         "is code or a pickled object that loading would run"))
             elif _PAYLOAD_CONFIG.fullmatch(lower):

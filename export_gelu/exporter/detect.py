@@ -36,9 +36,13 @@ LEGACY_SCAN_BYTES = 64 << 20
 #: Protobuf cannot hold more than 2 GiB, so an ONNX file (without its external data) cannot.
 MAX_ONNX_PROTO_BYTES = 2 << 30
 
-#: ExportedProgram archive members whose loading runs code: AOTInductor shared libraries
-#: (dlopen'ed) and opaque objects (`pickle.loads`), in torch.export.pt2_archive's layout.
-_EP_CODE_MARKERS = ("data/aotinductor/", "data/constants/opaque_obj_")
+#: ExportedProgram archive members that torch.export.load would run rather than read:
+#: AOTInductor shared libraries, pickled opaque objects (`pickle.loads`), torchbind objects
+#: (C++ `__setstate__`); lower case. The one list: `detect` names those spelled so (the
+#: format check's refusal), containment refuses them in any case (torch's reader matches
+#: names in any case).
+PROGRAM_CODE_MEMBERS = ("data/aotinductor/", "data/constants/opaque_obj_",
+                        "data/constants/custom_obj_", "data/executorch/")
 
 
 class ModelFormat(enum.Enum):
@@ -148,7 +152,7 @@ def _detect_zip(path: Path, size: int) -> Detected:
             if "archive_format" in inner or "archive_format" in names or any(
                 n.startswith("models/") and n.endswith(".json") for n in inner
             ):
-                code = [n for n in names if any(m in n for m in _EP_CODE_MARKERS)]
+                code = [n for n in names if any(m in n for m in PROGRAM_CODE_MEMBERS)]
                 return Detected(ModelFormat.EXPORTED_PROGRAM, code_members=code)
             if any(n.startswith("code/") for n in inner) and any(
                 n.endswith("constants.pkl") for n in names
@@ -176,13 +180,13 @@ def _detect_zip(path: Path, size: int) -> Detected:
 
 def _probe_onnx(path: Path, size: int, head: bytes) -> str | None:
     """None if `path` parses as an ONNX model with a graph; else why it is not one."""
-    import onnx
+    from export_gelu.onnx_file import read_structure
 
     if size > MAX_ONNX_PROTO_BYTES:
         return (f"{_mib(size)} of unrecognised content; an ONNX file cannot exceed 2 GiB "
                 "(large models keep weights in external data)")
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        model = read_structure(path)
     except Exception:  # noqa: BLE001 - protobuf raises DecodeError and others on garbage
         if head[:1] == b"\x08":  # field 1 (ir_version), varint: how every ONNX file starts
             return "starts like an ONNX file but does not parse: truncated or corrupt"

@@ -31,6 +31,7 @@ import onnx
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.dynamic_axes import DynamicAxis
+from export_gelu.onnx_file import read_structure
 
 FLAG_FORMS = "DIM=MIN:OPT:MAX, DIM=INPUT:AXIS[,INPUT:AXIS]=MIN:OPT:MAX or INPUT:AXIS=MIN:OPT:MAX"
 FLAG_EXAMPLE = "e.g. --dynamic batch=1:8:32 --dynamic seq=1:128:512"
@@ -543,7 +544,7 @@ def static_ranged_axes(model: onnx.ModelProto, dims: Sequence[DimRange]) -> list
     named = onnx_named_axes(model)
     return [f"{inp}:{axis}={named[inp][axis]}" for d in dims if d.min < d.max
             for inp, axis in d.axes if inp in named and axis < len(named[inp])
-            and isinstance(named[inp][axis], int) and named[inp][axis] > 0]
+            and isinstance(size := named[inp][axis], int) and size > 0]
 
 
 # -- the plan for one run ----------------------------------------------------------------------
@@ -638,7 +639,7 @@ def _module_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str],
 def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> DynamicPlan:
     from export_gelu.exporter.feeds import onnx_graph_inputs
 
-    model = onnx.load(str(loaded.path), load_external_data=False)
+    model = read_structure(loaded.path)
     named = onnx_named_axes(model)
     plan = DynamicPlan()
     plan.dims = resolve_flags(flags, named, torch_model=False)

@@ -207,9 +207,9 @@ def onnx_vocab(path: Any) -> dict[str, int]:
 @functools.lru_cache(maxsize=8)
 def _onnx_vocab(path: str, _mtime: int, _size: int) -> tuple[tuple[str, int], ...]:
     """onnx_vocab, read once per version of the file (parity reads it at every shape)."""
-    import onnx
+    from export_gelu.onnx_file import read_structure
 
-    model = onnx.load(path, load_external_data=False)
+    model = read_structure(path)
     tables = {i.name: list(i.dims) for i in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":

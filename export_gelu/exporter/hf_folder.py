@@ -254,7 +254,7 @@ def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = Fals
     model.eval()
     how = "inferred from config.json's architectures" if resolved.inferred else "--task"
     shards = f", {len(weights.files)} shards" if weights.index else ""
-    notes = [Note(f"Hugging Face folder: task {resolved.name} ({how}), class "
+    notes: list[str] = [Note(f"Hugging Face folder: task {resolved.name} ({how}), class "
                   f"{resolved.class_name}, weights from "
                   f"{'safetensors' if weights.safetensors else 'a pickle'}{shards}", "hf-folder")]
     notes += _loading_notes(info, folder)

@@ -81,26 +81,28 @@ def _param(name: str) -> str:
     return name.replace(".", "_")
 
 
-def positional_wrapper(base: type, names: list[str]) -> type:
+def positional_wrapper(base: type[Any], names: list[str]) -> type:
     """A subclass of `base` whose forward(*tensors) declares one parameter per input name, so
     torch.export binds its dynamic shapes and the exporters name the graph's inputs."""
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     params += [inspect.Parameter(_param(n), inspect.Parameter.POSITIONAL_OR_KEYWORD)
                for n in names]
 
-    class Named(base):  # type: ignore[misc, valid-type]
+    class Named(base):
         pass
 
     def forward(self: Any, *tensors: Any) -> Any:
         return base.forward(self, *tensors)
 
-    forward.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    sig = inspect.Signature(params)
+    forward.__signature__ = sig  # type: ignore[attr-defined]  # read by inspect.signature
     Named.forward = forward
     Named.__name__ = base.__name__
     return Named
 
 
-def _module_base() -> type:
+def _module_base() -> type[Any]:
+    """torch.nn.Module, imported when first needed (the local classes below derive from it)."""
     import torch
 
     return torch.nn.Module
@@ -120,9 +122,9 @@ def _tensor_fields(output: Any) -> list[str]:
 # -- one graph ---------------------------------------------------------------------------------
 
 def _task_module(model: Any, input_names: list[str], output_names: list[str]) -> Any:
-    base = _module_base()
+    base: type[Any] = _module_base()
 
-    class TaskOutputs(base):  # type: ignore[misc, valid-type]
+    class TaskOutputs(base):
         """The model called by keyword, returning its chosen output fields as a tuple."""
 
         def __init__(self) -> None:
@@ -229,11 +231,11 @@ def _kv_shape(model: Any, batch: int, past: int) -> tuple[int, int, int, int]:
 
 
 def _decoder_module(model: Any, input_names: list[str], layers: int) -> Any:
-    base = _module_base()
+    base: type[Any] = _module_base()
     cache_kw = cache_parameter(model)
     first_past = next(i for i, n in enumerate(input_names) if n.startswith("past_key_values"))
 
-    class DecoderWithPast(base):  # type: ignore[misc, valid-type]
+    class DecoderWithPast(base):
         """The decoder called with a DynamicCache built from the past tensors; its logits and
         the updated cache's tensors out."""
 
@@ -298,9 +300,9 @@ def _one_step(model: Any) -> Any:
 # -- an encoder–decoder ------------------------------------------------------------------------
 
 def _encoder_module(model: Any, input_names: list[str]) -> Any:
-    base = _module_base()
+    base: type[Any] = _module_base()
 
-    class Encoder(base):  # type: ignore[misc, valid-type]
+    class Encoder(base):
         def __init__(self) -> None:
             super().__init__()
             self.encoder = model.get_encoder()
@@ -316,11 +318,11 @@ def _seq2seq_decoder_module(model: Any, input_names: list[str], layers: int,
                             with_past: bool) -> Any:
     from transformers.modeling_outputs import BaseModelOutput
 
-    base = _module_base()
+    base: type[Any] = _module_base()
     cache_kw = cache_parameter(model)
     n_fixed = sum(1 for n in input_names if not n.startswith("past_key_values"))
 
-    class Decoder(base):  # type: ignore[misc, valid-type]
+    class Decoder(base):
         """One decoder step from the encoder's output: the model called with
         decoder_input_ids, encoder_outputs and an EncoderDecoderCache (empty on the first
         step); the logits and the cache's tensors out."""
@@ -441,7 +443,3 @@ def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
     if kind == DECODER:
         fm.config.use_cache = False
     return [single_graph(fm, given, static)]
-
-
-def as_numpy(inputs: OrderedDict[str, Any]) -> OrderedDict[str, np.ndarray]:
-    return OrderedDict((n, t.detach().cpu().numpy()) for n, t in inputs.items())

@@ -73,7 +73,8 @@ def feature_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, ...]:
     positions = getattr(config, "max_source_positions", None)
     if mels and positions:
         return int(mels), 2 * int(positions)
-    size = int(preprocessor.get("feature_size") or getattr(config, "input_feat_per_channel", 80))
+    size: Any = preprocessor.get("feature_size") or getattr(config, "input_feat_per_channel", 80)
+    size = int(size)
     return SEQUENCE * 4, size
 
 

@@ -120,9 +120,10 @@ def make_input(spec: InputSpec, rng: np.random.Generator) -> np.ndarray:
     if spec.dtype.kind == "b":
         return rng.integers(0, 2, size=spec.shape).astype(np.bool_)
     if spec.dtype.kind in "iu":
-        low, high = (spec.low, spec.high) if spec.low is not None else DEFAULT_INT_RANGE
+        low, high = ((spec.low, spec.high) if spec.low is not None and spec.high is not None
+                     else DEFAULT_INT_RANGE)  # (a range always has both ends)
         return rng.integers(int(low), int(high), size=spec.shape).astype(spec.dtype)
-    if spec.low is not None:
+    if spec.low is not None and spec.high is not None:
         return rng.uniform(spec.low, spec.high, size=spec.shape).astype(spec.dtype)
     return rng.standard_normal(size=spec.shape).astype(spec.dtype)
 

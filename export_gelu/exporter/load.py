@@ -333,13 +333,16 @@ def load_script_module(path: Path, trusted: bool = False) -> Any:
     if not trusted:
         containment.refuse(path, "TorchScript file", containment.archive_findings(path))
     try:
-        unit = torch._C.CompilationUnit()  # what torch.jit.load does, keeping the unit
+        # what torch.jit.load does, keeping the unit (torch's stub for these two lacks the
+        # restore-shapes flag that torch.jit.load passes)
+        jit_c: Any = torch._C
+        unit = jit_c.CompilationUnit()
         fs_path = utf8_path(path)
         if fs_path is not None:
-            cpp = torch._C.import_ir_module(unit, fs_path, torch.device("cpu"), {}, False)
+            cpp = jit_c.import_ir_module(unit, fs_path, torch.device("cpu"), {}, False)
         else:  # a name C++ cannot take: the bytes
-            cpp = torch._C.import_ir_module_from_buffer(unit, path.read_bytes(),
-                                                        torch.device("cpu"), {}, False)
+            cpp = jit_c.import_ir_module_from_buffer(unit, path.read_bytes(),
+                                                     torch.device("cpu"), {}, False)
         module = wrap_cpp_module(cpp)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: corrupt TorchScript archive "
@@ -478,11 +481,10 @@ def refuse_unknown_opset(path: Path, model: Any) -> None:
 def check_external_data(path: Path) -> list[Path]:
     """Refuse external-data references that escape the model's folder, point at missing files
     or reach past a file's end; return the files referenced."""
-    import onnx
+    from export_gelu.onnx_file import read_structure
 
     try:
-        with path.open("rb") as fh:
-            model = onnx.load_model(fh, load_external_data=False)
+        model = read_structure(path)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: not a readable ONNX file ({_first_line(exc)})") from exc
     refuse_unknown_opset(path, model)

@@ -1,110 +1,38 @@
-"""Write outputs atomically: stage beside the target, validate, fsync, rename.
+"""An ONNX model written whole or not at all, with its `.data` when the weights go beside it:
+staged, validated, fsynced and renamed in with the parts in atomic.py.
 
-Every file (the `.onnx`, its `.data`, the report) is written into a hidden staging directory
-in the output's own folder, so the final step is a same-filesystem `rename`. Whatever
-interrupts a run, a reader sees either the previous complete file or the new complete file,
-never a partial one:
-
-- Python exceptions, Ctrl-C and SIGTERM (the CLI turns it into KeyboardInterrupt) remove the
-  staging directory on the way out.
-- SIGINT/SIGTERM arriving during the renames are held until the renames are done.
-- SIGKILL (or a power cut) can leave the staging directory behind. Its name records the
-  owning process (`.out.onnx.export-gelu-<pid>@<host>.<random>`); the next save into the
-  same folder removes staging directories whose process is gone.
-- A new `.onnx` with external data never sits beside an old `.data` (or the reverse): the old
-  `.onnx` is removed before the new `.data` lands, and the new `.onnx` lands last.
-
-Names: any name the file system takes works. A staging folder's name is bounded (a long or
-non-UTF-8 output name is shortened to an ASCII stem and a hash of it), the external data is
-written by `onnx_weights.stream_weights` straight into the staging folder under its final
-relative name (never resolved against the working directory, so a re-run, or a stray
+A new `.onnx` with external data never sits beside an old `.data` (or the reverse): the old
+`.onnx` is removed before the new `.data` lands, and the new `.onnx` lands last. The external
+data is written by `onnx_weights.stream_weights` straight into the staging folder under its
+final relative name (never resolved against the working directory, so a re-run, or a stray
 `out.onnx.data` in the working directory, changes nothing), and a path C++ cannot take (not
-UTF-8) is validated from the model read back in Python. A write the world refuses (a full
-disk, a file-size limit) raises OSError naming the output it was writing (errors.py maps it
-to exit 2).
+UTF-8) is validated from the model read back in Python.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
 import os
-import re
-import shutil
-import signal
-import socket
-import tempfile
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from export_gelu import onnx_weights
-from export_gelu.errors import BadInputError, WorldError
+from export_gelu.atomic import (
+    check_output_name,
+    commit_renames,
+    naming_output,
+    printable,
+    staging_dir,
+)
+from export_gelu.errors import BadInputError
 from export_gelu.onnx_weights import WrittenWeights
 
 #: Models whose tensors exceed this many bytes keep them in a side `.data` file (protobuf
 #: cannot exceed 2 GiB); the environment variable lowers it, e.g. to keep `.onnx` files small.
 EXTERNAL_DATA_THRESHOLD = 1 << 30
 EXTERNAL_DATA_ENV = "EXPORT_GELU_EXTERNAL_DATA_THRESHOLD"
-STAGING_TAG = "export-gelu"
-#: NAME_MAX where the file system does not say (ext4, xfs, btrfs, tmpfs: 255 bytes).
-DEFAULT_NAME_MAX = 255
-#: Output names longer than this (bytes), or not UTF-8, are shortened in staging names.
-STAGING_STEM_MAX = 64
-_HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"
-_PLAIN_NAME = re.compile(rf"[A-Za-z0-9._+-]{{1,{STAGING_STEM_MAX}}}")
-_STAGING_RE = re.compile(rf"^\..+\.{STAGING_TAG}-(\d+)@([A-Za-z0-9_-]+)\.[^/]+$")
-
-
-def name_max(folder: Path) -> int:
-    """The longest file name (bytes) `folder`'s file system takes."""
-    try:
-        return int(os.pathconf(folder, "PC_NAME_MAX"))
-    except (OSError, ValueError):
-        return DEFAULT_NAME_MAX
-
-
-def check_output_name(out: Path, suffix: str = "") -> None:
-    """Exit 2 up front when `out`'s name (plus `suffix`, e.g. `.data`) is longer than its
-    folder's file system takes, instead of failing after the export."""
-    size = len(os.fsencode(out.name + suffix))
-    limit = name_max(out.parent) if out.parent.is_dir() else DEFAULT_NAME_MAX
-    if size > limit:
-        what = f"its {suffix} file's name" if suffix else "its name"
-        raise BadInputError(f"output {_shown(out)}: {what} is {size} bytes; the file system "
-                            f"takes names of at most {limit} bytes")
-
-
-def _shown(path: Path) -> str:
-    """A path for a message, printable even when it is not UTF-8."""
-    return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def check_output_path(out: Path, inputs: list[Path], *, check_name: bool = True) -> None:
-    """Fail early (exit 2) on an output we could not or must not write. `check_name=False`
-    for a file written only when needed (`.data`: its name is checked when it is)."""
-    if not out.name or out.name in (".", ".."):
-        raise BadInputError(f"output {out} is not a file name")
-    if check_name:
-        check_output_name(out)
-    if not out.parent.exists():
-        raise BadInputError(f"output directory {out.parent} does not exist")
-    if not out.parent.is_dir():
-        raise BadInputError(f"output directory {out.parent} is not a directory")
-    can_exist = len(os.fsencode(out.name)) <= name_max(out.parent)
-    if can_exist and out.is_dir():
-        raise BadInputError(f"output {out} is a directory; give a file name")
-    if not os.access(out.parent, os.W_OK):
-        raise BadInputError(f"output directory {out.parent} is not writable")
-    written = {out.resolve(): "the output", Path(str(out.resolve()) + ".data"): "its .data"}
-    for path in inputs:
-        if path.exists() and path.resolve() in written:
-            raise BadInputError(f"refusing to overwrite the input {path} with "
-                                f"{written[path.resolve()]} ({out})")
 
 
 def external_data_threshold() -> int:
@@ -121,174 +49,6 @@ def _tensor_bytes(model: onnx.ModelProto) -> int:
     for init in model.graph.initializer:
         total += len(init.raw_data) if init.raw_data else 0
     return total
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
-
-
-def clean_stale_staging(directory: Path) -> list[Path]:
-    """Remove staging directories in `directory` left by processes that no longer run here."""
-    removed = []
-    try:
-        entries = list(directory.iterdir())
-    except OSError:
-        return removed
-    for entry in entries:
-        match = _STAGING_RE.match(entry.name)
-        if not match or not entry.is_dir() or match.group(2) != _HOST:
-            continue
-        pid = int(match.group(1))
-        if pid != os.getpid() and not _pid_alive(pid):
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
-    return removed
-
-
-def staging_stem(name: str) -> str:
-    """`name` as it goes into a staging folder's name: itself when short and plain (ASCII
-    letters, digits, `._+-`), else an ASCII stem of it and a hash of its bytes, so that any
-    legal output name (255 bytes, not UTF-8, with spaces or newlines) stages, and
-    `clean_stale_staging` recognises the folder."""
-    if _PLAIN_NAME.fullmatch(name):
-        return name
-    raw = os.fsencode(name)
-    stem = re.sub(r"[^A-Za-z0-9._+-]", "_", raw[:32].decode("ascii", "replace"))
-    return f"{stem}~{hashlib.sha256(raw).hexdigest()[:16]}"
-
-
-def staging_prefix(out: Path, kind: str = "") -> str:
-    """`.NAME.export-gelu-PID@HOST.[KIND.]`: what `clean_stale_staging` recognises."""
-    return f".{staging_stem(out.name)}.{STAGING_TAG}-{os.getpid()}@{_HOST}.{kind}"
-
-
-@contextlib.contextmanager
-def naming_output(path: Path, staging: Path | None = None) -> Iterator[None]:
-    """An OSError raised inside without a file name (a refused `write`, `fsync`), or naming
-    a file in the hidden `staging` folder, is raised again naming `path`: the message says
-    which output the disk refused (errors.py maps it to exit 2)."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno is None:  # numpy, onnx_ir: "N requested and M written", no errno
-            raise WorldError(f"writing {_shown(path)}: the file system took only part of a "
-                             f"write ({exc}); is the disk full, or a file-size limit "
-                             "(ulimit -f) set?") from exc
-        if exc.filename is None or _inside(exc.filename, staging):
-            raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno),
-                          _shown(path)) from exc
-        raise
-
-
-def _inside(filename: object, folder: Path | None) -> bool:
-    if folder is None or not isinstance(filename, (str, bytes, os.PathLike)):
-        return False
-    return Path(os.fsdecode(filename)).is_relative_to(folder)
-
-
-@contextlib.contextmanager
-def staging_dir(out: Path) -> Iterator[Path]:
-    """A hidden directory beside `out`, named after this process, removed whatever happens."""
-    clean_stale_staging(out.parent)
-    tmp: Path | None = None
-    try:
-        # Signals held while the folder is made and named: one arriving between mkdir and
-        # the assignment would otherwise leave it behind (its handler raises right there).
-        with signals_deferred(), naming_output(out, out.parent):
-            tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
-        with naming_output(out, tmp):
-            yield tmp
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM (delivered on exit) so a multi-file commit is not cut in half."""
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove_if_there(path: Path) -> None:
-    """Remove `path` if it exists (a name too long to exist, e.g. NAME.data beside a
-    255-byte NAME, does not)."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        if exc.errno != errno.ENAMETOOLONG:
-            raise
-
-
-#: The files (and folders) placed so far by each `all_or_nothing` block that is open.
-_PLACED: list[list[Path]] = []
-
-
-def placed(path: Path) -> None:
-    """Record that `path` was just renamed into place (removed again if the run fails)."""
-    for files in _PLACED:
-        files.append(path)
-
-
-@contextlib.contextmanager
-def all_or_nothing() -> Iterator[None]:
-    """A run's writes as one: every output the block placed (through `_commit`, a plot, a
-    bundle) is removed again when the block raises (bad input, the world's refusal, a bug,
-    a signal), so a run that fails leaves nothing it planned to write. The previous file of
-    that name, which the run replaced, is gone too."""
-    files: list[Path] = []
-    _PLACED.append(files)
-    try:
-        yield
-    except BaseException:
-        with signals_deferred():
-            for path in reversed(files):
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        _remove_if_there(path)
-        raise
-    finally:
-        del _PLACED[next(i for i, f in enumerate(_PLACED) if f is files)]  # by identity
-
-
-def _commit(moves: list[tuple[Path, Path]], remove_first: list[Path],
-            remove_after: list[Path]) -> None:
-    """Renames in order, with removals before/after; signals held throughout."""
-    with signals_deferred():
-        for path in remove_first:
-            _remove_if_there(path)
-        for src, dst in moves:
-            os.replace(src, dst)
-            placed(dst)
-        for path in remove_after:
-            _remove_if_there(path)
-        with contextlib.suppress(OSError):
-            _fsync(moves[-1][1].parent)
 
 
 def save_onnx_atomic(model: onnx.ModelProto, out: Path, external_data: bool | None = None,
@@ -347,12 +107,12 @@ def save_onnx_streaming(model: onnx.ModelProto, out: Path, external_data: bool |
             # read its weights
             os.chmod(staged_data, staged.stat().st_mode & 0o777)
             # old .onnx first: it must never be seen beside the new .data
-            _commit([(staged_data, final_data), (staged, out)], remove_first=[out],
+            commit_renames([(staged_data, final_data), (staged, out)], remove_first=[out],
                     remove_after=[])
             onnx_weights.point_at(model, out.parent)
             return [out, final_data], written if lazy else None
         # no external data: the new .onnx lands, then any stale .data of an earlier run goes
-        _commit([(staged, out)], remove_first=[], remove_after=[final_data])
+        commit_renames([(staged, out)], remove_first=[], remove_after=[final_data])
     return [out], written
 
 
@@ -364,7 +124,7 @@ def _check_data_name(out: Path, data_name: str) -> None:
         os.fsencode(data_name).decode("utf-8")
     except UnicodeDecodeError:
         raise BadInputError(
-            f"output {_shown(out)}: its weights go to an external-data file, whose name the "
+            f"output {printable(out)}: its weights go to an external-data file, whose name the "
             "ONNX format stores as UTF-8 text, and this name is not UTF-8; choose a UTF-8 "
             f"name (or raise {EXTERNAL_DATA_ENV})") from None
 
@@ -384,11 +144,3 @@ def _validate_staged(validate: Callable[[Any], object], staged: Path) -> None:
             validate(onnx.load_model(fh, load_external_data=False))
 
 
-def write_text_atomic(text: str, out: Path) -> None:
-    """Write a text file (a report) beside, then rename."""
-    check_output_name(out)
-    with staging_dir(out) as tmp:
-        staged = tmp / out.name
-        staged.write_text(text, encoding="utf-8")
-        _fsync(staged)
-        _commit([(staged, out)], remove_first=[], remove_after=[])

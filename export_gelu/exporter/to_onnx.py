@@ -71,6 +71,7 @@ def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[st
         onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True,
                                          opset_version=opset,
                                          input_names=list(input_names) or None, verbose=False)
+    assert onnx_program is not None  # dynamo=True returns the program
     folder = current_workdir()
     if folder is None:
         return onnx_program.model_proto

@@ -19,7 +19,7 @@ _MADE: list[Path] = []
 def weights_workdir(out: Path) -> Path:
     """A new hidden folder beside `out` (its name bounded like a staging folder's, whatever
     `out` is called), removed by `release_workdirs` (or at exit)."""
-    from export_gelu.exporter.save import clean_stale_staging, signals_deferred, staging_prefix
+    from export_gelu.atomic import clean_stale_staging, signals_deferred, staging_prefix
 
     clean_stale_staging(out.parent)
     if not _MADE:
@@ -41,7 +41,7 @@ def exporting_weights_to(folder: Path | None) -> Iterator[None]:
     """Within: exporters write the weights into `folder` and hand back the graph with its
     weights left there (onnx_weights.load_graph); None: in memory, as for small models.
     A write the disk refuses there names the folder (exit 2, errors.py)."""
-    from export_gelu.exporter.save import naming_output
+    from export_gelu.atomic import naming_output
 
     token = _CURRENT.set(folder)
     try:

@@ -14,7 +14,6 @@ from export_gelu.check.ort_runner import ort_runner
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.check.recorded import IN_TURN_NOTE, record_reference
 from export_gelu.check.reference import reference_runner
-from export_gelu.check.tolerances import Tolerances, resolve_tolerances
 from export_gelu.check.trt_runner import trt_runner
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds import generated_inputs, resolve_feed
@@ -22,6 +21,7 @@ from export_gelu.notes import Note, tagged
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.islands import finds_islands, fix_overflow
 from export_gelu.pipeline.state import RunState
+from export_gelu.tolerances import Tolerances, resolve_tolerances
 
 
 def ort_missing() -> str | None:

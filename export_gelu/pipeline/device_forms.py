@@ -5,7 +5,6 @@ by the one checker (the reference runs once), every form's timing rounds read, o
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from collections import OrderedDict
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.atomic import commit_renames, staging_dir
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import feed_for, open_deployed
 from export_gelu.check.latency import summarize
@@ -38,7 +38,6 @@ from export_gelu.device.returned import (
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.inputs import load_npz
-from export_gelu.exporter.save import placed, staging_dir
 from export_gelu.notes import Note
 from export_gelu.options import VerifyOptions
 from export_gelu.pipeline.state import RunState
@@ -234,15 +233,11 @@ def write_chosen(state: RunState) -> None:
     bundle = Path(o.bundle or "")
     extra = [(bundle / rel, out.parent / Path(rel).name) for rel in run.external_data]
     with staging_dir(out) as tmp:
-        staged = tmp / out.name
-        shutil.copyfile(run.graph, staged)
-        for src, dst in extra:
+        moves = []
+        for src, dst in [*extra, (run.graph, out)]:
             shutil.copyfile(src, tmp / dst.name)
-        for _src, dst in extra:
-            os.replace(tmp / dst.name, dst)
-            placed(dst)
-        os.replace(staged, out)
-        placed(out)
+            moves.append((tmp / dst.name, dst))
+        commit_renames(moves, remove_first=[], remove_after=[])
     rep.output = str(out)
     rep.notes.append(Note(f"the chosen form's graph ({chosen.label}) written to {out}",
                           "chosen-written"))

@@ -14,7 +14,6 @@ from export_gelu.check.latency import summarize
 from export_gelu.check.recorded import RecordedRunner
 from export_gelu.check.reference import model_runner
 from export_gelu.check.saved_data import load_inputs_file
-from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.check.torch_runner import dtype_metadata
 from export_gelu.device.outputs import read_device_outputs, read_device_times
 from export_gelu.device.returned import (
@@ -31,6 +30,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.notes import Note, tagged
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
+from export_gelu.tolerances import resolve_tolerances
 
 
 def plan_device_verify(state: RunState) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from export_gelu.check.calibration import gelu_input_ranges
 from export_gelu.check.deployed import deployed_feed
-from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
 from export_gelu.pipeline.localize import bundle_tensors
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.write import write_reports
+from export_gelu.tolerances import resolve_tolerances
 
 
 def bundle(state: RunState) -> None:

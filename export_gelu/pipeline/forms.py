@@ -25,7 +25,6 @@ from export_gelu.check.compare_forms import (
 from export_gelu.check.deployed import feed_for, open_deployed
 from export_gelu.check.devices import ready_runners, resolve_device
 from export_gelu.check.reference import model_runner
-from export_gelu.check.tolerances import Tolerances, resolve_tolerances
 from export_gelu.errors import BadInputError, ExportGeluError
 from export_gelu.exporter.program_copy import copy_program
 from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, validate
@@ -34,6 +33,7 @@ from export_gelu.pipeline.sources import export_inputs
 from export_gelu.pipeline.stage import Stage, run_stages
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
+from export_gelu.tolerances import Tolerances, resolve_tolerances
 
 #: Compare-forms notes that hold for every comparison.
 ORT_FUSES_NOTE = ("ONNX Runtime's own optimizer may fuse an expanded GELU at load time "

@@ -13,7 +13,6 @@ from typing import Any
 import onnx
 
 from export_gelu.check.compare_forms import fingerprint
-from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.device.forms_bundle import FormPart, write_forms_bundle
 from export_gelu.errors import ExportGeluError
 from export_gelu.notes import Note
@@ -23,6 +22,7 @@ from export_gelu.pipeline.forms import bundle_forms, form_options, form_state
 from export_gelu.pipeline.stage import run_stages
 from export_gelu.pipeline.state import RunState
 from export_gelu.targets import resolve_target
+from export_gelu.tolerances import resolve_tolerances
 
 
 @dataclasses.dataclass

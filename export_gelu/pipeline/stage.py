@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from export_gelu.atomic import all_or_nothing
 from export_gelu.errors import OutOfMemory, out_of_memory
-from export_gelu.exporter.save import all_or_nothing
 
 
 class Clock:

@@ -58,7 +58,7 @@ class RunState:
     engine: Any = None  # a TensorRT engine built here (polygraphy loader), or None
     reference: Any = None  # the reference runner (a recorded one for a big model)
     device: Any = None  # check.devices.DeviceChoice
-    tolerances: Any = None  # check.tolerances.Tolerances
+    tolerances: Any = None  # tolerances.Tolerances
     calibrated: bool = False
 
     # -- a device's run (verify --device-outputs) -------------------------------------------

@@ -22,7 +22,6 @@ from export_gelu.check.saved_data import (
     save_polygraphy_inputs,
     save_polygraphy_outputs,
 )
-from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.compat import model_opset, op_counts
 from export_gelu.device.bundle import (
     BundleRequest,
@@ -39,6 +38,7 @@ from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.localize import bundle_tensors
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
+from export_gelu.tolerances import resolve_tolerances
 
 
 def plan_verify(state: RunState) -> None:

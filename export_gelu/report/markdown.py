@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from export_gelu.exporter.save import write_text_atomic
+from export_gelu.atomic import write_text_atomic
 from export_gelu.report.report import Report
 
 

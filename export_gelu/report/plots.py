@@ -7,14 +7,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from export_gelu.exporter.save import placed, staging_dir
+from export_gelu.atomic import written_file
 
 #: Plot at least this input range, so a narrow observed range still shows the curves' shape.
 MIN_SPAN = 8.0
@@ -36,11 +35,8 @@ def matplotlib_missing() -> str | None:
 def _save(fig: Any, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    with staging_dir(out) as tmp:
-        staged = tmp / out.name
+    with written_file(out) as staged:
         fig.savefig(staged, dpi=110, bbox_inches="tight")
-        os.replace(staged, out)
-        placed(out)
     plt.close(fig)
     return out
 

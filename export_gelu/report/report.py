@@ -291,11 +291,11 @@ class Report:
                 + _precision_text(p))
 
 
-# -- verdicts that mean something: how an output was judged (check/tolerances.py) --
+# -- verdicts that mean something: how an output was judged (export_gelu/tolerances.py) --
 
 def _judged_text(out: Any, parity: ParityResult) -> str:
     """`, judged at …` when an output was not judged by the plain atol."""
-    from export_gelu.check.tolerances import JUDGED_CONSTANT, JUDGED_OWN_SCALE, JUDGED_ZERO
+    from export_gelu.tolerances import JUDGED_CONSTANT, JUDGED_OWN_SCALE, JUDGED_ZERO
 
     text = {JUDGED_OWN_SCALE: f", judged at the reference's own scale (atol "
                               f"{out.judged_atol:.3g}: |ref| is within atol {parity.atol:g} "

@@ -36,6 +36,12 @@ from export_gelu.trt_parser.restriction_records import (  # noqa: F401 - re-expo
 )
 
 
+def _present(graph: gs.Graph, r: Restriction) -> bool:
+    """Whether a graph-wide record's cheap presence test (when it has one) passes (cached)."""
+    present = r.present
+    return present is None or G.cached(graph, f"present:{r.key}", lambda: present(graph))
+
+
 def _active(trt_version: str) -> tuple[dict[str, list[Restriction]], list[Restriction]]:
     """(op → node records, graph-wide records) of `trt_version`."""
     by_op: dict[str, list[Restriction]] = {}
@@ -68,12 +74,12 @@ def find_hits(model: onnx.ModelProto | gs.Graph, trt_version: str) -> list[Hit]:
             return find_hits(graph, trt_version)
     graph = model
     by_op, graph_wide = _active(trt_version)
-    graph_wide = [r for r in graph_wide if r.present is None or G.cached(
-        graph, f"present:{r.key}", lambda r=r: r.present(graph))]
+    graph_wide = [r for r in graph_wide if _present(graph, r)]
     if not graph_wide and not any(n.op in by_op for n in graph.nodes if G.is_default(n)):
         return []
     hits: list[Hit] = []
     for r in graph_wide:
+        assert r.detect_graph is not None  # what makes a record graph-wide
         hits.extend(Hit(r, name, detail) for name, detail in r.detect_graph(graph))
     for node in graph.nodes:
         if not G.is_default(node):

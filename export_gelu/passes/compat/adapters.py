@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -53,8 +54,8 @@ class Step:
     def const(self, values: np.ndarray, base: str) -> gs.Constant:
         return G.constant(self.graph, values, base)
 
-    def node(self, op: str, inputs: list[gs.Tensor], base: str, **kw: object) -> gs.Node:
-        return G.node(self.graph, op, inputs, base=base, **kw)  # type: ignore[arg-type]
+    def node(self, op: str, inputs: list[gs.Tensor], base: str, **kw: Any) -> gs.Node:
+        return G.node(self.graph, op, inputs, base=base, **kw)
 
 
 Adapter = Callable[[gs.Node, Step], list[gs.Node]]
@@ -141,9 +142,9 @@ def split_sizes(node: gs.Node, step: Step) -> list[gs.Node]:
     sizes = None
     drop_num_outputs = False
     if step.crosses(18) and node.attrs.get("num_outputs") is not None:
-        n_out = int(node.attrs["num_outputs"])  # type: ignore[arg-type]
+        n_out = int(node.attrs["num_outputs"])
         drop_num_outputs = True
-        axis = int(node.attrs.get("axis", 0))  # type: ignore[arg-type]
+        axis = int(node.attrs.get("axis", 0))
         vt = step.type_of(node.inputs[0])
         dim = None
         if vt is not None and vt.shape is not None and -len(vt.shape) <= axis < len(vt.shape):

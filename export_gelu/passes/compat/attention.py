@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import fx
@@ -84,7 +84,8 @@ def _repeat_heads(e: Emit, t: fx.Node, groups: int) -> fx.Node:
 
 
 def _lower_one(graph: fx.Graph, node: fx.Node) -> None:
-    q, k, v = node.args[:3]
+    # the op's schema makes these three tensors, so graph nodes
+    q, k, v = cast(tuple[fx.Node, fx.Node, fx.Node], node.args[:3])
     mask = _arg(node, 3, "attn_mask", None)
     dropout_p = float(_arg(node, 4, "dropout_p", 0.0))
     is_causal = bool(_arg(node, 5, "is_causal", False))

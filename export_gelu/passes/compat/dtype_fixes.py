@@ -4,6 +4,8 @@ values. INT64 constants out of INT32 range have no fix: no rewrite can keep thei
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx_graphsurgeon as gs
 from onnx import TensorProto, helper
@@ -83,7 +85,7 @@ def _castlike_to_cast(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
     vt = G.type_of(graph, node.inputs[1])
     if vt is None or not vt.elem_type:
         return None
-    attrs: dict[str, object] = {"to": vt.elem_type}
+    attrs: dict[str, Any] = {"to": vt.elem_type}
     saturate = node.attrs.get("saturate")
     if saturate is not None and G.opset(graph) >= 19:
         attrs["saturate"] = saturate

@@ -133,5 +133,5 @@ def constant_value(graph: gs.Graph, tensor: gs.Tensor | None,
     cone = _cone(node, leaf, known)
     if cone is None:
         return None
-    values = _evaluate(graph, cone, [tensor.name], known)
-    return None if values is None else np.asarray(values[0])
+    evaluated = _evaluate(graph, cone, [tensor.name], known)
+    return None if evaluated is None else np.asarray(evaluated[0])

@@ -16,6 +16,7 @@ inputs statistics are computed in the stash type (fp32 by default), as the op sp
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx_graphsurgeon as gs
@@ -74,7 +75,7 @@ def expand_layernorm(graph: gs.Graph, node: gs.Node, opset: int, type_of: TypeOf
         return n.outputs[0]
 
     def op(op_type: str, *inputs: gs.Tensor, outputs: list[gs.Tensor] | None = None,
-           **attrs: object) -> gs.Node:
+           **attrs: Any) -> gs.Node:
         return G.node(graph, op_type, list(inputs), base=base, outputs=outputs, **attrs)
 
     cast = stash != elem

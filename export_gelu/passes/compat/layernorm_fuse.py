@@ -123,7 +123,7 @@ def _match(graph: gs.Graph, div: gs.Node) -> LayerNormPattern | None:
         out = users[0].outputs[0]
     if scale is None and not isinstance(size, int):
         return None  # a scale of ones needs the last axis size
-    return LayerNormPattern(x, eps, scale, bias, out, nodes)  # type: ignore[arg-type]
+    return LayerNormPattern(x, eps, scale, bias, out, nodes)
 
 
 def _find(graph: gs.Graph) -> list[LayerNormPattern]:
@@ -154,9 +154,10 @@ def _fuse(graph: gs.Graph) -> int:
         scale = hit.scale
         if scale is None:
             vt = G.type_of(graph, hit.x)
-            np_dtype = helper.tensor_dtype_to_np_dtype(vt.elem_type) if vt else np.float32
-            scale = G.constant(graph, np.ones(vt.shape[-1], np_dtype),  # type: ignore[union-attr]
-                               "ln_scale")
+            # _match leaves the scale out only where it read the last axis's size
+            assert vt is not None and vt.shape and isinstance(vt.shape[-1], int)
+            np_dtype = helper.tensor_dtype_to_np_dtype(vt.elem_type)
+            scale = G.constant(graph, np.ones(vt.shape[-1], np_dtype), "ln_scale")
         inputs = [hit.x, scale] + ([hit.bias] if hit.bias is not None else [])
         ln = G.node(graph, "LayerNormalization", inputs, base=hit.nodes[-1].name or "ln",
                     outputs=[hit.output], axis=-1, epsilon=hit.epsilon)

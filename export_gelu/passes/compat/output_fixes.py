@@ -41,7 +41,11 @@ def _layernorm_y_only(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
     if mean_out is None and inv_out is None:
         return [y]
     base = node.name or node.outputs[0].name
-    axes = list(range(axis, xt.rank)) if axis >= 0 else list(range(axis, 0))  # type: ignore
+    if axis >= 0:
+        assert xt is not None and xt.rank is not None  # else returned above
+        axes = list(range(axis, xt.rank))
+    else:
+        axes = list(range(axis, 0))
     stash = int(node.attrs.get("stash_type", TensorProto.FLOAT))
     eps = float(node.attrs.get("epsilon", 1e-5))
     nodes = [y]

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -220,7 +221,7 @@ def _reduce_through_sum(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
     axes_c = G.constant(graph, np.array(axes_list, np.int64), f"{base}_axes")
     nodes: list[gs.Node] = []
 
-    def add(op_type: str, *inputs: gs.Tensor, **attrs: object) -> gs.Tensor:
+    def add(op_type: str, *inputs: gs.Tensor, **attrs: Any) -> gs.Tensor:
         n = G.node(graph, op_type, list(inputs), base=base, **attrs)
         nodes.append(n)
         return n.outputs[0]
@@ -239,13 +240,14 @@ def _reduce_through_sum(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
 
     if op == "ReduceMean":
         dims = [shape[a] for a in axes_list]
+        assert vt is not None  # a ReduceMean without a known type returned above
         if all(isinstance(d, int) for d in dims):
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(vt.elem_type)  # type: ignore[union-attr]
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(vt.elem_type)
             count: gs.Tensor = G.constant(graph, np.array(np.prod(dims), dtype), f"{base}_n")
         else:  # the count from the run-time shape; ReduceProd without axes reduces all
             picked = add("Gather", add("Shape", x), axes_c)
             count = add("Cast", add("ReduceProd", picked, keepdims=0),
-                        to=vt.elem_type)  # type: ignore[union-attr]
+                        to=vt.elem_type)
         y = add("Div", rsum(x), count)
     elif op == "ReduceSumSquare":
         y = rsum(add("Mul", x, x))
@@ -292,8 +294,8 @@ def fold_computed_inputs(graph: gs.Graph) -> int:
     for node in graph.nodes:
         if not G.is_default(node):
             continue
-        for from_opset, *indices in wanted.get(node.op, ()):
-            for i in indices if opset >= from_opset else ():
+        for from_opset, *at in wanted.get(node.op, ()):
+            for i in at if opset >= from_opset else ():
                 tensor = given(node, i)
                 if tensor is None or G.is_weights(tensor):
                     continue

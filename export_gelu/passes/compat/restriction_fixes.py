@@ -65,6 +65,7 @@ def _apply(graph: gs.Graph, hits: list[Hit]) -> dict[str, int]:
         still = {id(t) for n in new for t in n.inputs}
         released += [t for t in node.inputs if id(t) not in still]
         nodes.extend(new)
+        assert hit is not None  # a fix ran, so there was a hit
         done[hit.restriction.key] = done.get(hit.restriction.key, 0) + 1
     if done:
         G.set_nodes(graph, nodes)

@@ -27,6 +27,7 @@ from export_gelu.errors import TargetUnmetError
 from export_gelu.graph.provenance import copy_provenance
 from export_gelu.onnx_weights import checkable
 from export_gelu.targets import TargetProfile
+from export_gelu.tolerances import rewrite_tolerance
 
 #: The opsets that bring ONNX `Gelu` and `LayerNormalization`.
 GELU_OPSET = 20
@@ -106,14 +107,13 @@ def _tolerance(ref: np.ndarray) -> float:
     if ref.dtype.kind != "f":
         return 0.0
     finite = np.abs(ref[np.isfinite(ref)].astype(np.float64))
-    scale = max(1.0, float(finite.max(initial=0.0)))
-    return (2e-3 if ref.dtype == np.float16 else 1e-5) * scale
+    return rewrite_tolerance(ref.dtype == np.float16, float(finite.max(initial=0.0)))
 
 
 def outputs_agree(before: onnx.ModelProto, after: onnx.ModelProto,
                   feed: Mapping[str, np.ndarray]) -> tuple[float, str | None]:
     """(max abs difference, None) when ORT outputs of the two graphs agree on `feed` within
-    1e-5 of the output's scale (2e-3 for fp16); else (difference, why not)."""
+    `rewrite_tolerance` (tolerances.py); else (difference, why not)."""
     ref, out_names = _run(before, feed)
     got, _ = _run(after, feed)
     worst = 0.0

@@ -96,7 +96,7 @@ def _later(graph: fx.Graph, node: fx.Node) -> set[fx.Node]:
 def _aliases(node: fx.Node) -> bool:
     """Whether `node` returns a view of its input (torch's schema says so)."""
     schema = getattr(node.target, "_schema", None)
-    returns = schema.returns if schema is not None else ()
+    returns = schema.returns if schema is not None else []
     return (node.op == "call_function" and node.target not in _WRITES and len(returns) == 1
             and returns[0].alias_info is not None)
 
@@ -115,6 +115,8 @@ def _views_of(base: fx.Node, later: set[fx.Node]) -> list[fx.Node]:
 
 def _rewrite(graph: fx.Graph, copy: fx.Node) -> bool:
     dst, src = copy.args[0], copy.args[1]
+    if not isinstance(dst, fx.Node):
+        return False  # (_chain would say None)
     chain = _chain(dst)
     dv = _val(dst)
     sv = _val(src) if isinstance(src, fx.Node) else None
@@ -124,6 +126,7 @@ def _rewrite(graph: fx.Graph, copy: fx.Node) -> bool:
     if not all(isinstance(s, int) for s in dv.shape) or any(_bounds(v) is None for v in chain):
         return False
     base = chain[-1].args[0]
+    assert isinstance(base, fx.Node)  # _chain ends at a node
     later = _later(graph, copy)
     # views of base taken before the write and read after it would show the old values:
     # each is taken again from the written tensor
@@ -133,16 +136,19 @@ def _rewrite(graph: fx.Graph, copy: fx.Node) -> bool:
         if scalar:
             value = emit(aten.full.default, list(dv.shape), src, dtype=dv.dtype)
         else:
+            assert isinstance(src, fx.Node) and sv is not None  # sv is src's value
             value = src
             if sv.dtype != dv.dtype:
                 value = emit(aten.to.dtype, value, dv.dtype)
-        if not scalar and tuple(sv.shape) != tuple(dv.shape):
-            value = emit(aten.expand.default, value, list(dv.shape))
+            if tuple(sv.shape) != tuple(dv.shape):
+                value = emit(aten.expand.default, value, list(dv.shape))
         for view in chain:
             value = _scatter(emit, view, value)
-        again = {base: value}
+        again: dict[fx.Node, fx.Node] = {base: value}
         for view in stale:  # parents first: a view's parent is taken again before it
-            parent = again.get(view.args[0], view.args[0])
+            taken_from = view.args[0]
+            assert isinstance(taken_from, fx.Node)  # a view's input is a tensor
+            parent = again.get(taken_from, taken_from)
             again[view] = emit(view.target, parent, *view.args[1:])
             again[view].meta["val"] = _val(view)
     for old_node, new_node in again.items():

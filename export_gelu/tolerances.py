@@ -1,5 +1,7 @@
-"""The tolerances a parity check uses: one function decides them for every command, from the
-precision, the error a GELU form change adds, what the user gave, and what a bundle recorded.
+"""Every tolerance the package judges numbers with, decided here: a parity check's (one
+function for every command, from the precision, the error a GELU form change adds, what the
+user gave, and what a bundle recorded), how a reference that says nothing is judged, the
+fp16/bf16 bound from PyTorch's own error, and how far an opset conversion may move outputs.
 
 Polygraphy's rule applies: an element fails only if abs > atol AND rel > rtol.
 """
@@ -86,3 +88,15 @@ def precision_bound(pytorch_max_abs: float, atol: float) -> float:
     """The max abs error a low-precision graph may have on an output where PyTorch's own
     model, run at that precision, errs by `pytorch_max_abs`."""
     return PRECISION_ERROR_MULTIPLE * pytorch_max_abs + PRECISION_FLOOR_SHARE * atol
+
+
+#: An opset conversion (passes/compat/upconvert.py) must leave every output within this share
+#: of the output's scale (max |value|, at least 1): the same graph at another opset differs in
+#: ONNX Runtime only by kernels' summation order. fp16 outputs round to 11 significant bits.
+REWRITE_SHARE = {"float16": 2e-3, "other": 1e-5}
+
+
+def rewrite_tolerance(half: bool, scale: float) -> float:
+    """The max abs difference an opset conversion may make on an output of max |value|
+    `scale` (`half`: an fp16 output)."""
+    return REWRITE_SHARE["float16" if half else "other"] * max(1.0, scale)
