@@ -334,9 +334,13 @@ def verify_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
                    help=f"the TensorRT version a bundle is written for: {TARGET_HELP} "
                         "(default trt)")
-    p.add_argument("--device-outputs", metavar="OUTPUTS.json",
+    p.add_argument("--device-outputs", metavar="OUTPUTS.json|DIR",
                    help="outputs a device produced (trtexec --exportOutput or polygraphy "
-                        "--save-outputs): judged against MODEL instead of running DEPLOYED")
+                        "--save-outputs): judged against MODEL instead of running DEPLOYED; "
+                        "for a bundle of GELU forms, the outputs folder its script wrote")
+    p.add_argument("-o", "--output", metavar="BEST.onnx",
+                   help="with a bundle of GELU forms: write the graph of the form the device "
+                        "chose here")
     p.add_argument("--device-times", metavar="TIMES.json",
                    help="trtexec --exportTimes from the same run: the report's TensorRT latency")
     return p
@@ -374,7 +378,8 @@ def _run_forms(args: argparse.Namespace) -> int:
     from export_gelu.progress import Progress
 
     if args.compare_forms:
-        targets = (args.target,) if args.target else COMPARE_TARGETS
+        targets = ((args.target,) if args.target else ("trt",) if args.bundle
+                   else COMPARE_TARGETS)
         options = options_from(args, FormsOptions, targets=targets,
                                inputs_npz=args.inputs_file)
         rep = api.forms_report(args.model, options, progress=Progress(quiet=args.quiet))
@@ -407,8 +412,6 @@ def _run_export(argv: Sequence[str]) -> int:
     if args.compare_forms and (args.output or args.gelu not in ("keep", "auto")):
         parser.error("--compare-forms exports every form itself and writes no model: "
                      "drop -o and --gelu")
-    if args.bundle and (args.compare_forms or args.gelu == "auto"):
-        parser.error("--bundle needs one graph: drop --compare-forms / --gelu auto")
     if args.cast_down and (args.compare_forms or args.gelu == "auto"):
         parser.error("--cast-down applies to one export: drop --compare-forms / --gelu auto")
     if args.compare_forms or args.gelu == "auto":

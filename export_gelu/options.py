@@ -115,6 +115,7 @@ class VerifyOptions(RunOptions):
     device_outputs: str | None = None  # outputs a device wrote: judged instead of running
     device_times: str | None = None  # trtexec --exportTimes of the same device run
     localize: bool = False  # --localize: the first divergence even when parity passes
+    output: str | None = None  # -o BEST.onnx: the GELU form the device chose (forms bundle)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class FormsOptions(RunOptions):
     workdir: str | None = None  # keeps the graphs (default: a temporary directory)
     report: str | None = None
     report_md: str | None = None
+    bundle: str | None = None  # --bundle DIR: one graph per form, timed on the device
 
 
 @dataclass(frozen=True)
@@ -268,6 +270,13 @@ def _check_forms(o: FormsOptions) -> Checked:
     bad = [f for f in o.forms if f not in COMPARED_FORMS]
     if bad:
         raise BadInputError(f"forms {', '.join(bad)}: compare takes {', '.join(COMPARED_FORMS)}")
+    if o.bundle:
+        from export_gelu.targets import resolve_target
+
+        if len(o.targets) != 1:
+            raise BadInputError("--bundle with --compare-forms: give one TensorRT --target "
+                                "(the device's)")
+        _check_bundle_target(resolve_target(o.targets[0])[0])
     return Checked()
 
 

@@ -219,7 +219,8 @@ def _writes(o: RunOptions, model: Path, deployed: Path | None, bundle_read: bool
         bundle_new += [data_file(out).name]
     yield from _report_paths(o)
     if isinstance(o, VerifyOptions):
-        for flag, path in (("--save-inputs", o.save_inputs), ("--save-outputs", o.save_outputs)):
+        for flag, path in (("--save-inputs", o.save_inputs), ("--save-outputs", o.save_outputs),
+                           ("-o", o.output)):
             if path:
                 yield PlannedPath(flag, Path(path))
         if deployed is not None:

@@ -100,7 +100,7 @@ def check_bundle_dir(path: str | Path, new_files: Sequence[str] = ()) -> Path:
         if filled:
             own = own_files(_manifest_to_replace(path))
             taken = set(new_files) | set(FIXED_FILES)
-            clash = sorted(f for f in _entries_under(path) if f not in own and (
+            clash = sorted(f for f in _entries_under(path) if not is_own(f, own) and (
                 f in taken or (f.split("/")[0] == INPUTS_DIR and not (path / f).is_dir())))
             if clash:
                 raise BadInputError(f"--bundle {path}: {', '.join(clash)} is not one of the "
@@ -141,6 +141,12 @@ def own_files(manifest: Mapping[str, Any]) -> set[str]:
             if not rel.is_absolute() and ".." not in rel.parts:
                 own.add(rel.as_posix())
     return own
+
+
+def is_own(rel: str, own: set[str]) -> bool:
+    """Whether the entry `rel` is one of `own`, or lies in a folder that is (a forms bundle's
+    `outputs/`, whose files the device names)."""
+    return rel in own or any(p.as_posix() in own for p in Path(rel).parents)
 
 
 def _entries_under(folder: Path) -> list[str]:
@@ -433,7 +439,7 @@ def _keep_entries(old: Path, stage: Path, own: set[str]) -> None:
     folders made for them take their old permissions)."""
     ours = {p for p in stage.rglob("*") if p.is_dir()}
     for rel in _entries_under(old):
-        if rel in own:
+        if is_own(rel, own):
             continue
         src, dst = old / rel, stage / rel
         if src.is_dir() and not src.is_symlink() and dst.is_dir() and not dst.is_symlink():

@@ -27,7 +27,7 @@ from export_gelu.check.devices import ready_runners, resolve_device
 from export_gelu.check.reference import model_runner
 from export_gelu.errors import BadInputError, ExportGeluError
 from export_gelu.exporter.program_copy import copy_program
-from export_gelu.options import ExportOptions, FormsOptions, validate
+from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, validate
 from export_gelu.pipeline.export_command import EXPORT, MAKE_GRAPH
 from export_gelu.pipeline.sources import export_inputs
 from export_gelu.pipeline.stage import Stage, run_stages
@@ -39,6 +39,12 @@ from export_gelu.tolerances import Tolerances, resolve_tolerances
 ORT_FUSES_NOTE = ("ONNX Runtime's own optimizer may fuse an expanded GELU at load time "
                   "(docs/onnxruntime.md); latencies are of the optimized sessions")
 NO_PLUGIN_NOTE = "plugin form not compared: ONNX Runtime cannot run CustomGeluPluginDynamic"
+
+
+def bundle_forms(profile: Any) -> tuple[str, ...]:
+    """The forms a device bundle holds for a TensorRT target: those `--compare-forms`
+    measures, and the plugin where that version's parser can create it."""
+    return (*COMPARED_FORMS, *(("plugin",) if profile.plugin_usable else ()))
 
 
 def form_options(o: FormsOptions, target: str, form: str, out: Path) -> ExportOptions:

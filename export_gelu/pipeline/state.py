@@ -68,6 +68,8 @@ class RunState:
     device_times: Any = None  # (GPU compute ms per inference, warm-ups dropped) or None
     #: the module-boundary tensors the device handed back too (first feed), by tensor name
     device_module_outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    #: a forms bundle's device run: form → (its graph, outputs per feed or None, times or None)
+    device_forms: dict[str, Any] = field(default_factory=dict)
 
     @property
     def feed(self) -> Feed:

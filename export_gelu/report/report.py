@@ -270,6 +270,8 @@ class Report:
         lines += self._generated_lines()
         lines += self._output_lines()
         lines += self._latency_lines()
+        if self.forms is not None:  # a bundle of GELU forms, judged on the device
+            lines.append(self.forms.table())
         lines += self._calibration_lines()
         for note in self.notes:
             lines.append(f"Note: {note}")
