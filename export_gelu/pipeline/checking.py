@@ -20,6 +20,7 @@ from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.islands import finds_islands, fix_overflow
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.tolerances import Tolerances, resolve_tolerances
 
@@ -119,6 +120,9 @@ def _check_graph(state: RunState) -> None:
         rep.notes.extend(tagged("cast-down-error", [state.cast.measured_note(rep.parity)]))
 
 
+@stage_io(reads=("cast", "device", "dynamic", "engine", "feeds", "graph", "loaded", "options",
+                "output", "reference", "reference_module", "run_precision"),
+          writes=("cast", "graph", "loaded", "module", "program", "reference", "reference_module"))
 def check(state: RunState) -> None:
     """output → parity and latency against the reference (or why they were skipped)."""
     rep = state.report
@@ -152,6 +156,9 @@ def checks_shapes(state: RunState) -> bool:
                 and not ort_missing() and rep.parity.status != "skipped")
 
 
+@stage_io(reads=("device", "dynamic", "engine", "graph", "loaded", "options", "output",
+                "reference_module", "run_precision"),
+          writes=())
 def check_shapes(state: RunState) -> None:
     """Parity at MIN, OPT, an odd size and MAX of the `--dynamic` ranges: ONNX Runtime (and
     the engine) against a fresh reference at each, on inputs made by role

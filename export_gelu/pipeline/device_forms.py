@@ -40,6 +40,7 @@ from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.inputs import load_npz
 from export_gelu.notes import Note
 from export_gelu.options import VerifyOptions
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 
 _TIMES = re.compile(r"times\.(\d+)\.json")
@@ -112,6 +113,8 @@ def _form_run(bundle: Path, returned: Path, entry: dict[str, Any], warmup: float
     return run
 
 
+@stage_io(reads=("deployed", "feeds", "model_path", "options"),
+          writes=("deployed", "device_format", "device_forms", "feeds", "inputs_label", "manifest"))
 def read_forms_run(state: RunState) -> None:
     """The forms bundle, each form's graph (unchanged) and what the device wrote for it."""
     o = _options(state)
@@ -149,6 +152,9 @@ def read_forms_run(state: RunState) -> None:
     state.device_format = "trtexec"
 
 
+@stage_io(reads=("deployed", "device", "device_forms", "feeds", "loaded", "manifest", "options",
+                "tolerances"),
+          writes=())
 def forms_check(state: RunState) -> None:
     """Every built form against the reference (run once), the choice, the table."""
     o, rep, dep = _options(state), state.report, state.deployed
@@ -220,6 +226,7 @@ def _describe(state: RunState, table: DeviceForms, chosen: DeviceFormRow | None)
                                                                     / "outputs.json", version))
 
 
+@stage_io(reads=("device_forms", "options"), writes=())
 def write_chosen(state: RunState) -> None:
     """-o BEST.onnx: the chosen form's graph (and its external data, same relative names)."""
     o, rep = _options(state), state.report

@@ -9,9 +9,11 @@ from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.trt_runner import build_engine, build_engine_loader, installed_profile
 from export_gelu.notes import Note
 from export_gelu.pipeline.plan import local_engine_blocker_of
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 
 
+@stage_io(reads=("dynamic", "feeds", "graph", "options", "output", "profile"), writes=("engine",))
 def trt_build(state: RunState) -> None:
     """output → engine, built with the installed TensorRT (`builds_engine` says when)."""
     rep, profile, o = state.report, state.profile, state.options

@@ -19,7 +19,7 @@ from export_gelu.notes import Note
 from export_gelu.options import ExportOptions, FormsOptions
 from export_gelu.pipeline.export_command import EXPORT
 from export_gelu.pipeline.forms import bundle_forms, form_options, form_state
-from export_gelu.pipeline.stage import run_stages
+from export_gelu.pipeline.stage import run_stages, stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.targets import resolve_target
 from export_gelu.tolerances import resolve_tolerances
@@ -108,6 +108,7 @@ def forms_base_options(o: FormsOptions) -> ExportOptions:
     return dataclasses.replace(base, atol=o.atol, rtol=o.rtol, device=o.device)
 
 
+@stage_io(reads=("loaded", "model_path", "options"), writes=())
 def compare_forms_bundle(state: RunState) -> None:
     """The `--compare-forms --bundle DIR` stage, after the comparison."""
     o, rep = state.options, state.report

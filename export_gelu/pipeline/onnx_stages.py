@@ -27,10 +27,13 @@ from export_gelu.passes.compat.upconvert import convert_up, convert_up_for
 from export_gelu.passes.gc_pause import gc_paused
 from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.targets import TRT_PROFILES
 
 
+@stage_io(reads=("checked", "dynamic", "feeds", "loaded", "options", "profile"),
+          writes=("graph", "profile"))
 def onnx_input(state: RunState) -> None:
     """An ONNX input → graph (dims named, outputs renamed on request), at the opset it is
     exported at; the profile capped there when `--opset` asks for a lower one.
@@ -78,6 +81,7 @@ def _float32_inputs(model: object) -> bool:
     return any(i.type.tensor_type.elem_type == 1 for i in model.graph.input)  # type: ignore[attr-defined]
 
 
+@stage_io(reads=("fx_sites", "graph", "gs_graph", "options", "profile"), writes=("gs_graph",))
 def onnx_passes(state: RunState) -> None:
     """graph → every GELU rewritten for the target, then the graph fitted to it."""
     rep = state.report
@@ -94,6 +98,7 @@ def onnx_passes(state: RunState) -> None:
     rep.op_counts = dict(op_counts(state.graph))
 
 
+@stage_io(reads=("dynamic", "feeds", "graph", "gs_graph", "profile"), writes=("gs_graph",))
 def target_check(state: RunState) -> None:
     """graph → the target's static verdict (a failure is export-gelu's bug: exit 3), which
     TensorRT versions parse it as is, and the dynamic profile's fit."""

@@ -13,9 +13,11 @@ from export_gelu.exporter.load import load_model
 from export_gelu.exporter.model_dtype import feed_precision
 from export_gelu.notes import Note, tagged
 from export_gelu.options import ExportOptions
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 
 
+@stage_io(reads=("loaded", "model_path", "options"), writes=("loaded",))
 def load(state: RunState) -> None:
     """options, model_path → loaded (unless a model in memory was handed over, or loaded
     once for several runs); the report learns the format and the loader's notes."""
@@ -37,6 +39,10 @@ def load(state: RunState) -> None:
         state.report.task = state.loaded.task or None
 
 
+@stage_io(reads=("call_plan", "checked", "dynamic", "loaded", "options", "reference_module",
+                "run_precision"),
+          writes=("call_plan", "cast", "dynamic", "feeds", "loaded", "real_inputs",
+                  "reference_module", "run_precision"))
 def export_inputs(state: RunState) -> None:
     """loaded, options → dynamic plan, the feed in forward() order, call plan, a float64
     model's cast, the reference module and the precision parity runs in."""
