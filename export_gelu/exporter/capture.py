@@ -110,8 +110,8 @@ def script_program_with_axes(script: Any, args: tuple[Any, ...], input_names: Se
 def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
                          precision: str) -> Any:
     """A TorchScript model captured in fp16/bf16: its trace records float32 dtypes, so it is
-    converted in float32 and the converted graph is cast and retargeted (`precision.py`)."""
-    from export_gelu.passes.compat.precision import clamped_literals, retarget_precision
+    converted in float32 and the converted graph is cast and retargeted (`retarget.py`)."""
+    from export_gelu.passes.compat.precision.retarget import clamped_literals, retarget_precision
 
     dtype = PRECISION_DTYPES[precision]
     program = script_to_program(script, cast_args(pos, "fp32"),

@@ -22,8 +22,8 @@ from export_gelu.errors import (
     stated_cause,
 )
 from export_gelu.graph.provenance import fill_from_neighbours
-from export_gelu.passes.compat.attention import lower_attention
-from export_gelu.passes.compat.view_writes import functionalize_view_writes
+from export_gelu.passes.compat.torchscript_export.attention import lower_attention
+from export_gelu.passes.compat.torchscript_export.view_writes import functionalize_view_writes
 
 #: The dynamo exporter cannot produce an opset below this in torch 2.13.
 DYNAMO_MIN_OPSET = 18

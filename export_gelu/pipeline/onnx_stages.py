@@ -23,7 +23,7 @@ from export_gelu.exporter.model_names import apply_output_names
 from export_gelu.graph.provenance import name_scopes_from_names
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.compat import fit_to_profile
-from export_gelu.passes.compat.upconvert import convert_up, convert_up_for
+from export_gelu.passes.compat.opset.upconvert import convert_up, convert_up_for
 from export_gelu.passes.gc_pause import gc_paused
 from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
