@@ -17,7 +17,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from export_gelu.compat import incompatibilities
+from export_gelu.parse_check import incompatibilities
 from export_gelu.targets import PROFILES, TRT_PROFILES
 from export_gelu.trt_parser.restrictions import find_hits
 from tests.conftest import run_cli

@@ -34,7 +34,7 @@ from export_gelu.targets import TargetProfile
 
 
 def _unfixable(graph: gs.Graph, profile: TargetProfile) -> list[str]:
-    from export_gelu.compat import opset_problem, takers_text
+    from export_gelu.parse_check import opset_problem, takers_text
     from export_gelu.targets import PLUGIN_OP
 
     ops = sorted({n.op for n in G.walk(graph) if G.is_default(n)
@@ -50,7 +50,7 @@ def _unfixable(graph: gs.Graph, profile: TargetProfile) -> list[str]:
 def _nothing_to_do(model: onnx.ModelProto, profile: TargetProfile, target_opset: int) -> bool:
     """Whether no step of `fit_to_profile` can apply, told from the main graph's op types
     alone (a model with subgraphs or local functions is always looked at in full)."""
-    from export_gelu.compat import model_opset, op_counts, opset_problem
+    from export_gelu.parse_check import model_opset, op_counts, opset_problem
     from export_gelu.passes.compat.opset.downconvert import has_form_at
     from export_gelu.trt_parser.restrictions import could_hit
 
@@ -74,7 +74,7 @@ def fit_to_profile(model: onnx.ModelProto | gs.Graph, profile: TargetProfile
     """
     if isinstance(model, gs.Graph):
         return model, _fit(model, profile)
-    from export_gelu.compat import model_opset
+    from export_gelu.parse_check import model_opset
 
     if _nothing_to_do(model, profile, min(model_opset(model), profile.opset_ceiling)):
         return model, []

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 import numpy as np
 import onnx
 
-from export_gelu.compat import model_opset
 from export_gelu.errors import TargetUnmetError
 from export_gelu.graph.provenance import copy_provenance
 from export_gelu.onnx_weights import checkable
+from export_gelu.parse_check import model_opset
 from export_gelu.targets import TargetProfile
 from export_gelu.tolerances import rewrite_tolerance
 
