@@ -21,7 +21,7 @@ from typing import Any
 
 from export_gelu.bounded_json import read_json
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.hf_tasks import ResolvedTask, resolve_task
+from export_gelu.exporter.hf.tasks import ResolvedTask, resolve_task
 from export_gelu.exporter.model_reads import contained, model_root
 from export_gelu.notes import Note
 

@@ -26,16 +26,16 @@ from typing import Any
 import numpy as np
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter import hf_inputs as hi
-from export_gelu.exporter.hf_cache import (
+from export_gelu.exporter.hf import inputs as hi
+from export_gelu.exporter.hf.cache import (
     cache_parameter,
     dynamic_cache,
     encoder_decoder_cache,
     returned_cache,
     split_cache,
 )
-from export_gelu.exporter.hf_folder import FolderModel
-from export_gelu.exporter.hf_tasks import (
+from export_gelu.exporter.hf.folder import FolderModel
+from export_gelu.exporter.hf.tasks import (
     DECODER,
     DECODER_FILE,
     DECODER_WITH_PAST_FILE,
