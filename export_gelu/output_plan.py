@@ -116,7 +116,7 @@ def check_output_folder(folder: Path, flag: str) -> None:
 
 
 def data_file(out: Path) -> Path:
-    """Where an ONNX output's external data goes (exporter/save.py: `<name>.data` beside it)."""
+    """Where an ONNX output's external data goes (saving/save.py: `<name>.data` beside it)."""
     return out.with_name(out.name + ".data")
 
 

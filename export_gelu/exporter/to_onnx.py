@@ -65,7 +65,7 @@ def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[st
                    opset: int, kwargs: dict[str, Any] | None = None) -> onnx.ModelProto:
     import torch
 
-    from export_gelu.exporter.workdir import current_workdir
+    from export_gelu.exporter.saving.workdir import current_workdir
 
     with quiet_exporter():
         onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True,
@@ -98,8 +98,8 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
                         ) -> onnx.ModelProto:
     import torch
 
+    from export_gelu.exporter.saving.workdir import current_workdir
     from export_gelu.exporter.scopes import record_scopes, source_frames
-    from export_gelu.exporter.workdir import current_workdir
 
     folder = current_workdir()
     with contextlib.ExitStack() as stack:
@@ -169,7 +169,7 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
     except (BadInputError, WorldError):
         raise
     except Exception as exc:  # noqa: BLE001 - exporter failures are reported, not re-thrown
-        from export_gelu.exporter.workdir import refused_write
+        from export_gelu.exporter.saving.workdir import refused_write
 
         if is_world_fault(exc):
             raise  # the disk refused the weights: no other exporter would fare better

@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 
 from export_gelu.check.deployed import deployed_feed
-from export_gelu.exporter.save import save_onnx_atomic
+from export_gelu.exporter.saving.save import save_onnx_atomic
 from export_gelu.notes import Note
 from export_gelu.passes.compat.precision.fp16_islands import overflow_sites, with_islands
 from export_gelu.pipeline.state import RunState

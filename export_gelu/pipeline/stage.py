@@ -52,7 +52,7 @@ OOM_HINT = ("try smaller --input shapes or --dynamic ranges, fewer --threads, or
 def run_stages(stages: Sequence[Stage], state: Any) -> Any:
     """Run `stages` in order on `state`, each charged to the state's clock; return `state`.
     All or nothing: when a stage raises, every output the run placed is removed again
-    (exporter/save.py: all_or_nothing); running out of memory is exit 2 naming the stage."""
+    (exporter/saving/save.py: all_or_nothing); running out of memory is exit 2 naming the stage."""
     with all_or_nothing():
         for stage in stages:
             if not stage.applies(state):
