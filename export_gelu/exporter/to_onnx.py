@@ -152,7 +152,7 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
     keyword. `exporter` forces one ("dynamo" from opset 18, "torchscript" up to 20); default
     by opset.
     """
-    from export_gelu.exporter.call_plan import CallPlan, positional_module
+    from export_gelu.exporter.inputs.call_plan import CallPlan, positional_module
 
     exporter = exporter or exporter_for_opset(opset)
     plan = plan or CallPlan(tuple(input_names))

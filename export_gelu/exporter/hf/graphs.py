@@ -144,8 +144,8 @@ def given_inputs(fm: FolderModel, specs: list[str], npz: str | None
     torch tensors, checked against `forward()`'s parameters; None when neither is given."""
     import torch
 
-    from export_gelu.exporter.generated_inputs import generate_inputs
-    from export_gelu.exporter.inputs import load_npz, parse_input_spec
+    from export_gelu.exporter.inputs.generated import generate_inputs
+    from export_gelu.exporter.inputs.specs import load_npz, parse_input_spec
 
     if not specs and not npz:
         return None
