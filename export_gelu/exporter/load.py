@@ -29,9 +29,9 @@ from types import ModuleType
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter import containment
-from export_gelu.exporter.detect import Detected, ModelFormat, detect_format
-from export_gelu.exporter.model_reads import contained, model_root
+from export_gelu.exporter.model_files import containment
+from export_gelu.exporter.model_files.detect import Detected, ModelFormat, detect_format
+from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.exporter.user_code import (
     defined_in,
     import_user_module,
