@@ -16,7 +16,7 @@ Names: any name the file system takes works; a staging folder's name is bounded 
 non-UTF-8 output name is shortened to an ASCII stem and a hash of it).
 
 `written_file(out)` is the one way to write a single file (the report, a plot, saved
-inputs); exporter/save.py writes an ONNX model and its `.data` as one commit with the same
+inputs); exporter/saving/save.py writes an ONNX model and its `.data` as one commit with the same
 parts, and device/bundle.py swaps a whole folder in.
 """
 

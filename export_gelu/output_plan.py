@@ -26,8 +26,8 @@ from export_gelu.atomic import check_output_path
 from export_gelu.check.saved_data import check_json_path
 from export_gelu.device.bundle import FIXED_FILES, check_bundle_dir, own_files, read_manifest
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.detect import MAX_ONNX_PROTO_BYTES
-from export_gelu.exporter.hf_folder import folder_reads, is_hf_folder, planned_files
+from export_gelu.exporter.hf.folder import folder_reads, is_hf_folder, planned_files
+from export_gelu.exporter.model_files.detect import MAX_ONNX_PROTO_BYTES
 from export_gelu.onnx_file import read_structure
 from export_gelu.onnx_weights import all_tensors, is_external
 from export_gelu.options import ExportOptions, FormsOptions, RunOptions, VerifyOptions
@@ -116,7 +116,7 @@ def check_output_folder(folder: Path, flag: str) -> None:
 
 
 def data_file(out: Path) -> Path:
-    """Where an ONNX output's external data goes (exporter/save.py: `<name>.data` beside it)."""
+    """Where an ONNX output's external data goes (saving/save.py: `<name>.data` beside it)."""
     return out.with_name(out.name + ".data")
 
 

@@ -90,7 +90,7 @@ def precision_bound(pytorch_max_abs: float, atol: float) -> float:
     return PRECISION_ERROR_MULTIPLE * pytorch_max_abs + PRECISION_FLOOR_SHARE * atol
 
 
-#: An opset conversion (passes/compat/upconvert.py) must leave every output within this share
+#: An opset conversion (passes/compat/opset/upconvert.py) must leave every output within this share
 #: of the output's scale (max |value|, at least 1): the same graph at another opset differs in
 #: ONNX Runtime only by kernels' summation order. fp16 outputs round to 11 significant bits.
 REWRITE_SHARE = {"float16": 2e-3, "other": 1e-5}

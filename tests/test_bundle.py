@@ -476,7 +476,7 @@ def test_plugin_bundle_says_so_and_widens_the_tolerance(tmp_path):
 
 
 def test_external_data_travels_with_the_graph(tmp_path, monkeypatch):
-    from export_gelu.exporter.save import EXTERNAL_DATA_ENV
+    from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
 
     monkeypatch.setenv(EXTERNAL_DATA_ENV, "16")
     src = tmp_path / "dyn.onnx"

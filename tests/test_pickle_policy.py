@@ -129,7 +129,7 @@ MALICIOUS = {
     "memo-disguised global": (_memo_disguised, "arbitrary Python code"),
     "ExportedProgram sample inputs": (_ep_with_malicious_inputs, "arbitrary Python code"),
     "ExportedProgram AOTInductor member": (_ep_with_aoti, "compiled or pickled code"),
-    # one list of code members (exporter/detect.py) for the format check and containment
+    # one list of code members (exporter/model_files/detect.py) for the format check and containment
     "ExportedProgram torchbind member": (_ep_with_torchbind, "compiled or pickled code"),
 }
 

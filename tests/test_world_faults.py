@@ -43,7 +43,7 @@ from export_gelu.errors import (
     WorldError,
     failure_outcome,
 )
-from export_gelu.exporter.save import EXTERNAL_DATA_ENV
+from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
 from tests.conftest import ROOT
 
 UNSHARE = shutil.which("unshare")

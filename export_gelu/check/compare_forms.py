@@ -127,7 +127,7 @@ class FormsComparison:
 
 
 def graph_ops(model: Any) -> tuple[str, str]:
-    from export_gelu.compat import op_counts
+    from export_gelu.parse_check import op_counts
 
     counts = {k.split(".")[-1]: 0 for k in _GELU_OPS}
     for op, n in op_counts(model).items():

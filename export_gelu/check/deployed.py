@@ -120,7 +120,7 @@ def _open_engine(path: Path) -> Deployed:
 
 def open_deployed(path: str | Path) -> Deployed:
     """Describe DEPLOYED: an ONNX file (by content) or a TensorRT engine (.plan/.engine/.trt)."""
-    from export_gelu.exporter.detect import ModelFormat, detect_format
+    from export_gelu.exporter.model_files.detect import ModelFormat, detect_format
 
     path = Path(path)
     if not path.is_file():

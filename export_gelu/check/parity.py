@@ -59,7 +59,8 @@ class ParityResult:
     nondeterministic: dict[str, Any] | None = None
     #: PyTorch's own error at the graph's precision, and the rule it set (check/half_baseline.py)
     pytorch_precision: dict[str, Any] | None = None
-    #: fp32 islands kept in an fp16 graph to fix an overflow (passes/compat/fp16_islands.py)
+    #: fp32 islands kept in an fp16 graph to fix an overflow
+    #: (passes/compat/precision/fp16_islands.py)
     islands: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -26,8 +26,8 @@ def fits_beside_reference(onnx_path: Path) -> bool:
     threshold): a bigger one is loaded only after the reference ran and was freed, so the
     weights are held once whatever memory is free."""
     from export_gelu.exporter.load import check_external_data
-    from export_gelu.exporter.save import external_data_threshold
-    from export_gelu.exporter.weight_size import file_bytes
+    from export_gelu.exporter.saving.save import external_data_threshold
+    from export_gelu.exporter.saving.weight_size import file_bytes
 
     size = file_bytes([Path(onnx_path), *check_external_data(Path(onnx_path))])
     return size <= external_data_threshold()

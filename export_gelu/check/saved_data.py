@@ -13,7 +13,7 @@ import numpy as np
 
 from export_gelu.atomic import written_file
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.inputs import load_npz
+from export_gelu.exporter.inputs.specs import load_npz
 
 Feed = OrderedDict  # name → array, in forward() order
 

@@ -13,7 +13,7 @@ from polygraphy.backend.base import BaseRunner
 from polygraphy.common import TensorMetadata
 from polygraphy.datatype import DataType
 
-from export_gelu.exporter.call_plan import call
+from export_gelu.exporter.inputs.call_plan import call
 
 
 def flatten_outputs(value: Any) -> list[torch.Tensor]:

@@ -249,7 +249,7 @@ def _graph_info(graph_path: Path) -> tuple[OrderedDict[str, tuple[str, list[Any]
     import onnx
 
     from export_gelu.check.deployed import _onnx_dtype_name
-    from export_gelu.compat import model_opset
+    from export_gelu.parse_check import model_opset
     from export_gelu.trt_parser.plugin import PLUGIN_OP
 
     model = onnx.load(str(graph_path), load_external_data=False)

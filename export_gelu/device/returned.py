@@ -26,7 +26,7 @@ def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
                  ) -> tuple[dict[str, Any], Path, list[OrderedDict[str, np.ndarray]]]:
     """(manifest, graph, feeds) of a bundle, after checking it belongs to MODEL."""
     from export_gelu.device.bundle import GRAPH, read_manifest
-    from export_gelu.exporter.inputs import load_npz
+    from export_gelu.exporter.inputs.specs import load_npz
 
     manifest = read_manifest(bundle)
     if isinstance(manifest.get("forms"), list):

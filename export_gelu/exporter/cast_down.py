@@ -76,7 +76,7 @@ def _float32_program(program: Any) -> tuple[Any, int]:
     import torch
 
     from export_gelu.exporter.to_onnx import quiet_exporter
-    from export_gelu.passes.compat.precision import retarget_precision
+    from export_gelu.passes.compat.precision.retarget import retarget_precision
 
     gm = program.module()
     gm.to(torch.float32)

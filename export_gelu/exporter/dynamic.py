@@ -550,7 +550,7 @@ def static_ranged_axes(model: onnx.ModelProto, dims: Sequence[DimRange]) -> list
 # -- the plan for one run ----------------------------------------------------------------------
 
 def _template_from_spec(spec: str, named: dict[int, str]) -> InputTemplate:
-    from export_gelu.exporter.inputs import parse_input_spec
+    from export_gelu.exporter.inputs.specs import parse_input_spec
 
     numeric, _ = split_named_dims(spec)
     parts = numeric.split(":")
@@ -626,7 +626,7 @@ def _module_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str],
         t = _template_from_spec(s, names)
         named[t.name] = list(t.dims)
     if npz and not specs:
-        from export_gelu.exporter.inputs import load_npz
+        from export_gelu.exporter.inputs.specs import load_npz
 
         named = {k: list(v.shape) for k, v in load_npz(npz).items()}
     plan.dims = resolve_flags(flags, named, torch_model=True)
@@ -678,7 +678,7 @@ def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> Dyna
 def refuse_oversized_points(plan: DynamicPlan) -> None:
     """Exit 2 naming the `--dynamic` flag (as typed) when an input at one of the sizes parity
     feeds (opt, min, an odd size, max) would hold more elements than any input may."""
-    from export_gelu.exporter.inputs import MAX_ELEMENTS
+    from export_gelu.exporter.inputs.specs import MAX_ELEMENTS
 
     for label, sizes in plan.points():
         for t in plan.templates:

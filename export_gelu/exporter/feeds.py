@@ -17,13 +17,13 @@ import numpy as np
 import onnx
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.generated_inputs import (
+from export_gelu.exporter.inputs.generated import (
     GeneratedFeed,
     ModelHints,
     generate_inputs,
     hints_for,
 )
-from export_gelu.exporter.inputs import (
+from export_gelu.exporter.inputs.specs import (
     MAX_ELEMENTS,
     SPEC_HELP,
     InputSpec,
@@ -78,7 +78,7 @@ def _feed_from_onnx(path: Path, hints: ModelHints | None = None) -> OrderedDict[
                                 f"more than the {MAX_ELEMENTS} elements allowed; pass --input")
         requests.append(InputSpec(name, shape, np.dtype(_ONNX_TO_NUMPY[elem])))
     if hints is None:
-        from export_gelu.exporter.generated_inputs import onnx_vocab
+        from export_gelu.exporter.inputs.generated import onnx_vocab
 
         hints = ModelHints(vocab=onnx_vocab(path))
     return generate_inputs(requests, hints)
@@ -165,7 +165,7 @@ def forward_arity(module: Any) -> tuple[int, int | None] | None:
 
 
 def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]) -> None:
-    from export_gelu.exporter.call_plan import keyword_order, missing_required
+    from export_gelu.exporter.inputs.call_plan import keyword_order, missing_required
 
     if keyword_order(loaded.module, list(feed)) is not None:  # passed by keyword
         missing = missing_required(loaded.module, list(feed))
@@ -266,7 +266,7 @@ def onnx_feed(path: str | Path, specs: list[str] | None = None, npz: str | Path 
               ) -> OrderedDict[str, np.ndarray]:
     """Inputs for an ONNX file: from `--input` specs, a `.npz`, or random over its fixed shape;
     checked against the graph's input names, dtypes and fixed dims."""
-    from export_gelu.exporter.generated_inputs import onnx_vocab
+    from export_gelu.exporter.inputs.generated import onnx_vocab
 
     path = Path(path)
     hints = ModelHints(vocab=onnx_vocab(path)) if not npz else None

@@ -29,9 +29,9 @@ from types import ModuleType
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter import containment
-from export_gelu.exporter.detect import Detected, ModelFormat, detect_format
-from export_gelu.exporter.model_reads import contained, model_root
+from export_gelu.exporter.model_files import containment
+from export_gelu.exporter.model_files.detect import Detected, ModelFormat, detect_format
+from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.exporter.user_code import (
     defined_in,
     import_user_module,
@@ -66,12 +66,12 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)
     data_files: list[Path] = field(default_factory=list)  # an ONNX input's external data
     trusted: bool = False  # loaded with --trust-model: its code was not checked
-    # -- a Hugging Face folder (hf_folder.py, hf_graphs.py) ---------------------------------
+    # -- a Hugging Face folder (hf/folder.py, hf/graphs.py) ---------------------------------
     task: str = ""  # the task it is exported for (optimum's name)
-    dims: list[Any] = field(default_factory=list)  # hf_graphs.GraphDim: its dynamic dims
+    dims: list[Any] = field(default_factory=list)  # hf.graphs.GraphDim: its dynamic dims
     file_name: str = ""  # the graph's file in a multi-graph output folder
     graphs: list[LoadedModel] = field(default_factory=list)  # the graphs a folder exports
-    generation: Any = None  # hf_folder.FolderModel, for the greedy-decode check
+    generation: Any = None  # hf.folder.FolderModel, for the greedy-decode check
 
     @property
     def is_onnx(self) -> bool:
@@ -288,7 +288,7 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
 
     import torch
 
-    from export_gelu.exporter.call_plan import example_tensors
+    from export_gelu.exporter.inputs.call_plan import example_tensors
     from export_gelu.exporter.output_names import names_from_spec
     from export_gelu.exporter.pytree_types import register_archive_types
     from export_gelu.exporter.to_onnx import quiet_exporter
@@ -389,9 +389,9 @@ def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,
                     static: bool = False) -> LoadedModel:
     """A save_pretrained folder: one graph (on the user's inputs when given), or (an
     encoder–decoder) the folder's graphs."""
-    from export_gelu.exporter.hf_folder import load_folder
-    from export_gelu.exporter.hf_graphs import given_inputs, graphs_for
-    from export_gelu.exporter.hf_tasks import DECODER, SEQ2SEQ
+    from export_gelu.exporter.hf.folder import load_folder
+    from export_gelu.exporter.hf.graphs import given_inputs, graphs_for
+    from export_gelu.exporter.hf.tasks import DECODER, SEQ2SEQ
 
     fm = load_folder(path, task, allow_pickle)
     _refuse_nan(path, fm.model.state_dict())

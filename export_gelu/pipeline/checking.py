@@ -162,7 +162,7 @@ def checks_shapes(state: RunState) -> bool:
 def check_shapes(state: RunState) -> None:
     """Parity at MIN, OPT, an odd size and MAX of the `--dynamic` ranges: ONNX Runtime (and
     the engine) against a fresh reference at each, on inputs made by role
-    (exporter/generated_inputs.py); one entry per shape in `dynamic.shapes`, saying which
+    (exporter/inputs/generated.py); one entry per shape in `dynamic.shapes`, saying which
     inputs were made and how (`generated`); a failure at any shape fails the run, naming the
     shape and the generated inputs."""
     rep, plan = state.report, state.dynamic

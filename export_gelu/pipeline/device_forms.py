@@ -37,7 +37,7 @@ from export_gelu.device.returned import (
 )
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError, TargetUnmetError
-from export_gelu.exporter.inputs import load_npz
+from export_gelu.exporter.inputs.specs import load_npz
 from export_gelu.notes import Note
 from export_gelu.options import VerifyOptions
 from export_gelu.pipeline.stage import stage_io

@@ -4,11 +4,11 @@ then what each target would make of it (inspection.py holds the judgements)."""
 from __future__ import annotations
 
 from export_gelu.check.inspection import engine_here, fit_after_export
-from export_gelu.compat import compatibility_table, model_opset, op_counts
 from export_gelu.errors import BadInputError
 from export_gelu.graph import all_node_protos
 from export_gelu.graph.provenance import describe, source_of
 from export_gelu.onnx_weights import load_graph
+from export_gelu.parse_check import compatibility_table, model_opset, op_counts
 from export_gelu.passes.onnx import find_sites
 from export_gelu.pipeline import sources
 from export_gelu.pipeline.stage import Stage, stage_io

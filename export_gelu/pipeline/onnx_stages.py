@@ -9,21 +9,21 @@ import dataclasses
 from export_gelu import graph as one_graph
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.trt_runner import check_dynamic
-from export_gelu.compat import (
-    compatibility_table,
-    format_targets,
-    incompatibilities,
-    model_opset,
-    op_counts,
-)
 from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter import dynamic as dyn
 from export_gelu.exporter.load import load_onnx_model
 from export_gelu.exporter.model_names import apply_output_names
 from export_gelu.graph.provenance import name_scopes_from_names
 from export_gelu.notes import Note, tagged
+from export_gelu.parse_check import (
+    compatibility_table,
+    format_targets,
+    incompatibilities,
+    model_opset,
+    op_counts,
+)
 from export_gelu.passes.compat import fit_to_profile
-from export_gelu.passes.compat.upconvert import convert_up, convert_up_for
+from export_gelu.passes.compat.opset.upconvert import convert_up, convert_up_for
 from export_gelu.passes.gc_pause import gc_paused
 from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes

@@ -8,7 +8,7 @@ from export_gelu.check.devices import resolve_device
 from export_gelu.check.parity import skipped
 from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
 from export_gelu.errors import TargetUnmetError
-from export_gelu.exporter.weight_size import check_disk_for
+from export_gelu.exporter.saving.weight_size import check_disk_for
 from export_gelu.notes import tagged
 from export_gelu.output_plan import export_output
 from export_gelu.pipeline.stage import stage_io

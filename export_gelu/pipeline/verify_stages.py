@@ -22,7 +22,6 @@ from export_gelu.check.saved_data import (
     save_polygraphy_inputs,
     save_polygraphy_outputs,
 )
-from export_gelu.compat import model_opset, op_counts
 from export_gelu.device.bundle import (
     BundleRequest,
     note_bundle,
@@ -33,6 +32,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.exporter.load import load_model
 from export_gelu.notes import Note
+from export_gelu.parse_check import model_opset, op_counts
 from export_gelu.passes.onnx import find_sites
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.localize import bundle_tensors

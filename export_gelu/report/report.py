@@ -51,7 +51,7 @@ class Report:
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
     weights: dict[str, Any] | None = None  # weights streamed into the output (onnx_weights)
     options: dict[str, Any] | None = None  # the run's options (export_gelu.options), as JSON
-    #: inputs export-gelu made up (exporter/generated_inputs.py), name → how; real data: {}
+    #: inputs export-gelu made up (exporter/inputs/generated.py), name → how; real data: {}
     generated_inputs: dict[str, str] = field(default_factory=dict)
     task: str | None = None  # a Hugging Face folder's task (optimum's name)
     graphs: dict[str, Any] | None = None  # a multi-graph export: file name → that graph's report

@@ -3,7 +3,7 @@
 A `Restriction` says which op, under which condition, on which TensorRT versions
 (`since` <= version < `fixed_in`), in the parser's own words and where that was read. Each
 record has a detector: a function that looks at one node in its graph and says whether the
-condition holds (and what it saw). The static check (`export_gelu.compat`) reports every hit
+condition holds (and what it saw). The static check (`export_gelu.parse_check`) reports every hit
 for a profile; `fit_to_profile` rewrites the hits it has a rewrite for and refuses the rest
 (exit 3), naming the op, the condition and the versions that take it.
 

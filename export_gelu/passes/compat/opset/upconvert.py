@@ -5,7 +5,7 @@ What a target gains (`opset_goal`):
 - ONNX `Gelu` (opset 20), for targets that lower GELU to it (`onnx`, `trt10`, `trt11`), when
   the graph holds GELU sites the chosen `--gelu` form writes as `Gelu`;
 - `LayerNormalization` (opset 17), for targets that parse it (`onnx`, TensorRT 8.6+), when the
-  graph holds LayerNorms expanded into primitives (`layernorm_fuse`), which are then fused.
+  graph holds LayerNorms expanded into primitives (`layernorm/fuse.py`), which are then fused.
 
 The conversion is onnx's own version converter, then checked the way every rewrite is: the
 graph before and after runs in ONNX Runtime on the same feed and the outputs must agree.
@@ -22,10 +22,10 @@ from collections.abc import Mapping
 import numpy as np
 import onnx
 
-from export_gelu.compat import model_opset
 from export_gelu.errors import TargetUnmetError
 from export_gelu.graph.provenance import copy_provenance
 from export_gelu.onnx_weights import checkable
+from export_gelu.parse_check import model_opset
 from export_gelu.targets import TargetProfile
 from export_gelu.tolerances import rewrite_tolerance
 
@@ -51,7 +51,7 @@ def _gelu_sites(model: onnx.ModelProto) -> int:
 
 def _fuses_layernorm(model: onnx.ModelProto, profile: TargetProfile) -> int:
     """How many expanded LayerNorms `profile` would rather get fused (0: none, or no gain)."""
-    from export_gelu.passes.compat.layernorm_fuse import count_layernorms
+    from export_gelu.passes.compat.layernorm.fuse import count_layernorms
 
     if profile.runtime not in ("onnx", "trt") or not profile.supports("LayerNormalization") \
             or profile.opset < LAYERNORM_OPSET:
@@ -80,7 +80,7 @@ def opset_goal(model: onnx.ModelProto, profile: TargetProfile, form: str
 
 
 def _ir_version_for(opset: int, current: int) -> int:
-    from export_gelu.passes.compat.downconvert import ir_version_for_opset
+    from export_gelu.passes.compat.opset.downconvert import ir_version_for_opset
 
     return max(current, ir_version_for_opset(opset))
 
@@ -160,7 +160,7 @@ def convert_up(model: onnx.ModelProto, opset: int, feed: Mapping[str, np.ndarray
         new.ir_version = _ir_version_for(opset, model.ir_version)
         fused = 0
         if fuse_layernorm and opset >= LAYERNORM_OPSET:
-            from export_gelu.passes.compat.layernorm_fuse import fuse_layernorms
+            from export_gelu.passes.compat.layernorm.fuse import fuse_layernorms
 
             fused = fuse_layernorms(new)
         onnx.checker.check_model(checkable(new))

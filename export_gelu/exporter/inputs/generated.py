@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.inputs import DEFAULT_INT_RANGE, InputSpec, make_input
+from export_gelu.exporter.inputs.specs import DEFAULT_INT_RANGE, InputSpec, make_input
 
 TOKEN_IDS, MASK, TOKEN_TYPES, POSITIONS = "token ids", "attention mask", "token types", "positions"
 _TYPES = re.compile(r"(^|_)(token_type|segment)(_ids?)?$")

@@ -20,7 +20,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from export_gelu import graph as G
-from export_gelu.passes.compat.layernorm import expand_layernorm
+from export_gelu.passes.compat.layernorm.expand import expand_layernorm
 
 
 class CannotConvert(Exception):

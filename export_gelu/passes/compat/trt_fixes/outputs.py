@@ -12,7 +12,7 @@ import onnx_graphsurgeon as gs
 from onnx import TensorProto
 
 from export_gelu import graph as G
-from export_gelu.passes.compat.restriction_fix_registry import fix
+from export_gelu.passes.compat.trt_fixes.registry import fix
 
 
 def _reduce_mean(graph: gs.Graph, x: gs.Tensor, axes: list[int], base: str,

@@ -4,7 +4,7 @@ sharded or not; a pickled `.bin` only when pickles are allowed), the class its t
 Nothing in the folder runs as code unless pickles are allowed: a config whose `auto_map`
 names the folder's own Python modules (`trust_remote_code`) and `pytorch_model.bin` weights
 (a pickle) are refused otherwise. Every file a load reads (the folder's own, the shards an
-index names) must resolve inside the model's root (exporter/model_reads.py).
+index names) must resolve inside the model's root (exporter/model_files/model_reads.py).
 The model is built in float32 with eager attention (every opset and TensorRT version takes
 its math; `--precision` casts afterwards), in eval mode.
 """
@@ -21,8 +21,8 @@ from typing import Any
 
 from export_gelu.bounded_json import read_json
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.hf_tasks import ResolvedTask, resolve_task
-from export_gelu.exporter.model_reads import contained, model_root
+from export_gelu.exporter.hf.tasks import ResolvedTask, resolve_task
+from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.notes import Note
 
 HF_EXTRA = "pip install 'export-gelu[hf]'"

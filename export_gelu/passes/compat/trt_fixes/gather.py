@@ -1,5 +1,5 @@
 """The fixes for TensorRT restrictions, one function per restriction key (see
-`restriction_fixes.py` for the contract). This module holds the Gather-family fixes; the
+`apply.py` for the contract). This module holds the Gather-family fixes; the
 others live beside it by topic and are registered by the imports at the end."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import onnx_graphsurgeon as gs
 from onnx import TensorProto, helper
 
 from export_gelu import graph as G
-from export_gelu.passes.compat.restriction_fix_registry import fix
+from export_gelu.passes.compat.trt_fixes.registry import fix
 
 
 def _axis_dim(node: gs.Node, graph: gs.Graph) -> tuple[int | None, object]:
@@ -102,8 +102,8 @@ for _key in ("gather-bool-data", "gatherelements-bool-data", "gathernd-bool-data
 
 
 # The other fixes, by topic (importing them registers them).
-from export_gelu.passes.compat import (  # noqa: E402, F401
-    dtype_fixes,
-    output_fixes,
-    restriction_fix_inputs,
+from export_gelu.passes.compat.trt_fixes import (  # noqa: E402, F401
+    dtypes,
+    inputs,
+    outputs,
 )

@@ -26,16 +26,16 @@ from typing import Any
 import numpy as np
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter import hf_inputs as hi
-from export_gelu.exporter.hf_cache import (
+from export_gelu.exporter.hf import inputs as hi
+from export_gelu.exporter.hf.cache import (
     cache_parameter,
     dynamic_cache,
     encoder_decoder_cache,
     returned_cache,
     split_cache,
 )
-from export_gelu.exporter.hf_folder import FolderModel
-from export_gelu.exporter.hf_tasks import (
+from export_gelu.exporter.hf.folder import FolderModel
+from export_gelu.exporter.hf.tasks import (
     DECODER,
     DECODER_FILE,
     DECODER_WITH_PAST_FILE,
@@ -144,8 +144,8 @@ def given_inputs(fm: FolderModel, specs: list[str], npz: str | None
     torch tensors, checked against `forward()`'s parameters; None when neither is given."""
     import torch
 
-    from export_gelu.exporter.generated_inputs import generate_inputs
-    from export_gelu.exporter.inputs import load_npz, parse_input_spec
+    from export_gelu.exporter.inputs.generated import generate_inputs
+    from export_gelu.exporter.inputs.specs import load_npz, parse_input_spec
 
     if not specs and not npz:
         return None

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from export_gelu.passes.compat.attention import _emitter, _val
+from export_gelu.passes.compat.torchscript_export.attention import _emitter, _val
 
 aten = torch.ops.aten
 #: The in-place writes followed: `copy_(dst, src)` and `fill_(dst, value)`.

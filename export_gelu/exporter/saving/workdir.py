@@ -1,6 +1,6 @@
 """Where a big model's weights go between the exporter and the output: a hidden folder beside
 the output (same filesystem, so never a RAM-backed /tmp), named like a staging folder so a
-run killed with SIGKILL has it removed by the next save there (exporter/save.py)."""
+run killed with SIGKILL has it removed by the next save there (exporter/saving/save.py)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from export_gelu.bounded_json import parse_json
 from export_gelu.errors import BadInputError, one_line
-from export_gelu.exporter.detect import PROGRAM_CODE_MEMBERS, pickle_globals
+from export_gelu.exporter.model_files.detect import PROGRAM_CODE_MEMBERS, pickle_globals
 
 TRUST_HINT = ("pass --trust-model (alias --allow-pickle) only if you trust where the file "
               "came from")
@@ -176,7 +176,7 @@ def program_archive_findings(path: Path) -> list[Finding]:
 def _legacy_findings(path: Path) -> list[Finding]:
     """torch.export.load falls back to torch 2.7's layout, read with Python's zipfile: a
     `serialized_exported_program.json` at the archive's root (every copy is checked)."""
-    from export_gelu.exporter.program_json import program_json_problems
+    from export_gelu.exporter.model_files.program_json import program_json_problems
 
     findings: list[Finding] = []
     try:
@@ -214,7 +214,7 @@ def _json_record(reader: Any, name: str) -> tuple[Any, list[Finding]]:
 
 
 def _document_findings(reader: Any, name: str) -> list[Finding]:
-    from export_gelu.exporter.program_json import program_json_problems
+    from export_gelu.exporter.model_files.program_json import program_json_problems
 
     doc, findings = _json_record(reader, name)
     if doc is None:
@@ -223,7 +223,7 @@ def _document_findings(reader: Any, name: str) -> list[Finding]:
 
 
 def _config_findings(reader: Any, name: str) -> list[Finding]:
-    from export_gelu.exporter.program_json import dotted_name
+    from export_gelu.exporter.model_files.program_json import dotted_name
 
     config, findings = _json_record(reader, name)
     if config is None:

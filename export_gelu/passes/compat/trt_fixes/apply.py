@@ -1,7 +1,7 @@
 """Rewrites that take a graph out of a TensorRT restriction without changing its math.
 
 A fix is registered for a restriction key (`export_gelu.trt_parser.restriction_rows`) with
-`@fix(key)` (`restriction_fix_registry.py`; the fixes live in `restriction_fix_rows.py` and
+`@fix(key)` (`registry.py`; the fixes live in `gather.py` and
 the modules it imports). It gets the node that meets the condition and its graph (the one
 graph type of `export_gelu.graph`), and returns the nodes that replace it (made with
 `export_gelu.graph`'s `node`/`constant`/`clone`), or None when it cannot help (for example
@@ -22,8 +22,8 @@ import onnx_graphsurgeon as gs
 
 from export_gelu import graph as G
 from export_gelu.errors import TargetUnmetError
-from export_gelu.passes.compat import restriction_fix_rows  # noqa: F401 - registers the fixes
-from export_gelu.passes.compat.restriction_fix_registry import (  # noqa: F401 - re-exported
+from export_gelu.passes.compat.trt_fixes import gather  # noqa: F401 - registers the fixes
+from export_gelu.passes.compat.trt_fixes.registry import (  # noqa: F401 - re-exported
     EARLY,
     FIXES,
     GRAPH_FIXES,

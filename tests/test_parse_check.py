@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from export_gelu.compat import PLUGIN_OP, compatibility_table, incompatibilities
+from export_gelu.parse_check import PLUGIN_OP, compatibility_table, incompatibilities
 from export_gelu.targets import PROFILES
 from tests.conftest import run_cli
 

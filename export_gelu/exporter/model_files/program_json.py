@@ -1,5 +1,5 @@
 """Is a serialized ExportedProgram (an archive's models/*.json) free of text that torch would
-run? Read before `torch.export.load` sees it (exporter/containment.py).
+run? Read before `torch.export.load` sees it (exporter/model_files/containment.py).
 
 torch 2.13 builds Python from parts of that JSON and runs it (torch/_export/serde/
 serialize.py, torch/fx/graph.py, torch/export/_unlift.py):

@@ -1,5 +1,5 @@
 """Example inputs for a Hugging Face model, sized from its config and made by the realistic
-input generator (generated_inputs.py): token ids inside the vocabulary, padding masks, token
+input generator (inputs/generated.py): token ids inside the vocabulary, padding masks, token
 types 0 then 1, pixels and audio as noise at the size the config gives.
 
 Sizes read from the config (the text or vision sub-config of a two-tower model like CLIP):
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.exporter.generated_inputs import ModelHints, generate_inputs
-from export_gelu.exporter.inputs import InputSpec
+from export_gelu.exporter.inputs.generated import ModelHints, generate_inputs
+from export_gelu.exporter.inputs.specs import InputSpec
 
 BATCH = 2
 SEQUENCE = 16

@@ -17,7 +17,7 @@ from onnx import defs, helper
 
 from export_gelu import graph as G
 from export_gelu.errors import TargetUnmetError
-from export_gelu.passes.compat.adapters import ADAPTERS, CannotConvert, Step
+from export_gelu.passes.compat.opset.adapters import ADAPTERS, CannotConvert, Step
 
 
 def _schema(op: str, opset: int) -> defs.OpSchema | None:

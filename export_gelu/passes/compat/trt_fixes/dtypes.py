@@ -11,7 +11,7 @@ import onnx_graphsurgeon as gs
 from onnx import TensorProto, helper
 
 from export_gelu import graph as G
-from export_gelu.passes.compat.restriction_fix_registry import fix, graph_fix
+from export_gelu.passes.compat.trt_fixes.registry import fix, graph_fix
 from export_gelu.trt_parser.dtype_rows import attr_tensors, float32_exact_enough
 
 _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)

@@ -1,5 +1,5 @@
 """The registry of restriction fixes: `@fix(key)` and `@graph_fix(key)` (the contract is in
-`restriction_fixes.py`, which applies them)."""
+`apply.py`, which applies them)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.save import external_data_threshold
+from export_gelu.exporter.saving.save import external_data_threshold
 
 #: Room kept free beyond the estimate (the graph, the report, filesystem slack).
 DISK_MARGIN = 64 << 20
