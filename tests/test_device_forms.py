@@ -247,6 +247,11 @@ def test_misplaced_device_outputs_exit_2(forms_bundle, device_outputs, tmp_path)
     res = run_cli("verify", model, "--bundle", device_outputs, "--device-outputs",
                   device_outputs / "outputs" / "keep" / "outputs.json", "-o", tmp_path / "x.onnx")
     assert res.code == 2 and "-o writes the GELU form the device chose" in res.err
+    times = device_outputs / "outputs" / "keep" / "times.1.json"
+    for flags, message in ((["--localize"], "has no marked graph"),
+                           (["--device-times", str(times)], "drop --device-times")):
+        res = verify(model, device_outputs, *flags)
+        assert res.code == 2 and message in res.err, res.err
 
 
 # -- the rule, on its own --------------------------------------------------------------------
