@@ -81,6 +81,7 @@ def test_bundle_holds_one_graph_per_form_the_target_parses(forms_bundle):
     assert "CustomGeluPluginDynamic" in ops["plugin"] and "Erf" not in ops["plugin"]
     assert all(f["local"]["status"] == "passed" for f in forms.values())
     assert manifest["tolerances"]["atol"] == pytest.approx(1e-4)  # the choice's: fp32's
+    assert manifest["left_out"] == [] and manifest["rounds"] == 5
     assert not (bundle / "model.onnx").exists()
 
 
