@@ -27,6 +27,7 @@ from export_gelu.errors import ExportGeluError, failure_outcome  # noqa: E402
 from export_gelu.interrupts import handled_signals, work_begins  # noqa: E402
 from export_gelu.options import (  # noqa: E402
     COMPARE_TARGETS,
+    DEVICE_CHOICES,
     GELU_FORMS,
     ExportOptions,
     FormsOptions,
@@ -145,7 +146,7 @@ def add_check_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
     g.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
     g.add_argument("--threads", type=int, default=1, help="CPU threads for ORT and torch (1)")
-    g.add_argument("--device", choices=("cpu", "cuda"),
+    g.add_argument("--device", choices=DEVICE_CHOICES,
                    help="where the PyTorch reference and ONNX Runtime run: cpu, or cuda (ORT's "
                         "CUDA and TensorRT providers; needs onnxruntime-gpu). Default: cuda "
                         "when torch sees a GPU and ORT has its CUDA provider, else cpu")

@@ -179,6 +179,15 @@ def _check_precision(precision: str | None, optional: bool = False) -> None:
         raise BadInputError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
 
 
+#: `--device` values (check/devices.py runs them; whether CUDA is there is the machine's).
+DEVICE_CHOICES = ("cpu", "cuda")
+
+
+def _check_device(o: RunOptions) -> None:
+    if o.device is not None and o.device not in DEVICE_CHOICES:
+        raise BadInputError(f"--device {o.device!r}: choose one of {', '.join(DEVICE_CHOICES)}")
+
+
 def _check_threads(o: RunOptions) -> None:
     if o.threads < 1:
         raise BadInputError("--threads must be at least 1")
@@ -218,6 +227,7 @@ def _check_export(o: ExportOptions) -> Checked:
         raise TargetUnmetError(f"--opset {o.opset} is above {profile.name}'s ceiling "
                                f"{profile.opset_ceiling}")
     _check_threads(o)
+    _check_device(o)
     _check_runs(o, _WORDING["export"])
     _check_tolerances(o, _WORDING["export"])
     if o.opset is not None and o.opset < MIN_OPSET:
@@ -241,6 +251,7 @@ def _check_verify(o: VerifyOptions) -> Checked:
     from export_gelu.targets import resolve_target
 
     _check_threads(o)
+    _check_device(o)
     _check_runs(o, _WORDING["verify"])
     _check_precision(o.precision, optional=True)
     _check_tolerances(o, _WORDING["verify"])
@@ -253,6 +264,7 @@ def _check_verify(o: VerifyOptions) -> Checked:
 
 def _check_forms(o: FormsOptions) -> Checked:
     _check_threads(o)
+    _check_device(o)
     if o.iterations < 1:
         raise BadInputError("--iterations must be at least 1 to compare forms")
     bad = [f for f in o.forms if f not in COMPARED_FORMS]

@@ -56,7 +56,7 @@ def _record_if_big(state: RunState) -> None:
         return
     state.progress.step(f"running the reference ({state.reference.name}) before loading the "
                         "output")
-    feed = deployed_feed(state.feed, state.graph, state.run_precision)
+    feed = deployed_feed(state.feed, state.graph)
     state.reference = record_reference(state.reference, [feed], o.iterations, o.warmup)
     rep.notes.append(Note(IN_TURN_NOTE.format(reference=state.reference.name,
                                               output="the output"), "one-model-at-a-time"))
@@ -93,7 +93,7 @@ def _check_graph(state: RunState) -> None:
     """Parity (and latency) of the output in ONNX Runtime and in a TensorRT engine built
     here, against the reference, through the one checker."""
     o, rep = state.options, state.report
-    feed = deployed_feed(state.feed, state.graph, state.run_precision)
+    feed = deployed_feed(state.feed, state.graph)
     if plugin_nodes(state.graph):
         rep.notes.append(Note(STANDIN_NOTE.format(which="the output"), "plugin-standin"))
     runs = [] if state.run_precision == "bf16" else _ort_runs(state)
@@ -164,7 +164,7 @@ def check_shapes(state: RunState) -> None:
     shapes, failed = [], []
     for label, sizes in plan.points():
         feed = resolve_feed(state.loaded, plan.specs(sizes), None)
-        dep_feed = deployed_feed(feed, state.graph, state.options.precision)
+        dep_feed = deployed_feed(feed, state.graph)
         made = generated_inputs(feed)
         for name, how in made.items():
             rep.generated_inputs.setdefault(name, how)

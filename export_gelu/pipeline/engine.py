@@ -17,8 +17,7 @@ def trt_build(state: RunState) -> None:
     rep, profile, o = state.report, state.profile, state.options
     blocker = local_engine_blocker_of(profile)
     builder = installed_profile()
-    shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph,
-                                                            o.precision).items()}
+    shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph).items()}
     state.progress.step("building the TensorRT engine")
     loader = build_engine_loader(state.output, o.precision, shapes, list(state.dynamic.axes()),
                                  Path(o.engine) if o.engine else None, builder)

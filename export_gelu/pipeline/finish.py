@@ -18,7 +18,7 @@ def bundle(state: RunState) -> None:
     """output, feed, reference → the device bundle (`--bundle DIR`), noted in the report."""
     o, rep, profile = state.options, state.report, state.profile
     state.progress.step(f"writing the device bundle {o.bundle}")
-    feed = deployed_feed(state.feed, state.graph, o.precision)
+    feed = deployed_feed(state.feed, state.graph)
     reference = state.reference
     if reference is None:
         from export_gelu.check.reference import reference_runner

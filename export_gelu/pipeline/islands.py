@@ -38,7 +38,7 @@ def fix_overflow(state: RunState, recheck: Any) -> None:
     rep = state.report
     model = onnx.load(str(state.output))
     try:
-        sites = overflow_sites(model, deployed_feed(state.feed, model, "fp16"))
+        sites = overflow_sites(model, deployed_feed(state.feed, model))
         if not sites:
             return
         fixed, islands = with_islands(model, sites)

@@ -66,8 +66,7 @@ def _localize(state: RunState) -> None:
     if state.deployed is not None:  # verify
         path, feed = state.deployed.path, feed_for(state.deployed, state.feed)
     else:  # export: the graph just written
-        path, feed = Path(state.output), deployed_feed(state.feed, state.graph,
-                                                       state.run_precision)
+        path, feed = Path(state.output), deployed_feed(state.feed, state.graph)
     tol = state.tolerances
     if tol is None:
         from export_gelu.pipeline.checking import export_tolerances

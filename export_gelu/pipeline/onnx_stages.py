@@ -118,8 +118,7 @@ def _target_check(state: RunState) -> None:
                               f"{format_targets(takers)}", "trt-takers"))
     dplan = state.dynamic
     if dplan.dims:
-        shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph,
-                                                                state.options.precision).items()}
+        shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph).items()}
         check_dynamic(dplan.axes(), state.graph, shapes)
         rep.dynamic = {"dims": dplan.to_json(), "shapes": [],
                        "profile": [dataclasses.asdict(a) for a in dplan.axes()]}
