@@ -52,6 +52,7 @@ examples:
       --dynamic batch=1:8:32 --dynamic seq=1:128:512     # one export for every batch and length
   export-gelu model.onnx --dynamic batch=input_ids:0,attention_mask:0=1:8:32   # axes by index
   export-gelu model.pt --target trt8.2 --bundle jetson/   # build and check it on a Jetson
+  export-gelu model.pt --target trt8.6 --gelu auto --bundle forms/   # the device times every form
   export-gelu inspect model.onnx                         # which TensorRT versions take it
   export-gelu verify model.pt deployed.onnx --inputs real_batch.npz
   export-gelu model.pt --compare-forms                   # GELU forms: error vs PyTorch, latency
@@ -308,7 +309,9 @@ def verify_parser() -> argparse.ArgumentParser:
                "--load-outputs out.json\n"
                "  export-gelu verify model.pt model.onnx --target trt8.2 --bundle jetson/\n"
                "  export-gelu verify model.pt --bundle jetson/ --device-outputs "
-               "jetson/outputs.json --device-times jetson/times.json",
+               "jetson/outputs.json --device-times jetson/times.json\n"
+               "  export-gelu verify model.pt --bundle forms/ --device-outputs forms/outputs "
+               "-o best.onnx",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="the PyTorch model (any format export takes)")
     p.add_argument("deployed", metavar="DEPLOYED", nargs="?",

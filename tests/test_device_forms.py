@@ -81,6 +81,7 @@ def test_bundle_holds_one_graph_per_form_the_target_parses(forms_bundle):
     assert "CustomGeluPluginDynamic" in ops["plugin"] and "Erf" not in ops["plugin"]
     assert all(f["local"]["status"] == "passed" for f in forms.values())
     assert manifest["tolerances"]["atol"] == pytest.approx(1e-4)  # the choice's: fp32's
+    assert manifest["left_out"] == [] and manifest["rounds"] == 5
     assert not (bundle / "model.onnx").exists()
 
 
@@ -247,6 +248,11 @@ def test_misplaced_device_outputs_exit_2(forms_bundle, device_outputs, tmp_path)
     res = run_cli("verify", model, "--bundle", device_outputs, "--device-outputs",
                   device_outputs / "outputs" / "keep" / "outputs.json", "-o", tmp_path / "x.onnx")
     assert res.code == 2 and "-o writes the GELU form the device chose" in res.err
+    times = device_outputs / "outputs" / "keep" / "times.1.json"
+    for flags, message in ((["--localize"], "has no marked graph"),
+                           (["--device-times", str(times)], "drop --device-times")):
+        res = verify(model, device_outputs, *flags)
+        assert res.code == 2 and message in res.err, res.err
 
 
 # -- the rule, on its own --------------------------------------------------------------------

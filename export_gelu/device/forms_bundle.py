@@ -47,9 +47,10 @@ def _shared_fingerprint(manifest: dict[str, Any]) -> list[Any]:
 
 
 def write_forms_bundle(parts: Sequence[FormPart], out_dir: str | Path, *, atol: float,
-                       rtol: float) -> Path:
+                       rtol: float, left_out: Sequence[tuple[str, str]] = ()) -> Path:
     """Write the forms bundle of `parts` into `out_dir` (staged, then swapped into place).
-    `atol`/`rtol`: what verify judges every form's device outputs with (the choice's)."""
+    `atol`/`rtol`: what verify judges every form's device outputs with (the choice's);
+    `left_out`: (form, why) of the forms that could not be exported here."""
     from export_gelu.version import __version__
 
     if not parts:
@@ -87,6 +88,7 @@ def write_forms_bundle(parts: Sequence[FormPart], out_dir: str | Path, *, atol: 
         manifest["tool"] = f"export-gelu {__version__}"
         manifest["tolerances"] = {"atol": atol, "rtol": rtol}
         manifest["forms"] = rows
+        manifest["left_out"] = [{"form": f, "why": why} for f, why in left_out]
         manifest["rounds"] = fs.ROUNDS
         manifest["trtexec"] = {"warmup_ms": first["trtexec"]["warmup_ms"],
                                "iterations": first["trtexec"]["iterations"],

@@ -74,15 +74,16 @@ DEVICE_FORMS_VERIFY = (
     Stage("report", finish.write_report, timed_as=None),
 )
 
-#: `--compare-forms`: the model loaded once, a graph per form, checked and timed together.
+#: `--compare-forms`: the model loaded once, a graph per form, checked and timed together;
+#: with `--bundle DIR`, every form's graph in a device bundle too.
 COMPARE_FORMS = (
     Stage("plan", forms.plan_forms, timed_as=None),
     Stage("load", sources.load),
     Stage("inputs", forms.forms_inputs, timed_as="load"),
     Stage("forms", forms.compare_forms_stage),
+    Stage("bundle", forms_bundle.compare_forms_bundle, applies=_bundles_verified),
 )
 FORMS_REPORT = (*COMPARE_FORMS, Stage("calibration", forms.calibrate_forms),
-                Stage("bundle", forms_bundle.compare_forms_bundle, applies=_bundles_verified),
                 Stage("report", finish.write_report, timed_as=None))
 
 

@@ -129,6 +129,9 @@ def read_forms_run(state: RunState) -> None:
     if o.device_times:
         raise BadInputError("--device-times: each form's times are read from its folder under "
                             "--device-outputs; drop --device-times")
+    if o.localize:
+        raise BadInputError("--localize: a bundle of GELU forms has no marked graph; make a "
+                            "one-graph bundle of the form to localize (--gelu FORM --bundle)")
     check_model(manifest, bundle, state.model_path)
     npz = bundle / "inputs.npz"
     if not npz.is_file():

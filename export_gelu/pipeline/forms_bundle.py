@@ -82,7 +82,8 @@ def write_device_forms(state: RunState, base: ExportOptions, bundle_dir: str) ->
             raise ExportGeluError("no GELU form could be exported for the device bundle: "
                                   + "; ".join(f"{f}: {why}" for f, why in left_out))
         tol = resolve_tolerances(base.precision or "fp32", atol=base.atol, rtol=base.rtol)
-        out = write_forms_bundle(parts, bundle_dir, atol=tol.atol, rtol=tol.rtol)
+        out = write_forms_bundle(parts, bundle_dir, atol=tol.atol, rtol=tol.rtol,
+                                 left_out=left_out)
     return FormsBundle(out, parts, left_out)
 
 
