@@ -287,3 +287,35 @@ def test_a_new_bundle_replaces_the_forms_bundle_and_its_device_results(forms_bun
     assert res.code == 0, res.err + res.out
     assert (old / "model.onnx").is_file() and (old / "mine.txt").read_text() == "kept"
     assert not (old / "forms").exists() and not (old / "outputs").exists()
+
+
+def test_chosen_form_with_external_weights_is_written_beside_o_under_its_own_name(
+        forms_bundle, device_outputs, tmp_path):
+    """-o BEST.onnx of a form whose weights lie in a .data file in the bundle: BEST.onnx
+    references BEST.onnx.data (an existing file named like the bundle's is left alone), and
+    the written graph is the chosen one."""
+    model, _bundle = forms_bundle
+    ran = varied(device_outputs, tmp_path, {"keep": 1.0, "tanh": 0.5, "sigmoid": 0.9,
+                                            "plugin": 0.8})
+    graph = ran / "forms" / "tanh" / "model.onnx"
+    proto = onnx.load(str(graph))
+    onnx.save(onnx.load(str(graph)), str(graph), save_as_external_data=True,
+              location="model.onnx.data", size_threshold=0)
+    manifest_path = ran / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    entry = next(f for f in manifest["forms"] if f["form"] == "tanh")
+    entry["graph"]["sha256"] = sha(graph)
+    entry["graph"]["external_data"] = ["forms/tanh/model.onnx.data"]
+    manifest["files"] = sorted({*manifest["files"], "forms/tanh/model.onnx.data"})
+    manifest_path.write_text(json.dumps(manifest, indent=2))
+    (tmp_path / "model.onnx.data").write_bytes(b"the user's own file")
+    res = verify(model, ran, "--atol", ATOL, "-o", tmp_path / "best.onnx")
+    assert res.code == 0, res.err + res.out
+    assert "written to" in res.out and "(tanh)" in res.out
+    assert (tmp_path / "model.onnx.data").read_bytes() == b"the user's own file"
+    written = onnx.load(str(tmp_path / "best.onnx"))  # its weights read from best.onnx.data
+    assert (tmp_path / "best.onnx.data").is_file()
+    assert [n.op_type for n in written.graph.node] == [n.op_type for n in proto.graph.node]
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in written.graph.initializer}
+    for init in proto.graph.initializer:
+        np.testing.assert_array_equal(inits[init.name], onnx.numpy_helper.to_array(init))

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.atomic import commit_renames, staging_dir
+from export_gelu.atomic import written_file
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import feed_for, open_deployed
 from export_gelu.check.latency import summarize
@@ -38,7 +38,9 @@ from export_gelu.device.returned import (
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.exporter.inputs.specs import load_npz
+from export_gelu.exporter.saving.save import save_onnx_streaming
 from export_gelu.notes import Note
+from export_gelu.onnx_weights import load_graph
 from export_gelu.options import VerifyOptions
 from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
@@ -231,7 +233,8 @@ def _describe(state: RunState, table: DeviceForms, chosen: DeviceFormRow | None)
 
 @stage_io(reads=("device_forms", "options"), writes=())
 def write_chosen(state: RunState) -> None:
-    """-o BEST.onnx: the chosen form's graph (and its external data, same relative names)."""
+    """-o BEST.onnx: the chosen form's graph (its weights, when they lie beside it in the
+    bundle, in BEST.onnx.data: never under the bundle's file name, which might be taken)."""
     o, rep = _options(state), state.report
     assert rep is not None and o.output
     chosen = rep.forms.chosen if rep.forms is not None else None
@@ -240,14 +243,11 @@ def write_chosen(state: RunState) -> None:
         return
     run = state.device_forms[chosen.form]
     out = Path(o.output)
-    bundle = Path(o.bundle or "")
-    extra = [(bundle / rel, out.parent / Path(rel).name) for rel in run.external_data]
-    with staging_dir(out) as tmp:
-        moves = []
-        for src, dst in [*extra, (run.graph, out)]:
-            shutil.copyfile(src, tmp / dst.name)
-            moves.append((tmp / dst.name, dst))
-        commit_renames(moves, remove_first=[], remove_after=[])
+    if run.external_data:  # weights beside it: streamed into OUT.data, as an export writes them
+        save_onnx_streaming(load_graph(run.graph), out, external_data=True)
+    else:
+        with written_file(out) as staged:
+            shutil.copyfile(run.graph, staged)
     rep.output = str(out)
     rep.notes.append(Note(f"the chosen form's graph ({chosen.label}) written to {out}",
                           "chosen-written"))
