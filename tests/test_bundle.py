@@ -456,6 +456,14 @@ def test_export_summary_points_to_bundle_where_no_engine_can_be_built(tmp_path):
     assert res.code == 0, res.err
     line = next(ln for ln in res.out.splitlines() if ln.startswith("TensorRT:"))
     assert "--bundle DIR" in line
+    res = run_cli(src, "--target", "trt7.0", "--input", "x:4x16", "-o", tmp_path / "b.onnx",
+                  "--iterations", "0", "--bundle", tmp_path / "B", "--report", tmp_path / "r.json")
+    assert res.code == 0, res.err
+    line = next(ln for ln in res.out.splitlines() if ln.startswith("TensorRT:"))
+    bundle = f"the bundle in {tmp_path / 'B'}/"
+    assert line.endswith(f"; build and check it on the device with {bundle}"), line
+    trt = json.loads((tmp_path / "r.json").read_text())["trt"]
+    assert trt["device"].endswith(bundle) and "bundle" not in trt["reason"]
 
 
 def test_plugin_bundle_says_so_and_widens_the_tolerance(tmp_path):

@@ -111,5 +111,6 @@ def format_table(info: dict[str, Any]) -> str:
     elsewhere = [n for n, e in engines.items() if not e["here"] and not e["device_only"]]
     if elsewhere:
         lines.append(f"  engine here: no for {format_targets(elsewhere)}: "
-                     f"{engines[elsewhere[0]]['reason']}")
+                     f"{engines[elsewhere[0]]['reason']}; or build and check them on the "
+                     "device with --bundle DIR")
     return "\n".join(lines)

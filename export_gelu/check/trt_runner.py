@@ -41,12 +41,12 @@ def local_engine_blocker(trt_version: str) -> str | None:
     """
     if in_range(trt_version, fixed_in=POLYGRAPHY_MIN_TRT):
         return (f"TensorRT {trt_version} cannot be driven from here: polygraphy supports "
-                f"TensorRT {POLYGRAPHY_MIN_TRT} and newer only; build and check it on the "
-                "device with --bundle DIR")
-    why = trt_unavailable_reason()
-    if why:
-        return f"{why}; or build and check it on the device with --bundle DIR"
-    return None
+                f"TensorRT {POLYGRAPHY_MIN_TRT} and newer only")
+    return trt_unavailable_reason()
+
+
+#: What the report says instead of a local engine: the device route (report.trt["device"]).
+DEVICE_ROUTE = "build and check it on the device with --bundle DIR"
 
 
 def installed_profile() -> TargetProfile | None:

@@ -523,9 +523,8 @@ def reference_outputs(report: Any, make_runner: Any, feed: Mapping[str, np.ndarr
 def note_bundle(report: Any, out: Path, model_path: Path, target: str, trt_version: str) -> None:
     """Say where the bundle is and what to run; the skipped-engine reason points at it."""
     report.trt["bundle"] = str(out)
-    reason = report.trt.get("reason") or ""
-    if "--bundle DIR" in reason:
-        report.trt["reason"] = reason.replace("--bundle DIR", f"the bundle in {out}/")
+    if report.trt.get("device"):  # no engine here: the bundle is the device route taken
+        report.trt["device"] = f"build and check it on the device with the bundle in {out}/"
     report.notes.append(Note(
         f"device bundle for {target} written to {out}/: on the TensorRT {trt_version} box run "
         f"`sh run_on_device.sh` in it, copy outputs.json and times.json back into it, then "

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from export_gelu.check.devices import resolve_device
 from export_gelu.check.parity import skipped
-from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
+from export_gelu.check.trt_runner import (
+    DEVICE_ROUTE,
+    local_engine_blocker,
+    trt_unavailable_reason,
+)
 from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter.saving.weight_size import check_disk_for
 from export_gelu.notes import tagged
@@ -48,7 +52,8 @@ def plan_export(state: RunState) -> None:
                             "reason": f"target {state.profile.name} is not TensorRT"}
     elif why_not:
         state.report.trt = {"status": "skipped", "engine_here": False,
-                            "reason": local_engine_blocker_of(state.profile) or why_not}
+                            "reason": local_engine_blocker_of(state.profile) or why_not,
+                            "device": DEVICE_ROUTE}
 
 
 @stage_io(reads=("loaded", "output"), writes=())

@@ -165,7 +165,9 @@ def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -
         facts.append(("Generated inputs", "; ".join(f"`{n}`: {how}" for n, how
                                                     in rep.generated_inputs.items())))
     if rep.command != "verify":
-        facts.append(("TensorRT", f"{rep.trt.get('status')}: {rep.trt.get('reason') or ''}"))
+        device = f"; {rep.trt['device']}" if rep.trt.get("device") else ""
+        facts.append(("TensorRT", f"{rep.trt.get('status')}: {rep.trt.get('reason') or ''}"
+                                  f"{device}"))
     lines += [f"- **{k}**: {v}" for k, v in facts] + [""]
     lines += (_parity(rep) + _divergence(rep) + _latency(rep) + _forms(rep) + _sites(rep)
               + _calibration(rep))

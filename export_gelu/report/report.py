@@ -150,8 +150,9 @@ class Report:
             engine = self.trt.get("engine") or "in memory"
             lines.append(f"TensorRT: engine built ({engine}); parity above includes it")
         else:
+            device = f"; {self.trt['device']}" if self.trt.get("device") else ""
             lines.append(f"TensorRT: engine build and TensorRT parity skipped: "
-                         f"{self.trt.get('reason')}")
+                         f"{self.trt.get('reason')}{device}")
         lines += self._latency_lines()
         lines += self._calibration_lines()
         if self.forms is not None:
