@@ -203,7 +203,7 @@ def bound_threads(options: RunOptions) -> tuple[RunOptions, str | None]:
 
 def _check_export(o: ExportOptions) -> Checked:
     from export_gelu.exporter.dynamic import parse_dynamic_flag
-    from export_gelu.exporter.output_names import parse_output_names
+    from export_gelu.exporter.onnx_export.output_names import parse_output_names
     from export_gelu.targets import resolve_target
 
     names = parse_output_names(o.output_names)

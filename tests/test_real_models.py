@@ -278,7 +278,7 @@ def test_rename_outputs_copies_shared_and_passthrough_tensors() -> None:
     from onnx import TensorProto, helper
 
     from export_gelu.errors import BadInputError
-    from export_gelu.exporter.output_names import rename_outputs
+    from export_gelu.exporter.onnx_export.output_names import rename_outputs
 
     def vi(name: str) -> onnx.ValueInfoProto:
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, [2])

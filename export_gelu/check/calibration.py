@@ -142,7 +142,7 @@ def _capture(loaded: Any, args: tuple[Any, ...], plan: Any = None) -> tuple[Any,
     from export_gelu.exporter.capture import capture
 
     if loaded.exported is not None:
-        from export_gelu.exporter.to_onnx import quiet_exporter
+        from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
         with quiet_exporter():
             return copy_program(loaded.exported), ""
@@ -157,7 +157,7 @@ def gelu_input_ranges(loaded: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     from torch import fx
     from torch.utils._pytree import tree_leaves
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
     from export_gelu.passes.fx.canonicalize import canonicalize_gelus, scalar_constants
 
     if loaded.is_onnx:

@@ -129,7 +129,7 @@ def _from_program(program: Any, feed: Mapping[str, np.ndarray], wanted: set[str]
     from torch import fx
     from torch.utils._pytree import tree_leaves
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     with quiet_exporter():
         gm = program.module()

@@ -75,7 +75,7 @@ def _float32_program(program: Any) -> tuple[Any, int]:
     """An ExportedProgram in float32: its module cast, retargeted, and captured again."""
     import torch
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
     from export_gelu.passes.compat.precision.retarget import retarget_precision
 
     gm = program.module()

@@ -56,7 +56,7 @@ def from_memory(model: Any, args: Sequence[Any] | None = None,
     """An nn.Module or ExportedProgram, with its example inputs, as a LoadedModel."""
     import torch
 
-    from export_gelu.exporter.output_names import names_from_spec
+    from export_gelu.exporter.onnx_export.output_names import names_from_spec
 
     args, kwargs = tuple(args or ()), dict(kwargs or {})
     where = label(model)

@@ -289,9 +289,9 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     import torch
 
     from export_gelu.exporter.inputs.call_plan import example_tensors
-    from export_gelu.exporter.output_names import names_from_spec
+    from export_gelu.exporter.onnx_export.output_names import names_from_spec
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
     from export_gelu.exporter.pytree_types import register_archive_types
-    from export_gelu.exporter.to_onnx import quiet_exporter
 
     if detected.code_members and not allow_pickle:
         shown = ", ".join(detected.code_members[:3])

@@ -13,11 +13,11 @@ from export_gelu.exporter.capture import capture as capture_program
 from export_gelu.exporter.capture import cast_args, module_for_precision
 from export_gelu.exporter.fallback import export_with_fallback
 from export_gelu.exporter.model_dtype import feed_precision
-from export_gelu.exporter.model_names import apply_output_names, model_output_names
+from export_gelu.exporter.onnx_export.model_names import apply_output_names, model_output_names
+from export_gelu.exporter.onnx_export.to_onnx import DYNAMO_MIN_OPSET, prepare_program_for_opset
 from export_gelu.exporter.saving.save import external_data_threshold
 from export_gelu.exporter.saving.weight_size import module_weight_bytes
 from export_gelu.exporter.saving.workdir import exporting_weights_to, weights_workdir
-from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, prepare_program_for_opset
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.compat import (
     fit_module_precision,
