@@ -196,7 +196,7 @@ def test_missing_transformers_is_named_not_corrupt(saved_real, tmp_path: Path) -
     assert last.endswith("pip install transformers")
     assert not out.exists()
     # a fresh process, transformers installed but not imported: the archive's types are found
-    load = ("import sys; from export_gelu.exporter.load import load_model; "
+    load = ("import sys; from export_gelu.exporter.loading.load import load_model; "
             "m = load_model(sys.argv[1]); print(m.notes, m.output_names)")
     run = subprocess.run([sys.executable, "-c", load, str(hf)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)

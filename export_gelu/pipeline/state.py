@@ -31,7 +31,7 @@ class RunState:
     report: Report | None = None
 
     # -- load / inputs ---------------------------------------------------------------------
-    loaded: Any = None  # exporter.load.LoadedModel
+    loaded: Any = None  # exporter.loading.load.LoadedModel
     dynamic: Any = None  # exporter.dynamic.DynamicPlan
     feeds: list[Feed] = field(default_factory=list)  # forward() order; [0] is the main feed
     inputs_label: str = ""  # where the feeds came from, in words

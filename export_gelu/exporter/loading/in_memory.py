@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.load import LoadedModel, nonfinite_weights
+from export_gelu.exporter.loading.load import LoadedModel, nonfinite_weights
 from export_gelu.exporter.model_files.detect import ModelFormat
 from export_gelu.notes import Note
 
