@@ -81,7 +81,7 @@ def forms_inputs(state: RunState) -> None:
     """loaded → the feed every form is checked and timed on."""
     import torch
 
-    from export_gelu.exporter.feeds import generated_inputs, resolve_feed
+    from export_gelu.exporter.feeds.feeds import generated_inputs, resolve_feed
 
     if state.is_onnx:
         raise BadInputError(f"{state.model_path}: comparing GELU forms needs the PyTorch model "

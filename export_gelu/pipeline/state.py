@@ -32,7 +32,7 @@ class RunState:
 
     # -- load / inputs ---------------------------------------------------------------------
     loaded: Any = None  # exporter.loading.load.LoadedModel
-    dynamic: Any = None  # exporter.dynamic.DynamicPlan
+    dynamic: Any = None  # exporter.feeds.dynamic.DynamicPlan
     feeds: list[Feed] = field(default_factory=list)  # forward() order; [0] is the main feed
     inputs_label: str = ""  # where the feeds came from, in words
     real_inputs: bool = False  # the feeds are the user's data (--inputs), not generated
