@@ -292,7 +292,7 @@ def test_traced_dict_output_at_opset_13_on_the_dynamic_path(tmp_path: Path) -> N
 
 def test_refusal_names_the_op_the_opset_and_the_targets(tmp_path: Path) -> None:
     """The TorchScript exporter's own refusal, as the final message words it."""
-    from export_gelu.exporter.fallback import refusal_hint
+    from export_gelu.exporter.capture.fallback import refusal_hint
     from export_gelu.exporter.onnx_export.to_onnx import TargetUnmetError, export_to_onnx
 
     x = torch.randn(2, 8, 16)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.exporter.program_copy import copy_program
+from export_gelu.exporter.capture.program_copy import copy_program
 from export_gelu.passes.gelu_constants import SQRT_2_OVER_PI
 from export_gelu.passes.sites import GeluSite
 
@@ -139,7 +139,7 @@ def _site_input(node: Any) -> Any:
 
 
 def _capture(loaded: Any, args: tuple[Any, ...], plan: Any = None) -> tuple[Any, str]:
-    from export_gelu.exporter.capture import capture
+    from export_gelu.exporter.capture.capture import capture
 
     if loaded.exported is not None:
         from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter

@@ -26,7 +26,7 @@ from export_gelu.check.deployed import feed_for, open_deployed
 from export_gelu.check.devices import ready_runners, resolve_device
 from export_gelu.check.reference import model_runner
 from export_gelu.errors import BadInputError, ExportGeluError
-from export_gelu.exporter.program_copy import copy_program
+from export_gelu.exporter.capture.program_copy import copy_program
 from export_gelu.options import ExportOptions, FormsOptions, validate
 from export_gelu.pipeline.export_command import EXPORT, MAKE_GRAPH
 from export_gelu.pipeline.sources import export_inputs

@@ -4,7 +4,7 @@ inputs it runs on (flags, a `.npz`, the model's own examples, or generated)."""
 from __future__ import annotations
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.cast_down import cast_down_on_request
+from export_gelu.exporter.capture.cast_down import cast_down_on_request
 from export_gelu.exporter.feeds.dynamic import plan_dynamic, refuse_oversized_points
 from export_gelu.exporter.feeds.feeds import generated_inputs, resolve_feed
 from export_gelu.exporter.feeds.hf_dims import declared_plan

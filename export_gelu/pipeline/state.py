@@ -37,7 +37,7 @@ class RunState:
     inputs_label: str = ""  # where the feeds came from, in words
     real_inputs: bool = False  # the feeds are the user's data (--inputs), not generated
     call_plan: Any = None  # exporter.inputs.call_plan.CallPlan
-    cast: Any = None  # exporter.cast_down.CastDown, when a float64 model is cast down
+    cast: Any = None  # exporter.capture.cast_down.CastDown, when a float64 model is cast down
     reference_module: Any = None  # the untouched model parity compares against
     run_precision: str = "fp32"  # what parity runs in (fp64 for a float64 model)
 

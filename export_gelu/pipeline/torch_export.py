@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from export_gelu.errors import TargetUnmetError
-from export_gelu.exporter.capture import capture as capture_program
-from export_gelu.exporter.capture import cast_args, module_for_precision
-from export_gelu.exporter.fallback import export_with_fallback
+from export_gelu.exporter.capture.capture import capture as capture_program
+from export_gelu.exporter.capture.capture import cast_args, module_for_precision
+from export_gelu.exporter.capture.fallback import export_with_fallback
 from export_gelu.exporter.feeds import dynamic as dyn
 from export_gelu.exporter.loading.model_dtype import feed_precision
 from export_gelu.exporter.onnx_export.model_names import apply_output_names, model_output_names

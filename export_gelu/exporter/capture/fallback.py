@@ -93,7 +93,7 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
     via = ""
     if other == "dynamo" and program is None and _is_script(module):
         try:  # the dynamo exporter takes no ScriptModule: convert it first
-            from export_gelu.exporter.capture import script_program_with_axes
+            from export_gelu.exporter.capture.capture import script_program_with_axes
 
             program = script_program_with_axes(module, args, input_names, plan, dynamic_axes)
             module = None

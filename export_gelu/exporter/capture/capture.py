@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import torch
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.dynamic_capture import export_dynamic
+from export_gelu.exporter.capture.dynamic_capture import export_dynamic
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
