@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchmarks.common import Variant, compare_variants, conditions, load_average
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.feeds import check_onnx_feed, onnx_feed
+from export_gelu.exporter.feeds.feeds import check_onnx_feed, onnx_feed
 from export_gelu.exporter.inputs.specs import SPEC_HELP
 
 

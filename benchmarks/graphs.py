@@ -29,7 +29,7 @@ import torch
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
     """Silence exporter and optimizer chatter (prints, warnings, INFO logs)."""
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     names = ("onnxruntime", "onnxruntime.transformers", "fusion", "onnx_model", "optimizer")
     loggers = [logging.getLogger(n) for n in names]

@@ -28,8 +28,8 @@ import numpy as np
 def _graph(example: str, tmp: Path) -> tuple[Path, dict[str, np.ndarray]]:
     from examples.save_model import save
     from export_gelu import export
-    from export_gelu.exporter.feeds import resolve_feed
-    from export_gelu.exporter.load import load_model
+    from export_gelu.exporter.feeds.feeds import resolve_feed
+    from export_gelu.exporter.loading.load import load_model
 
     model = save(example, "exported", tmp / f"{example}.pt")
     out = tmp / f"{example}.onnx"

@@ -81,7 +81,7 @@ def _models() -> dict[str, tuple[object, tuple]]:
 def _export_dynamo18(module: object, args: tuple, path: Path) -> None:
     import torch
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     with quiet_exporter():
         torch.onnx.export(module, args, str(path), dynamo=True, opset_version=18,

@@ -11,7 +11,7 @@ from typing import Any
 
 from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.in_memory import from_memory, is_in_memory, without_cache
+from export_gelu.exporter.loading.in_memory import from_memory, is_in_memory, without_cache
 from export_gelu.options import (
     COMPARE_TARGETS,
     COMPARED_FORMS,

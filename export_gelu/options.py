@@ -147,7 +147,7 @@ class Checked:
     profile: Any = None  # targets.TargetProfile
     target_note: str = ""
     output_names: list[str] | None = None
-    dynamic: list[Any] = dataclasses.field(default_factory=list)  # exporter.dynamic.DimRange
+    dynamic: list[Any] = dataclasses.field(default_factory=list)  # exporter.feeds.dynamic.DimRange
     outputs: Any = None  # output_plan.OutputPlan: what the run writes, checked
     profiles: tuple[Any, ...] = ()  # inspect: the target profiles to judge the file for
     notes: tuple[str, ...] = ()  # what checking changed (a --threads clamped), for the report
@@ -213,8 +213,8 @@ def bound_threads(options: RunOptions) -> tuple[RunOptions, str | None]:
 
 
 def _check_export(o: ExportOptions) -> Checked:
-    from export_gelu.exporter.dynamic import parse_dynamic_flag
-    from export_gelu.exporter.output_names import parse_output_names
+    from export_gelu.exporter.feeds.dynamic import parse_dynamic_flag
+    from export_gelu.exporter.onnx_export.output_names import parse_output_names
     from export_gelu.targets import resolve_target
 
     names = parse_output_names(o.output_names)

@@ -97,7 +97,7 @@ EXPORTS = (("dynamo", 18), ("dynamo", 19), ("dynamo", 20), ("torchscript", 13),
 def _exported_bytes(exporter: str, opset: int) -> bytes:
     import torch
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     module = zoo_module()
     x = torch.randn(*SHAPE)

@@ -30,7 +30,7 @@ class ThreeGelus(nn.Module):
 
 @pytest.fixture(scope="module")
 def three_gelus(tmp_path_factory):
-    from export_gelu.exporter.load import load_model
+    from export_gelu.exporter.loading.load import load_model
 
     path = tmp_path_factory.mktemp("cal") / "three.pt"
     example = (torch.zeros(1, 6),)
@@ -80,7 +80,7 @@ def test_calibration_leaves_the_reference_model_untouched(three_gelus):
 
 
 def test_onnx_model_has_no_pytorch_graph_to_calibrate(saved_model, tmp_path):
-    from export_gelu.exporter.load import load_model
+    from export_gelu.exporter.loading.load import load_model
     from tests.conftest import run_cli
 
     out = tmp_path / "l.onnx"

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from export_gelu.exporter.to_onnx import export_to_onnx, prepare_program_for_opset
+from export_gelu.exporter.onnx_export.to_onnx import export_to_onnx, prepare_program_for_opset
 
 
 class Attention(nn.Module):

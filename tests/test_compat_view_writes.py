@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from export_gelu.exporter.to_onnx import export_to_onnx, prepare_program_for_opset
+from export_gelu.exporter.onnx_export.to_onnx import export_to_onnx, prepare_program_for_opset
 from tests.conftest import run_cli
 
 

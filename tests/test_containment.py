@@ -362,7 +362,7 @@ def test_members_differing_only_in_case_are_refused(tmp_path):
 
 
 def test_clean_torchscript_loads(saved_model):
-    from export_gelu.exporter.load import load_model
+    from export_gelu.exporter.loading.load import load_model
 
     loaded = load_model(saved_model("lstm", "torchscript"))
     assert loaded.format.value == "TorchScript" and not loaded.trusted

@@ -33,7 +33,7 @@ def onnx_inputs(session_cache) -> dict[str, Path]:
 
         from examples.models import build as build_example
         from examples.save_model import example_inputs
-        from export_gelu.exporter.to_onnx import quiet_exporter
+        from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
         for key, (name, dynamo, opset, _approx) in FILES.items():
             model = build_example(name)

@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.dynamic import DynamicPlan, parse_dynamic_flag, resolve_flags
-from export_gelu.exporter.dynamic_capture import export_dynamic
+from export_gelu.exporter.capture.dynamic_capture import export_dynamic
+from export_gelu.exporter.feeds.dynamic import DynamicPlan, parse_dynamic_flag, resolve_flags
 from tests.conftest import ROOT
 
 #: Two inputs named like `--input input_ids:batchxseq --input attention_mask:batchxseq`.

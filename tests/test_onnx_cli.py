@@ -30,7 +30,7 @@ def onnx_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     TorchScript 13 fp16."""
     import torch
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     d = tmp_path_factory.mktemp("onnx_in")
     x = torch.randn(2, 8, WIDTH)

@@ -164,7 +164,7 @@ def test_payload_is_live_so_the_refusal_means_something(case, tmp_path):
 
 def test_weights_only_is_tried_first_for_state_dicts(saved_model, tmp_path):
     """A state_dict loads without --allow-pickle (weights_only), also in the legacy format."""
-    from export_gelu.exporter.load import load_model
+    from export_gelu.exporter.loading.load import load_model
 
     model = torch.load(str(saved_model("lstm", "state_dict")), weights_only=True)
     legacy = tmp_path / "legacy.pt"
@@ -176,7 +176,7 @@ def test_weights_only_is_tried_first_for_state_dicts(saved_model, tmp_path):
 
 
 def test_training_checkpoint_nesting_a_state_dict_loads(saved_model, tmp_path):
-    from export_gelu.exporter.load import load_model
+    from export_gelu.exporter.loading.load import load_model
 
     state = torch.load(str(saved_model("lstm", "state_dict")), weights_only=True)
     ckpt = tmp_path / "ckpt.pt"
@@ -187,7 +187,7 @@ def test_training_checkpoint_nesting_a_state_dict_loads(saved_model, tmp_path):
 
 def test_pickled_module_message_names_its_classes_and_the_risk(saved_model):
     from export_gelu.errors import BadInputError
-    from export_gelu.exporter.load import load_model
+    from export_gelu.exporter.loading.load import load_model
 
     with pytest.raises(BadInputError) as err:
         load_model(saved_model("lstm", "pickle"))

@@ -178,7 +178,7 @@ def test_the_torchscript_export_is_unchanged_but_for_the_metadata():
     those the exporter writes without them."""
     import io
 
-    from export_gelu.exporter.to_onnx import export_to_onnx
+    from export_gelu.exporter.onnx_export.to_onnx import export_to_onnx
 
     module, x = _net(), _x()
     ours, used = export_to_onnx(module, (x,), ["x"], 17, exporter="torchscript")

@@ -196,7 +196,7 @@ def test_missing_transformers_is_named_not_corrupt(saved_real, tmp_path: Path) -
     assert last.endswith("pip install transformers")
     assert not out.exists()
     # a fresh process, transformers installed but not imported: the archive's types are found
-    load = ("import sys; from export_gelu.exporter.load import load_model; "
+    load = ("import sys; from export_gelu.exporter.loading.load import load_model; "
             "m = load_model(sys.argv[1]); print(m.notes, m.output_names)")
     run = subprocess.run([sys.executable, "-c", load, str(hf)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
@@ -278,7 +278,7 @@ def test_rename_outputs_copies_shared_and_passthrough_tensors() -> None:
     from onnx import TensorProto, helper
 
     from export_gelu.errors import BadInputError
-    from export_gelu.exporter.output_names import rename_outputs
+    from export_gelu.exporter.onnx_export.output_names import rename_outputs
 
     def vi(name: str) -> onnx.ValueInfoProto:
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, [2])

@@ -54,7 +54,7 @@ TARGETS: dict[tuple[str, ...], float] = {
 #: differs, and that is covered by the ExportedProgram cases): it is run once, on `trt`.
 #: T5's exported `onnx` and `trt8.2` runs are in tests/test_real_models.py.
 #: Swin as TorchScript (its trace returns a dict) converts to an ExportedProgram only with
-#: grad enabled (exporter/capture.py `script_to_program`), and dynamo cannot export that
+#: grad enabled (exporter/capture/capture.py `script_to_program`), and dynamo cannot export that
 #: program at opset 20, so `onnx`/`ort`/`trt` take the TorchScript exporter at opset 20
 #: (the note says so); its `trt` run covers that path.
 LEFT_OUT = {(n, "torchscript", t) for n in MODELS for t in ("onnx", "ort")} | \

@@ -173,7 +173,7 @@ def test_torchscript_failure_is_reported_by_its_cause(tmp_path: Path) -> None:
     """A traced model with an fp32 constant baked in, cast to half, fails in the TorchScript
     interpreter; the one-line message states the cause, not the interpreter's first line."""
     from export_gelu.errors import failure_outcome
-    from export_gelu.exporter.to_onnx import exporter_cause
+    from export_gelu.exporter.onnx_export.to_onnx import exporter_cause
 
     class TimeEmbedding(torch.nn.Module):
         def __init__(self) -> None:
@@ -292,8 +292,8 @@ def test_traced_dict_output_at_opset_13_on_the_dynamic_path(tmp_path: Path) -> N
 
 def test_refusal_names_the_op_the_opset_and_the_targets(tmp_path: Path) -> None:
     """The TorchScript exporter's own refusal, as the final message words it."""
-    from export_gelu.exporter.fallback import refusal_hint
-    from export_gelu.exporter.to_onnx import TargetUnmetError, export_to_onnx
+    from export_gelu.exporter.capture.fallback import refusal_hint
+    from export_gelu.exporter.onnx_export.to_onnx import TargetUnmetError, export_to_onnx
 
     x = torch.randn(2, 8, 16)
     with pytest.raises(TargetUnmetError) as caught:

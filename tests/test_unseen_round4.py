@@ -111,7 +111,7 @@ def test_an_invalid_exported_graph_is_refused_with_onnx_message() -> None:
     from onnx import TensorProto, helper
 
     from export_gelu.errors import TargetUnmetError
-    from export_gelu.exporter.to_onnx import refuse_invalid
+    from export_gelu.exporter.onnx_export.to_onnx import refuse_invalid
 
     axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
     graph = helper.make_graph([helper.make_node("Unsqueeze", ["x", "axes"], ["y"])], "g",

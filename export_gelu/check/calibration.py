@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.exporter.program_copy import copy_program
+from export_gelu.exporter.capture.program_copy import copy_program
 from export_gelu.passes.gelu_constants import SQRT_2_OVER_PI
 from export_gelu.passes.sites import GeluSite
 
@@ -139,10 +139,10 @@ def _site_input(node: Any) -> Any:
 
 
 def _capture(loaded: Any, args: tuple[Any, ...], plan: Any = None) -> tuple[Any, str]:
-    from export_gelu.exporter.capture import capture
+    from export_gelu.exporter.capture.capture import capture
 
     if loaded.exported is not None:
-        from export_gelu.exporter.to_onnx import quiet_exporter
+        from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
         with quiet_exporter():
             return copy_program(loaded.exported), ""
@@ -157,7 +157,7 @@ def gelu_input_ranges(loaded: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     from torch import fx
     from torch.utils._pytree import tree_leaves
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
     from export_gelu.passes.fx.canonicalize import canonicalize_gelus, scalar_constants
 
     if loaded.is_onnx:

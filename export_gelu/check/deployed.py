@@ -82,7 +82,7 @@ def describe_onnx(model: Any, path: Path) -> Deployed:
 
 
 def _open_onnx(path: Path) -> Deployed:
-    from export_gelu.exporter.load import check_external_data
+    from export_gelu.exporter.loading.load import check_external_data
     from export_gelu.onnx_file import read_structure
 
     check_external_data(path)  # ONNX Runtime will read it: its data stays in its folder

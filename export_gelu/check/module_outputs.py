@@ -83,7 +83,7 @@ def _from_hooks(root: Any, loaded: Any, feed: Mapping[str, np.ndarray], wanted: 
 
     from export_gelu.check.torch_runner import TorchRunner
     from export_gelu.exporter.inputs.call_plan import plan_for
-    from export_gelu.exporter.model_dtype import model_float_dtype
+    from export_gelu.exporter.loading.model_dtype import model_float_dtype
 
     seen: dict[str, ModuleOutput | None] = {}
 
@@ -129,7 +129,7 @@ def _from_program(program: Any, feed: Mapping[str, np.ndarray], wanted: set[str]
     from torch import fx
     from torch.utils._pytree import tree_leaves
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     with quiet_exporter():
         gm = program.module()

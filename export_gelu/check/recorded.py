@@ -25,7 +25,7 @@ def fits_beside_reference(onnx_path: Path) -> bool:
     """Whether the ONNX file `onnx_path` is small (its weights under the external-data
     threshold): a bigger one is loaded only after the reference ran and was freed, so the
     weights are held once whatever memory is free."""
-    from export_gelu.exporter.load import check_external_data
+    from export_gelu.exporter.loading.load import check_external_data
     from export_gelu.exporter.saving.save import external_data_threshold
     from export_gelu.exporter.saving.weight_size import file_bytes
 

@@ -16,7 +16,7 @@ from export_gelu.check.ort_runner import ort_runner, output_names
 def model_runner(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: Sequence[str],
                  threads: int, device: str = "cpu", *, module: Any = None,
                  onnx_name: str = "input-onnx") -> Any:
-    """A polygraphy runner for `loaded` (exporter.load.LoadedModel) whose outputs carry the
+    """A polygraphy runner for `loaded` (exporter.loading.load.LoadedModel) whose outputs carry the
     deployed graph's names `outputs`. `module`: the untouched module to run (default: the
     loaded model's own); an ONNX input runs in ONNX Runtime as `onnx_name`."""
     if loaded.is_onnx:
@@ -28,7 +28,7 @@ def model_runner(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: Seque
 
     from export_gelu.check.torch_runner import TorchRunner
     from export_gelu.exporter.inputs.call_plan import plan_for
-    from export_gelu.exporter.model_dtype import model_float_dtype
+    from export_gelu.exporter.loading.model_dtype import model_float_dtype
 
     torch.set_num_threads(threads)
     module = loaded.reference_module() if module is None else module

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from export_gelu.exporter.dynamic_axes import DynamicAxis, check_dynamic, parse_dynamic
+from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis, check_dynamic, parse_dynamic
 from export_gelu.targets import TargetProfile, installed_tensorrt_version
 from export_gelu.trt_parser.capability import POLYGRAPHY_MIN_TRT
 from export_gelu.trt_parser.versions import in_range

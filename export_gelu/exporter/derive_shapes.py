@@ -58,7 +58,7 @@ def export_references(exporter: str, opset: int) -> tuple[onnx.ModelProto, list[
     """One graph holding every reference formula, each on its own input (no shared CSE)."""
     import torch
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     formulas = reference_formulas()
 

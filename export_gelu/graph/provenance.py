@@ -11,7 +11,7 @@ own keys (torch 2.13, `torch/onnx/_internal/exporter/_core.py: _set_node_metadat
 
 Each list holds one entry per module from the model down, then the fx node (its name, its
 target). export-gelu writes the same keys, in the same format, on graphs from the
-TorchScript exporter (`exporter/scopes.py`) and keeps them through every pass
+TorchScript exporter (`exporter/onnx_export/scopes.py`) and keeps them through every pass
 (`graph/edit.py`). This module reads them, for a graphsurgeon node or a `NodeProto`; a graph
 without them (a foreign TorchScript export) is read from its node names (`/blocks.2/act/Mul_1`).
 """

@@ -16,7 +16,7 @@ from export_gelu.check.recorded import IN_TURN_NOTE, record_reference
 from export_gelu.check.reference import reference_runner
 from export_gelu.check.trt_runner import trt_runner
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.feeds import generated_inputs, resolve_feed
+from export_gelu.exporter.feeds.feeds import generated_inputs, resolve_feed
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.islands import finds_islands, fix_overflow

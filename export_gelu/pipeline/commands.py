@@ -110,7 +110,7 @@ def new_state(options: RunOptions, model: str | Path, progress: Progress | None 
               deployed: str | Path | None = None, loaded: Any = None) -> RunState:
     """A fresh state for `model` (and the artifact `deployed` that verify checks), its options
     checked first (exit 2/3 before any work). `loaded`: a model already in memory
-    (exporter/in_memory.py), exported as it is; `model` is then its label."""
+    (exporter/loading/in_memory.py), exported as it is; `model` is then its label."""
     _refuse_for_in_memory(options, loaded)
     checked = validate(options)
     options, threads_note = bound_threads(options)

@@ -26,7 +26,7 @@ from export_gelu.check.deployed import feed_for, open_deployed
 from export_gelu.check.devices import ready_runners, resolve_device
 from export_gelu.check.reference import model_runner
 from export_gelu.errors import BadInputError, ExportGeluError
-from export_gelu.exporter.program_copy import copy_program
+from export_gelu.exporter.capture.program_copy import copy_program
 from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, validate
 from export_gelu.pipeline.export_command import EXPORT, MAKE_GRAPH
 from export_gelu.pipeline.sources import export_inputs
@@ -89,7 +89,7 @@ def forms_inputs(state: RunState) -> None:
     """loaded → the feed every form is checked and timed on."""
     import torch
 
-    from export_gelu.exporter.feeds import generated_inputs, resolve_feed
+    from export_gelu.exporter.feeds.feeds import generated_inputs, resolve_feed
 
     if state.is_onnx:
         raise BadInputError(f"{state.model_path}: comparing GELU forms needs the PyTorch model "

@@ -10,9 +10,9 @@ from export_gelu import graph as one_graph
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.trt_runner import check_dynamic
 from export_gelu.errors import TargetUnmetError
-from export_gelu.exporter import dynamic as dyn
-from export_gelu.exporter.load import load_onnx_model
-from export_gelu.exporter.model_names import apply_output_names
+from export_gelu.exporter.feeds import dynamic as dyn
+from export_gelu.exporter.loading.load import load_onnx_model
+from export_gelu.exporter.onnx_export.model_names import apply_output_names
 from export_gelu.graph.provenance import name_scopes_from_names
 from export_gelu.notes import Note, tagged
 from export_gelu.parse_check import (

@@ -4,13 +4,13 @@ inputs it runs on (flags, a `.npz`, the model's own examples, or generated)."""
 from __future__ import annotations
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.cast_down import cast_down_on_request
-from export_gelu.exporter.dynamic import plan_dynamic, refuse_oversized_points
-from export_gelu.exporter.feeds import generated_inputs, resolve_feed
-from export_gelu.exporter.hf_dims import declared_plan
+from export_gelu.exporter.capture.cast_down import cast_down_on_request
+from export_gelu.exporter.feeds.dynamic import plan_dynamic, refuse_oversized_points
+from export_gelu.exporter.feeds.feeds import generated_inputs, resolve_feed
+from export_gelu.exporter.feeds.hf_dims import declared_plan
 from export_gelu.exporter.inputs.call_plan import ordered_feed, plan_for
-from export_gelu.exporter.load import load_model
-from export_gelu.exporter.model_dtype import feed_precision
+from export_gelu.exporter.loading.load import load_model
+from export_gelu.exporter.loading.model_dtype import feed_precision
 from export_gelu.notes import Note, tagged
 from export_gelu.options import ExportOptions
 from export_gelu.pipeline.stage import stage_io

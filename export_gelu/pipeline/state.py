@@ -31,13 +31,13 @@ class RunState:
     report: Report | None = None
 
     # -- load / inputs ---------------------------------------------------------------------
-    loaded: Any = None  # exporter.load.LoadedModel
-    dynamic: Any = None  # exporter.dynamic.DynamicPlan
+    loaded: Any = None  # exporter.loading.load.LoadedModel
+    dynamic: Any = None  # exporter.feeds.dynamic.DynamicPlan
     feeds: list[Feed] = field(default_factory=list)  # forward() order; [0] is the main feed
     inputs_label: str = ""  # where the feeds came from, in words
     real_inputs: bool = False  # the feeds are the user's data (--inputs), not generated
     call_plan: Any = None  # exporter.inputs.call_plan.CallPlan
-    cast: Any = None  # exporter.cast_down.CastDown, when a float64 model is cast down
+    cast: Any = None  # exporter.capture.cast_down.CastDown, when a float64 model is cast down
     reference_module: Any = None  # the untouched model parity compares against
     run_precision: str = "fp32"  # what parity runs in (fp64 for a float64 model)
 

@@ -8,16 +8,16 @@ from typing import Any
 import numpy as np
 
 from export_gelu.errors import TargetUnmetError
-from export_gelu.exporter import dynamic as dyn
-from export_gelu.exporter.capture import capture as capture_program
-from export_gelu.exporter.capture import cast_args, module_for_precision
-from export_gelu.exporter.fallback import export_with_fallback
-from export_gelu.exporter.model_dtype import feed_precision
-from export_gelu.exporter.model_names import apply_output_names, model_output_names
+from export_gelu.exporter.capture.capture import capture as capture_program
+from export_gelu.exporter.capture.capture import cast_args, module_for_precision
+from export_gelu.exporter.capture.fallback import export_with_fallback
+from export_gelu.exporter.feeds import dynamic as dyn
+from export_gelu.exporter.loading.model_dtype import feed_precision
+from export_gelu.exporter.onnx_export.model_names import apply_output_names, model_output_names
+from export_gelu.exporter.onnx_export.to_onnx import DYNAMO_MIN_OPSET, prepare_program_for_opset
 from export_gelu.exporter.saving.save import external_data_threshold
 from export_gelu.exporter.saving.weight_size import module_weight_bytes
 from export_gelu.exporter.saving.workdir import exporting_weights_to, weights_workdir
-from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, prepare_program_for_opset
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.compat import (
     fit_module_precision,
@@ -91,7 +91,7 @@ def _module_to_export(state: RunState) -> Any:
     loaded = state.loaded
     if (state.dynamic.ranged and loaded.format.value == "TorchScript"
             and state.module is loaded.module):
-        from export_gelu.exporter.load import load_script_module  # exporting a ScriptModule
+        from export_gelu.exporter.loading.load import load_script_module  # exporting a ScriptModule
 
         return load_script_module(loaded.path, loaded.trusted).eval()
         # leaves it (and its deep copies) failing under inference_mode; the reference keeps

@@ -29,8 +29,8 @@ from export_gelu.device.bundle import (
     write_bundle,
 )
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.feeds import generated_inputs, resolve_feed
-from export_gelu.exporter.load import load_model
+from export_gelu.exporter.feeds.feeds import generated_inputs, resolve_feed
+from export_gelu.exporter.loading.load import load_model
 from export_gelu.notes import Note
 from export_gelu.parse_check import model_opset, op_counts
 from export_gelu.passes.onnx import find_sites

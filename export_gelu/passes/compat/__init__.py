@@ -2,7 +2,7 @@
 
 Two hooks, called by the export pipeline:
 - (the torch-level rewrite an old opset needs, attention lowered for the TorchScript exporter,
-  is `exporter/to_onnx.py: prepare_program_for_opset`)
+  is `exporter/onnx_export/to_onnx.py: prepare_program_for_opset`)
   before export (attention, which the TorchScript exporter cannot emit below opset 14).
 - `fit_to_profile(model, profile)`: ONNX-level rewrites after the GELU passes, in order:
   LayerNormalization expansion (targets without it, or an opset below 17), IsNaN → Equal

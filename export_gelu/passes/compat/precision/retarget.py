@@ -102,7 +102,7 @@ def _cast_constant(gm: fx.GraphModule, target: str, dtype: torch.dtype,
 def retarget_precision(gm: fx.GraphModule, dtype: torch.dtype,
                        source: torch.dtype = torch.float32) -> int:
     """Retarget `source` (float32) literals, constants and dtype checks of `gm` to `dtype`,
-    in place (`source` float64: a float64 model cast down, `exporter/cast_down.py`).
+    in place (`source` float64: a float64 model cast down, `exporter/capture/cast_down.py`).
 
     Parameters and buffers are expected to be cast already (`module.to(dtype)`); returns the
     number of nodes and constants changed.

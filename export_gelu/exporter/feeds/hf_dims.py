@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from export_gelu.exporter.dynamic import DimRange, DynamicPlan, InputTemplate
+from export_gelu.exporter.feeds.dynamic import DimRange, DynamicPlan, InputTemplate
 from export_gelu.notes import Note
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.dynamic import (
+from export_gelu.exporter.feeds.dynamic import (
     DimRange,
     DynamicPlan,
     constraint_violation,

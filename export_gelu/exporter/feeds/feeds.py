@@ -30,7 +30,7 @@ from export_gelu.exporter.inputs.specs import (
     load_npz,
     parse_input_spec,
 )
-from export_gelu.exporter.load import LoadedModel
+from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.onnx_file import read_structure
 
 _ONNX_TO_NUMPY: dict[int, type] = {
@@ -204,7 +204,7 @@ def _given_feed(specs: list[str], npz: str | Path | None, float_dtype: np.dtype 
 
 def _model_float(loaded: LoadedModel) -> np.dtype | None:
     """float64 for a float64 torch model (its untyped `--input`s are made float64)."""
-    from export_gelu.exporter.model_dtype import is_float64
+    from export_gelu.exporter.loading.model_dtype import is_float64
 
     if loaded.is_onnx:
         return None

@@ -24,7 +24,7 @@ from typing import Any
 import onnx
 
 from export_gelu.errors import TargetUnmetError, is_world_fault
-from export_gelu.exporter.to_onnx import (
+from export_gelu.exporter.onnx_export.to_onnx import (
     DYNAMO_MIN_OPSET,
     export_to_onnx,
     exporter_cause,
@@ -93,7 +93,7 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
     via = ""
     if other == "dynamo" and program is None and _is_script(module):
         try:  # the dynamo exporter takes no ScriptModule: convert it first
-            from export_gelu.exporter.capture import script_program_with_axes
+            from export_gelu.exporter.capture.capture import script_program_with_axes
 
             program = script_program_with_axes(module, args, input_names, plan, dynamic_axes)
             module = None
@@ -106,7 +106,7 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
         try:
             source = program
             if other == "torchscript" and program is not None:
-                from export_gelu.exporter.to_onnx import prepare_program_for_torchscript
+                from export_gelu.exporter.onnx_export.to_onnx import prepare_program_for_torchscript
 
                 prepare_program_for_torchscript(program, other_opset)
             model, used = export_to_onnx(module if program is None else None, args, input_names,

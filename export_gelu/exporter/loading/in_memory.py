@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.load import LoadedModel, nonfinite_weights
+from export_gelu.exporter.loading.load import LoadedModel, nonfinite_weights
 from export_gelu.exporter.model_files.detect import ModelFormat
 from export_gelu.notes import Note
 
@@ -56,7 +56,7 @@ def from_memory(model: Any, args: Sequence[Any] | None = None,
     """An nn.Module or ExportedProgram, with its example inputs, as a LoadedModel."""
     import torch
 
-    from export_gelu.exporter.output_names import names_from_spec
+    from export_gelu.exporter.onnx_export.output_names import names_from_spec
 
     args, kwargs = tuple(args or ()), dict(kwargs or {})
     where = label(model)

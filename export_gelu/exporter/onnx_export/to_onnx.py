@@ -98,8 +98,8 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
                         ) -> onnx.ModelProto:
     import torch
 
+    from export_gelu.exporter.onnx_export.scopes import record_scopes, source_frames
     from export_gelu.exporter.saving.workdir import current_workdir
-    from export_gelu.exporter.scopes import record_scopes, source_frames
 
     folder = current_workdir()
     with contextlib.ExitStack() as stack:

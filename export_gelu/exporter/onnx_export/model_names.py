@@ -8,7 +8,11 @@ from typing import Any
 import onnx
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.output_names import names_from_spec, names_from_value, rename_outputs
+from export_gelu.exporter.onnx_export.output_names import (
+    names_from_spec,
+    names_from_value,
+    rename_outputs,
+)
 from export_gelu.notes import Note
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.dynamic_axes import DynamicAxis
+from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
 from export_gelu.onnx_file import read_structure
 
 FLAG_FORMS = "DIM=MIN:OPT:MAX, DIM=INPUT:AXIS[,INPUT:AXIS]=MIN:OPT:MAX or INPUT:AXIS=MIN:OPT:MAX"
@@ -637,7 +637,7 @@ def _module_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str],
 
 
 def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> DynamicPlan:
-    from export_gelu.exporter.feeds import onnx_graph_inputs
+    from export_gelu.exporter.feeds.feeds import onnx_graph_inputs
 
     model = read_structure(loaded.path)
     named = onnx_named_axes(model)
@@ -648,7 +648,7 @@ def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> Dyna
         plan.templates = [with_plan_names(_template_from_spec(s, split_named_dims(s)[1]),
                                            plan.dims) for s in specs]
     else:
-        from export_gelu.exporter.feeds import _ONNX_TO_NUMPY
+        from export_gelu.exporter.feeds.feeds import _ONNX_TO_NUMPY
 
         ranged = {key: d.name for d in plan.dims for key in d.axes}
         templates, unnamed = [], []

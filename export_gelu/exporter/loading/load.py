@@ -29,15 +29,15 @@ from types import ModuleType
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.model_files import containment
-from export_gelu.exporter.model_files.detect import Detected, ModelFormat, detect_format
-from export_gelu.exporter.model_files.model_reads import contained, model_root
-from export_gelu.exporter.user_code import (
+from export_gelu.exporter.loading.user_code import (
     defined_in,
     import_user_module,
     main_classes,
     main_pickle_module,
 )
+from export_gelu.exporter.model_files import containment
+from export_gelu.exporter.model_files.detect import Detected, ModelFormat, detect_format
+from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.fspaths import utf8_path
 
 PICKLE_RISK = (
@@ -289,9 +289,9 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     import torch
 
     from export_gelu.exporter.inputs.call_plan import example_tensors
-    from export_gelu.exporter.output_names import names_from_spec
-    from export_gelu.exporter.pytree_types import register_archive_types
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.loading.pytree_types import register_archive_types
+    from export_gelu.exporter.onnx_export.output_names import names_from_spec
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     if detected.code_members and not allow_pickle:
         shown = ", ".join(detected.code_members[:3])

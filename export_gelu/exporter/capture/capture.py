@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 import torch
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.dynamic_capture import export_dynamic
-from export_gelu.exporter.load import LoadedModel
-from export_gelu.exporter.to_onnx import quiet_exporter
+from export_gelu.exporter.capture.dynamic_capture import export_dynamic
+from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
 T = TypeVar("T")
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,

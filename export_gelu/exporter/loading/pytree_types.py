@@ -90,7 +90,7 @@ def _import_defining_module(type_name: str) -> str | None:
 
 def import_user_modules(modules: Sequence[str]) -> None:
     """`--import MODULE`: modules the user names, imported so their pytree types register."""
-    from export_gelu.exporter.user_code import import_user_module
+    from export_gelu.exporter.loading.user_code import import_user_module
 
     for module in modules:
         import_user_module(module)  # from the working directory, or a script's path

@@ -17,8 +17,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from export_gelu.exporter.load import LoadedModel
-from export_gelu.exporter.model_dtype import is_float64
+from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.model_dtype import is_float64
 
 _DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -75,7 +75,7 @@ def _float32_program(program: Any) -> tuple[Any, int]:
     """An ExportedProgram in float32: its module cast, retargeted, and captured again."""
     import torch
 
-    from export_gelu.exporter.to_onnx import quiet_exporter
+    from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
     from export_gelu.passes.compat.precision.retarget import retarget_precision
 
     gm = program.module()
