@@ -106,6 +106,12 @@ def beyond_noise(fast: Latency, slow: Latency) -> bool:
     return fast.spread_ms[1] < slow.spread_ms[0]
 
 
+def _median(row: DeviceFormRow) -> float:
+    """A timed row's median (the rows it is asked of were filtered for a latency)."""
+    assert row.latency is not None
+    return row.latency.median_ms
+
+
 def choose_device_form(table: DeviceForms) -> DeviceFormRow | None:
     """Mark and return the form chosen by the rule in the module docstring (None when no form
     built, passed and was timed); `table.choice` says why, in words."""
@@ -115,7 +121,7 @@ def choose_device_form(table: DeviceForms) -> DeviceFormRow | None:
         table.choice = ("device choice: none: no form built, passed parity and was timed"
                         + (f" (failed parity: {', '.join(failed)})" if failed else ""))
         return None
-    fastest = min(ready, key=lambda r: r.latency.median_ms)  # type: ignore[union-attr]
+    fastest = min(ready, key=_median)
     exact = next((r for r in ready if r.exact), None)
     chosen = fastest
     assert fastest.latency is not None
@@ -132,7 +138,7 @@ def choose_device_form(table: DeviceForms) -> DeviceFormRow | None:
                    "(spreads overlap)")
     chosen.chosen = True
     quicker = [r.label for r in table.rows if r.built and r.passed is False and r.latency
-               is not None and r.latency.median_ms < chosen.latency.median_ms]  # type: ignore
+               is not None and r.latency.median_ms < _median(chosen)]
     table.choice = f"device choice: {chosen.label}: {why}"
     if quicker:
         table.choice += f"; faster but failed parity on the device: {', '.join(quicker)}"

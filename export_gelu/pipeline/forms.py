@@ -178,8 +178,10 @@ def measure(state: RunState, result: FormsComparison) -> None:
 
 def _ratios_and_notes(result: FormsComparison, rows: list[FormRow]) -> None:
     fastest = result.fastest()
+    assert fastest.latency is not None  # fastest() picks among the measured rows
     for r in result.measured:
-        r.ratio = r.latency.median_ms / fastest.latency.median_ms  # type: ignore[union-attr]
+        assert r.latency is not None  # measured rows carry their latency
+        r.ratio = r.latency.median_ms / fastest.latency.median_ms
     exporters = {r.target: f"{r.target}: opset {r.opset}, {r.exporter} exporter" for r in rows}
     if len(exporters) > 1:
         result.notes.append("targets differ beyond GELU (" + "; ".join(exporters.values())

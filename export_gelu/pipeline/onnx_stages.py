@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import onnx
+
 from export_gelu import graph as one_graph
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.trt_runner import check_dynamic
@@ -76,9 +78,9 @@ FP32_ONNX_NOTE = ("the ONNX input is fp32 and stays fp32 (inputs and weights): -
                   "fp32")
 
 
-def _float32_inputs(model: object) -> bool:
+def _float32_inputs(model: onnx.ModelProto) -> bool:
     """Does the ONNX model take a float32 input?"""
-    return any(i.type.tensor_type.elem_type == 1 for i in model.graph.input)  # type: ignore[attr-defined]
+    return any(i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for i in model.graph.input)
 
 
 @stage_io(reads=("fx_sites", "graph", "gs_graph", "options", "profile"), writes=("gs_graph",))

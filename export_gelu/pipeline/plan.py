@@ -18,6 +18,7 @@ from export_gelu.output_plan import export_output
 from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
+from export_gelu.targets import TargetProfile
 
 
 @stage_io(reads=("checked", "device", "model_path", "options", "output", "profile"),
@@ -68,12 +69,12 @@ def builds_engine(state: RunState) -> bool:
     return wants_engine(state) and trt_unavailable_reason() is None
 
 
-def local_engine_blocker_of(profile: object) -> str | None:
+def local_engine_blocker_of(profile: TargetProfile | None) -> str | None:
     """Why no engine of the target's own TensorRT version can be built here (None: it can,
     or the target is not TensorRT)."""
-    if getattr(profile, "runtime", "") != "trt":
+    if profile is None or profile.runtime != "trt":
         return None
-    return local_engine_blocker(profile.trt_version)  # type: ignore[attr-defined]
+    return local_engine_blocker(profile.trt_version)
 
 
 def wants_engine(state: RunState) -> bool:
