@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -86,9 +87,9 @@ def _old_keywords(func: str, given: dict[str, Any], known: Sequence[str]) -> dic
 
 
 def _str(path: str | Path | None) -> str | None:
-    """A path keyword as the options records hold it (a string; their own __post_init__
-    would turn it into one as well)."""
-    return None if path is None else str(path)
+    """A path keyword as the options records hold it: a Path as a string; anything else as
+    given, so that a value of the wrong type (`output=3`) meets options.check_types."""
+    return str(path) if isinstance(path, os.PathLike) else path
 
 
 def _input_specs(func: str, input: Sequence[str] | str, inputs: Any) -> tuple[Any, Any]:
