@@ -117,3 +117,60 @@ def test_a_parametrized_module_is_baked_and_a_plain_computation_stays() -> None:
 
     gm = torch.export.export(Scaled(), (torch.randn(64),), strict=False).module()
     assert fold_weights(gm) == 0
+
+
+# --- DiT as TorchScript with --precision fp16 --------------------------------------------
+
+class _DiTCall(torch.nn.Module):
+    """DiT called as a user's trace calls it: latents, timestep, class labels."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.model(x, timestep=t, class_labels=y, return_dict=False)[0]
+
+
+def _tiny_dit() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    dit = diffusers.DiTTransformer2DModel(
+        num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=8,
+        num_layers=2, sample_size=8, patch_size=2, num_embeds_ada_norm=10)
+    return _DiTCall(dit).eval(), (torch.randn(1, 4, 8, 8), torch.tensor([3]), torch.tensor([1]))
+
+
+_DIT_INPUTS = ("--input", "x:1x4x8x8", "--input", "t:1:int64:0,9", "--input", "y:1:int64:0,9")
+
+
+@pytest.mark.slow
+def test_dit_torchscript_fp16_names_the_traced_dtype(tmp_path: Path) -> None:
+    model, args = _tiny_dit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.trace(model, args, strict=False).save(str(tmp_path / "dit.pt"))
+    out = tmp_path / "out.onnx"
+    res = run_cli(tmp_path / "dit.pt", "-o", out, "--precision", "fp16", *_DIT_INPUTS)
+    assert res.code == 3, res.err + res.out
+    line = res.err.strip().splitlines()[-1]
+    assert "the dtype traced into the ScriptModule is the cause" in line
+    assert "no exporter could export this model" not in line
+    assert "Traceback" not in res.err and not out.exists()
+    # the route the message offers works: the same model as an ExportedProgram, in fp16
+    pt2 = tmp_path / "dit.pt2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.export.save(torch.export.export(model, args, strict=False), str(pt2))
+    rep = tmp_path / "report.json"
+    res = run_cli(pt2, "-o", out, "--report", rep, "--precision", "fp16")
+    assert res.code == 0, res.err + res.out
+    assert res.report(rep)["parity"]["status"] == "passed"
+    fresh = (torch.randn(1, 4, 8, 8), torch.tensor([7]), torch.tensor([4]))
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    feed = {i.name: (a.half() if a.is_floating_point() else a).numpy()
+            for i, a in zip(session.get_inputs(), fresh)}
+    got = session.run(None, feed)[0].astype(np.float64)
+    with torch.no_grad():
+        ref = model(*fresh).double().numpy()
+    assert np.abs(got - ref).max() < 2e-2 * max(1.0, float(np.abs(ref).max()))

@@ -110,6 +110,8 @@ def _fold_graph(gm: fx.GraphModule) -> int:
 def fold_weights(module: Any) -> int:
     """`module` (a copy about to be cast to fp16/bf16) with its weights computed from
     weights made plain, in its current (float32) precision, in place; the number made."""
+    if isinstance(module, torch.jit.ScriptModule):
+        return 0  # its graph is fixed by its trace
     if isinstance(module, fx.GraphModule):
         return _fold_graph(module) + _bake_parametrizations(module)
     if isinstance(module, torch.nn.Module):
