@@ -174,3 +174,110 @@ def test_dit_torchscript_fp16_names_the_traced_dtype(tmp_path: Path) -> None:
     with torch.no_grad():
         ref = model(*fresh).double().numpy()
     assert np.abs(got - ref).max() < 2e-2 * max(1.0, float(np.abs(ref).max()))
+
+
+# --- folders: image and audio sizes dynamic where the model takes them ---------------------
+
+def _folder_export(tmp_path: Path, folder: Path, *extra: str) -> tuple[int, dict, Path, str]:
+    out, rep = tmp_path / f"{folder.name}.onnx", tmp_path / f"{folder.name}.json"
+    res = run_cli(folder, "-o", out, "--report", rep, "--iterations", "0",
+                  *(extra or ("--target", "trt")))
+    report = res.report(rep) if rep.exists() else {}
+    return res.code, report, out, res.err
+
+
+def _input_dims(graph: Path) -> dict[str, list[int | str]]:
+    import onnx
+
+    model = onnx.load(str(graph), load_external_data=False)
+    return {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+            for i in model.graph.input}
+
+
+def _convnext_folder(folder: Path) -> torch.nn.Module:
+    """A tiny ConvNeXt (no position table: any image size) with an image processor that
+    crops to 24 px, not the config's 32."""
+    import json
+
+    torch.manual_seed(0)
+    model = transformers.ConvNextModel(transformers.ConvNextConfig(
+        num_channels=3, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1], image_size=32))
+    model.eval().save_pretrained(str(folder))
+    (folder / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "ConvNextImageProcessor", "do_center_crop": True,
+         "crop_size": {"height": 24, "width": 24}, "size": {"shortest_edge": 28}}))
+    return model
+
+
+@pytest.mark.slow
+def test_folder_image_size_is_dynamic_where_the_model_takes_any(tmp_path: Path) -> None:
+    model = _convnext_folder(tmp_path / "convnext")
+    code, report, out, err = _folder_export(tmp_path, tmp_path / "convnext")
+    assert code == 0, err
+    assert _input_dims(out) == {"pixel_values": ["batch_size", 3, "height", "width"]}
+    dims = {d["name"]: d for d in report["dynamic"]["dims"]}
+    assert set(dims) == {"batch_size", "height", "width"}
+    # half of 24 would shrink the last stage to one pixel: torch.export's narrower range
+    assert (dims["height"]["min"], dims["height"]["opt"], dims["height"]["max"]) == (16, 24, 48)
+    shapes = report["dynamic"]["shapes"]
+    assert [s["label"] for s in shapes] == ["opt", "min", "odd", "max"]
+    assert all(s["onnxruntime"]["status"] == "passed" for s in shapes), shapes
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    for shape in [(1, 3, 17, 17), (3, 3, 40, 28), (8, 3, 48, 48)]:  # none of them checked
+        x = torch.randn(*shape)
+        got = session.run(None, {"pixel_values": x.numpy()})[0]
+        with torch.no_grad():
+            ref = model(pixel_values=x).last_hidden_state.numpy()
+        assert got.shape == ref.shape and np.abs(got - ref).max() < 1e-4, shape
+    # below opset 18 (TensorRT 8.6: opset 17) the TorchScript exporter would have to keep
+    # them: the sizes stay, and the note says why
+    code, report, out, err = _folder_export(tmp_path, tmp_path / "convnext", "--target", "trt8.6")
+    assert code == 0, err
+    assert _input_dims(out) == {"pixel_values": ["batch_size", 3, 24, 24]}
+    static = [n["message"] for n in report["notes"] if n["code"] == "static-size"]
+    assert len(static) == 1 and "opset 17 is below 18" in static[0], static
+
+
+@pytest.mark.slow
+def test_folder_image_size_stays_where_the_position_table_fixes_it(tmp_path: Path) -> None:
+    from examples.hf_folders import save_folder
+
+    folder = save_folder("vit", tmp_path / "vit")
+    code, report, out, err = _folder_export(tmp_path, folder)
+    assert code == 0, err
+    assert _input_dims(out) == {"pixel_values": ["batch_size", 3, 32, 32]}
+    static = [n["message"] for n in report["notes"] if n["code"] == "static-size"]
+    assert len(static) == 1 and "pixel_values keeps its example size" in static[0]
+    assert "doesn't match model" in static[0]  # ViT's own refusal of 16 px, quoted
+    assert report["parity"]["status"] == "passed"
+
+
+@pytest.mark.slow
+def test_folder_audio_length_is_dynamic_and_read_from_the_processor(tmp_path: Path) -> None:
+    import json
+
+    from examples.hf_folders import save_folder
+
+    folder = save_folder("wav2vec2", tmp_path / "w2v")
+    (folder / "preprocessor_config.json").write_text(json.dumps(
+        {"feature_extractor_type": "Wav2Vec2FeatureExtractor", "sampling_rate": 8000,
+         "feature_size": 1}))
+    code, report, out, err = _folder_export(tmp_path, folder)
+    assert code == 0, err
+    assert _input_dims(out)["input_values"] == ["batch_size", "sequence_length"]
+    dims = {d["name"]: d for d in report["dynamic"]["dims"]}
+    assert dims["sequence_length"]["opt"] == 2000  # a quarter second at 8 kHz
+    assert all(s["onnxruntime"]["status"] == "passed" for s in report["dynamic"]["shapes"])
+
+
+def test_folder_processor_config_outside_the_folder_is_refused(tmp_path: Path) -> None:
+    from examples.hf_folders import save_folder
+
+    folder = save_folder("vit", tmp_path / "vit")
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text('{"crop_size": {"height": 8, "width": 8}}')
+    (folder / "preprocessor_config.json").symlink_to(outside)
+    code, _, out, err = _folder_export(tmp_path, folder)
+    assert code == 2, err
+    assert "preprocessor_config.json" in err and "outside the model's folder" in err
+    assert not out.exists()
