@@ -49,12 +49,14 @@ demo: $(STAMP)
 	@echo "  . $(VENV)/bin/activate"
 	@echo "  export-gelu $(DEMO)/model.pt --target trt8.2"
 
-# The whole suite, one worker per core (pytest-xdist), after ruff and the import contracts
-# (import-linter, setup.cfg). CI runs this. Models the tests build are kept between runs in
-# .pytest_cache (docs/testing.md); `make clean` drops them.
+# The whole suite, one worker per core (pytest-xdist), after ruff, the import contracts
+# (import-linter, setup.cfg) and the type checker (mypy, setup.cfg). CI runs this. Models
+# the tests build are kept between runs in .pytest_cache (docs/testing.md); `make clean`
+# drops them.
 test: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 	$(PY) -m pytest -q -rs -n auto
 
 # Everything not marked `slow` (written marks, each naming the fast test that pins the same
@@ -64,6 +66,7 @@ FAST_FUZZ_EXAMPLES ?= 60
 test-fast: $(STAMP)
 	$(PY) -m ruff check export_gelu tests examples benchmarks
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 	EXPORT_GELU_FUZZ_EXAMPLES=$(FAST_FUZZ_EXAMPLES) $(PY) -m pytest -q -rs -n auto -m "not slow"
 
 # The GPU tests (pytest markers `trt` and `gpu`). On a machine with a CUDA GPU (nvidia-smi):

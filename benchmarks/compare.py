@@ -29,7 +29,7 @@ from pathlib import Path
 from benchmarks.common import Variant, compare_variants, conditions, load_average
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds import check_onnx_feed, onnx_feed
-from export_gelu.exporter.inputs import SPEC_HELP
+from export_gelu.exporter.inputs.specs import SPEC_HELP
 
 
 def _labels(paths: list[Path]) -> list[str]:

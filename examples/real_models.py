@@ -126,7 +126,7 @@ KEYWORD_INPUTS: dict[str, list[str]] = {
 
 def example_kwargs(name: str) -> dict[str, torch.Tensor]:
     """Keyword example inputs, as `KEYWORD_INPUTS` describes them (fixed seed)."""
-    from export_gelu.exporter.inputs import make_inputs, parse_input_spec
+    from export_gelu.exporter.inputs.specs import make_inputs, parse_input_spec
 
     dtype = torch.float64 if name == "float64_mlp" else None
     arrays = make_inputs([parse_input_spec(s) for s in KEYWORD_INPUTS[name]])

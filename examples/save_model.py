@@ -41,7 +41,7 @@ DYNAMIC_RANGES = {"batch": (1, 8), "seq": (1, 64)}
 
 def example_inputs(name: str) -> tuple[torch.Tensor, ...]:
     """The example's inputs, generated exactly as `--input <its spec>` would generate them."""
-    from export_gelu.exporter.inputs import make_inputs, parse_input_spec
+    from export_gelu.exporter.inputs.specs import make_inputs, parse_input_spec
 
     arrays = make_inputs([parse_input_spec(EXAMPLES[name].input_spec)])
     return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays.values())
@@ -49,8 +49,8 @@ def example_inputs(name: str) -> tuple[torch.Tensor, ...]:
 
 def keyword_inputs(name: str) -> dict[str, torch.Tensor]:
     """A keyword example's inputs at CAPTURE, made as export-gelu makes inputs by role."""
-    from export_gelu.exporter.generated_inputs import ModelHints, generate_inputs
-    from export_gelu.exporter.inputs import InputSpec
+    from export_gelu.exporter.inputs.generated import ModelHints, generate_inputs
+    from export_gelu.exporter.inputs.specs import InputSpec
 
     _build, inputs = KEYWORD_EXAMPLES[name]
     requests = [InputSpec(n, tuple(CAPTURE.get(d, d) for d in dims),

@@ -23,9 +23,10 @@ from export_gelu.options import (
     VerifyOptions,
 )
 from export_gelu.output_plan import default_output
-from export_gelu.pipeline import forms
+from export_gelu.pipeline import forms, forms_bundle
 from export_gelu.pipeline.commands import (
     COMPARE_FORMS,
+    DEVICE_FORMS_VERIFY,
     DEVICE_VERIFY,
     EXPORT,
     FORMS_REPORT,
@@ -84,6 +85,12 @@ def _old_keywords(func: str, given: dict[str, Any], known: Sequence[str]) -> dic
     return renamed
 
 
+def _str(path: str | Path | None) -> str | None:
+    """A path keyword as the options records hold it (a string; their own __post_init__
+    would turn it into one as well)."""
+    return None if path is None else str(path)
+
+
 def _input_specs(func: str, input: Sequence[str] | str, inputs: Any) -> tuple[Any, Any]:
     """(--input specs, --inputs file). `inputs` a list of specs is the old spelling of `input`
     (DeprecationWarning); a string or path is the file `--inputs` names."""
@@ -138,13 +145,15 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
         inputs = _old_keywords("export", renamed, known).get("inputs", inputs)
     specs, inputs_npz = _input_specs("export", input, inputs)
     opts = options or ExportOptions(
-        target=target, output=output, gelu=gelu, opset=opset, inputs=specs,
-        inputs_npz=inputs_npz, precision=precision, engine=engine, report=report,
-        report_md=report_md, atol=atol, rtol=rtol, verify=verify,
+        target=target, output=_str(output), gelu=gelu, opset=opset, inputs=specs,
+        inputs_npz=inputs_npz, precision=precision, engine=_str(engine), report=_str(report),
+        report_md=_str(report_md), atol=atol, rtol=rtol, verify=verify,
         allow_pickle=allow_pickle or trust_model, model_factory=model_factory,
         threads=threads, iterations=iterations, warmup=warmup, require_trt=require_trt,
-        dynamic=dynamic, static=static, device=device, bundle=bundle,
-        output_names=output_names, imports=imports, cast_down=cast_down, task=task,
+        dynamic=tuple(dynamic), static=static, device=device, bundle=_str(bundle),
+        output_names=(output_names if output_names is None or isinstance(output_names, str)
+                      else tuple(output_names)),
+        imports=tuple(imports), cast_down=cast_down, task=task,
         localize=localize)
     if not is_in_memory(model):
         if args is not None or kwargs is not None:
@@ -183,8 +192,8 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
            save_outputs: str | Path | None = None, calibration: bool = True,
            bundle: str | Path | None = None, target: str = "trt",
            device_outputs: str | Path | None = None, device_times: str | Path | None = None,
-           localize: bool = False, options: VerifyOptions | None = None,
-           progress: Progress | None = None,
+           localize: bool = False, output: str | Path | None = None,
+           options: VerifyOptions | None = None, progress: Progress | None = None,
            **renamed: Any) -> Report:
     """Check DEPLOYED (an ONNX file or a TensorRT engine) against MODEL; return the report.
 
@@ -208,13 +217,19 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
     opts = options or VerifyOptions(
         inputs=specs, inputs_file=inputs_file, precision=precision, atol=atol, rtol=rtol,
         allow_pickle=allow_pickle or trust_model, model_factory=model_factory,
-        imports=imports, task=task, threads=threads, iterations=iterations, warmup=warmup,
-        device=device, report=report, report_md=report_md, save_inputs=save_inputs,
-        save_outputs=save_outputs, calibrate=calibration, bundle=bundle, bundle_target=target,
-        device_outputs=device_outputs, device_times=device_times, localize=localize)
+        imports=tuple(imports), task=task, threads=threads, iterations=iterations,
+        warmup=warmup, device=device, report=_str(report), report_md=_str(report_md),
+        save_inputs=_str(save_inputs), save_outputs=_str(save_outputs), calibrate=calibration,
+        bundle=_str(bundle), bundle_target=target, device_outputs=_str(device_outputs),
+        device_times=_str(device_times), localize=localize, output=_str(output))
     if opts.device_outputs is None and deployed is None:
         raise BadInputError("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
-    stages = DEVICE_VERIFY if opts.device_outputs else VERIFY
+    stages = (DEVICE_FORMS_VERIFY if opts.device_outputs and Path(opts.device_outputs).is_dir()
+              else DEVICE_VERIFY if opts.device_outputs else VERIFY)
+    if opts.output and stages is not DEVICE_FORMS_VERIFY:
+        raise BadInputError("-o writes the GELU form the device chose: it needs a bundle of "
+                            "forms and the folder its device wrote (--bundle DIR "
+                            "--device-outputs DIR/outputs)")
     if not is_in_memory(model):
         if args is not None or kwargs is not None:
             raise BadInputError("args= and kwargs= are the example inputs of an in-memory "
@@ -250,7 +265,12 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
     model is loaded once for both."""
     new_state(dataclasses.replace(options, gelu="keep"), model)  # checked before measuring
     compared = run_stages(COMPARE_FORMS, new_state(forms.auto_options(options), model, progress))
-    rep = forms.best_form_export(compared, options).report
+    rep = forms.best_form_export(compared, dataclasses.replace(options, bundle=None)).report
+    assert rep is not None  # an export run always ends with its report
+    if options.bundle:  # every form, for the device to time: verify --device-outputs chooses
+        written = forms_bundle.write_device_forms(compared, options, options.bundle)
+        forms_bundle.note_forms_bundle(rep, written, Path(model))
+        rep.options = {**(rep.options or {}), "bundle": options.bundle}
     write_reports(rep, options.report, options.report_md)
     return rep
 

@@ -25,10 +25,18 @@ from typing import Any, NoReturn, TypeVar  # noqa: E402
 from export_gelu import __version__  # noqa: E402
 from export_gelu.errors import ExportGeluError, failure_outcome  # noqa: E402
 from export_gelu.interrupts import handled_signals, work_begins  # noqa: E402
-from export_gelu.options import COMPARE_TARGETS, ExportOptions, FormsOptions, VerifyOptions  # noqa: E402
+from export_gelu.options import (  # noqa: E402
+    COMPARE_TARGETS,
+    DEVICE_CHOICES,
+    GELU_FORMS,
+    ExportOptions,
+    FormsOptions,
+    RunOptions,
+    VerifyOptions,
+)
 from export_gelu.targets import TARGET_NAMES  # noqa: E402
 
-T = TypeVar("T")
+T = TypeVar("T", bound=RunOptions)
 
 EXPORT_EXAMPLES = """\
 examples:
@@ -44,6 +52,7 @@ examples:
       --dynamic batch=1:8:32 --dynamic seq=1:128:512     # one export for every batch and length
   export-gelu model.onnx --dynamic batch=input_ids:0,attention_mask:0=1:8:32   # axes by index
   export-gelu model.pt --target trt8.2 --bundle jetson/   # build and check it on a Jetson
+  export-gelu model.pt --target trt8.6 --gelu auto --bundle forms/   # the device times every form
   export-gelu inspect model.onnx                         # which TensorRT versions take it
   export-gelu verify model.pt deployed.onnx --inputs real_batch.npz
   export-gelu model.pt --compare-forms                   # GELU forms: error vs PyTorch, latency
@@ -137,7 +146,7 @@ def add_check_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
     g.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
     g.add_argument("--threads", type=int, default=1, help="CPU threads for ORT and torch (1)")
-    g.add_argument("--device", choices=("cpu", "cuda"),
+    g.add_argument("--device", choices=DEVICE_CHOICES,
                    help="where the PyTorch reference and ONNX Runtime run: cpu, or cuda (ORT's "
                         "CUDA and TensorRT providers; needs onnxruntime-gpu). Default: cuda "
                         "when torch sees a GPU and ORT has its CUDA provider, else cpu")
@@ -178,7 +187,7 @@ _FIELD_OF = {"input": "inputs"}
 def options_from(args: argparse.Namespace, record: type[T], **fields: Any) -> T:
     """The options record `record` from parsed flags: every flag whose destination is one of
     its fields (`--input` → inputs), then `fields` (what a command names otherwise)."""
-    names = {f.name for f in dataclasses.fields(record)}  # type: ignore[arg-type]
+    names = {f.name for f in dataclasses.fields(record)}
     given = {_FIELD_OF.get(k, k): v for k, v in vars(args).items()}
     return record(**{k: v for k, v in given.items() if k in names and k not in fields},
                   **fields)
@@ -205,7 +214,7 @@ def export_parser() -> argparse.ArgumentParser:
                         "MODEL.<target>/) for an encoder-decoder's graphs. An existing file is "
                         "replaced, and the summary says so")
     p.add_argument("--gelu", default="keep",
-                   choices=("keep", "erf", "tanh", "sigmoid", "plugin", "auto"),
+                   choices=(*GELU_FORMS, "auto"),
                    help="GELU form: keep (each site's own math; default), erf, tanh, sigmoid "
                         "(changes the math), plugin (TensorRT plugin; computes tanh), auto "
                         "(measure every form; take the fastest within --atol)")
@@ -300,7 +309,9 @@ def verify_parser() -> argparse.ArgumentParser:
                "--load-outputs out.json\n"
                "  export-gelu verify model.pt model.onnx --target trt8.2 --bundle jetson/\n"
                "  export-gelu verify model.pt --bundle jetson/ --device-outputs "
-               "jetson/outputs.json --device-times jetson/times.json",
+               "jetson/outputs.json --device-times jetson/times.json\n"
+               "  export-gelu verify model.pt --bundle forms/ --device-outputs forms/outputs "
+               "-o best.onnx",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="the PyTorch model (any format export takes)")
     p.add_argument("deployed", metavar="DEPLOYED", nargs="?",
@@ -326,9 +337,13 @@ def verify_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="trt", type=target_name, metavar="TARGET",
                    help=f"the TensorRT version a bundle is written for: {TARGET_HELP} "
                         "(default trt)")
-    p.add_argument("--device-outputs", metavar="OUTPUTS.json",
+    p.add_argument("--device-outputs", metavar="OUTPUTS.json|DIR",
                    help="outputs a device produced (trtexec --exportOutput or polygraphy "
-                        "--save-outputs): judged against MODEL instead of running DEPLOYED")
+                        "--save-outputs): judged against MODEL instead of running DEPLOYED; "
+                        "for a bundle of GELU forms, the outputs folder its script wrote")
+    p.add_argument("-o", "--output", metavar="BEST.onnx",
+                   help="with a bundle of GELU forms: write the graph of the form the device "
+                        "chose here")
     p.add_argument("--device-times", metavar="TIMES.json",
                    help="trtexec --exportTimes from the same run: the report's TensorRT latency")
     return p
@@ -366,7 +381,8 @@ def _run_forms(args: argparse.Namespace) -> int:
     from export_gelu.progress import Progress
 
     if args.compare_forms:
-        targets = (args.target,) if args.target else COMPARE_TARGETS
+        targets = ((args.target,) if args.target else ("trt",) if args.bundle
+                   else COMPARE_TARGETS)
         options = options_from(args, FormsOptions, targets=targets,
                                inputs_npz=args.inputs_file)
         rep = api.forms_report(args.model, options, progress=Progress(quiet=args.quiet))
@@ -399,8 +415,6 @@ def _run_export(argv: Sequence[str]) -> int:
     if args.compare_forms and (args.output or args.gelu not in ("keep", "auto")):
         parser.error("--compare-forms exports every form itself and writes no model: "
                      "drop -o and --gelu")
-    if args.bundle and (args.compare_forms or args.gelu == "auto"):
-        parser.error("--bundle needs one graph: drop --compare-forms / --gelu auto")
     if args.cast_down and (args.compare_forms or args.gelu == "auto"):
         parser.error("--cast-down applies to one export: drop --compare-forms / --gelu auto")
     if args.compare_forms or args.gelu == "auto":

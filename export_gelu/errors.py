@@ -164,11 +164,12 @@ def missing_optional(exc: BaseException) -> tuple[str, str] | None:
 def _world_oserror(exc: BaseException) -> OSError | None:
     """The OSError (this one, or one it was raised from) that the world caused, if any."""
     seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in WORLD_ERRNOS:
-            return exc
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in WORLD_ERRNOS:
+            return cur
+        cur = cur.__cause__ or cur.__context__
     return None
 
 

@@ -26,6 +26,7 @@ from onnx import TensorProto, numpy_helper
 from onnx.external_data_helper import load_external_data_for_tensor
 
 from export_gelu.fspaths import utf8_alias
+from export_gelu.onnx_file import copy_structure
 
 #: Tensors of at least this many bytes stay in their file when a graph is loaded.
 INLINE_LIMIT = 1 << 20
@@ -136,8 +137,7 @@ def load_graph(path: str | Path, inline_limit: int = INLINE_LIMIT) -> onnx.Model
     """`path` with tensors under `inline_limit` bytes read in and the rest left in their
     external-data file (each marked with the folder it is relative to)."""
     path = Path(path)
-    with path.open("rb") as fh:
-        model = onnx.load_model(fh, load_external_data=False)
+    model = copy_structure(path)
     base = utf8_alias(path.resolve().parent)  # a protobuf string: UTF-8
     for t in all_tensors(model):
         if not is_external(t):
@@ -225,7 +225,7 @@ def materialize(model: onnx.ModelProto) -> None:
 
 # -- writing ------------------------------------------------------------------------------
 
-_NAN_DTYPES = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16,
+_NAN_DTYPES: dict[int, type] = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16,
                TensorProto.DOUBLE: np.float64}
 
 

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError, TargetUnmetError
+from export_gelu.passes.forms import GELU_FORMS, check_form_name  # noqa: F401 - re-exported
 
 PRECISIONS = ("fp32", "fp16", "bf16")
-#: `--gelu` values export() takes (`auto` is the CLI's: it compares first, then exports one).
-GELU_FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
 #: The forms `--compare-forms` measures (the plugin form does not run in ONNX Runtime).
 COMPARED_FORMS = ("keep", "erf", "tanh", "sigmoid")
 #: Fused `Gelu` (opset 20, dynamo exporter) and expanded primitives (opset 17, TorchScript).
@@ -116,6 +115,7 @@ class VerifyOptions(RunOptions):
     device_outputs: str | None = None  # outputs a device wrote: judged instead of running
     device_times: str | None = None  # trtexec --exportTimes of the same device run
     localize: bool = False  # --localize: the first divergence even when parity passes
+    output: str | None = None  # -o BEST.onnx: the GELU form the device chose (forms bundle)
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,7 @@ class FormsOptions(RunOptions):
     workdir: str | None = None  # keeps the graphs (default: a temporary directory)
     report: str | None = None
     report_md: str | None = None
+    bundle: str | None = None  # --bundle DIR: one graph per form, timed on the device
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,7 @@ class Checked:
 
 def check_form(form: str, profile: Any) -> None:
     """`--gelu FORM` for `profile`: a known form, and the plugin only where it can be built."""
-    if form not in GELU_FORMS:
-        raise BadInputError(f"--gelu {form!r}: choose one of {', '.join(GELU_FORMS)}")
+    check_form_name(form)
     if form == "plugin":
         from export_gelu.passes.onnx.plugin_form import refuse_plugin_where_unavailable
 
@@ -177,6 +177,15 @@ def _check_tolerances(o: RunOptions, wording: Mapping[str, str]) -> None:
 def _check_precision(precision: str | None, optional: bool = False) -> None:
     if not (optional and precision is None) and precision not in PRECISIONS:
         raise BadInputError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+
+
+#: `--device` values (check/devices.py runs them; whether CUDA is there is the machine's).
+DEVICE_CHOICES = ("cpu", "cuda")
+
+
+def _check_device(o: RunOptions) -> None:
+    if o.device is not None and o.device not in DEVICE_CHOICES:
+        raise BadInputError(f"--device {o.device!r}: choose one of {', '.join(DEVICE_CHOICES)}")
 
 
 def _check_threads(o: RunOptions) -> None:
@@ -218,6 +227,7 @@ def _check_export(o: ExportOptions) -> Checked:
         raise TargetUnmetError(f"--opset {o.opset} is above {profile.name}'s ceiling "
                                f"{profile.opset_ceiling}")
     _check_threads(o)
+    _check_device(o)
     _check_runs(o, _WORDING["export"])
     _check_tolerances(o, _WORDING["export"])
     if o.opset is not None and o.opset < MIN_OPSET:
@@ -241,6 +251,7 @@ def _check_verify(o: VerifyOptions) -> Checked:
     from export_gelu.targets import resolve_target
 
     _check_threads(o)
+    _check_device(o)
     _check_runs(o, _WORDING["verify"])
     _check_precision(o.precision, optional=True)
     _check_tolerances(o, _WORDING["verify"])
@@ -253,11 +264,19 @@ def _check_verify(o: VerifyOptions) -> Checked:
 
 def _check_forms(o: FormsOptions) -> Checked:
     _check_threads(o)
+    _check_device(o)
     if o.iterations < 1:
         raise BadInputError("--iterations must be at least 1 to compare forms")
     bad = [f for f in o.forms if f not in COMPARED_FORMS]
     if bad:
         raise BadInputError(f"forms {', '.join(bad)}: compare takes {', '.join(COMPARED_FORMS)}")
+    if o.bundle:
+        from export_gelu.targets import resolve_target
+
+        if len(o.targets) != 1:
+            raise BadInputError("--bundle with --compare-forms: give one TensorRT --target "
+                                "(the device's)")
+        _check_bundle_target(resolve_target(o.targets[0])[0])
     return Checked()
 
 

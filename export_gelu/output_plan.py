@@ -22,14 +22,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import onnx
-
+from export_gelu.atomic import check_output_path
 from export_gelu.check.saved_data import check_json_path
 from export_gelu.device.bundle import FIXED_FILES, check_bundle_dir, own_files, read_manifest
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.detect import MAX_ONNX_PROTO_BYTES
-from export_gelu.exporter.hf_folder import folder_reads, is_hf_folder, planned_files
-from export_gelu.exporter.save import check_output_path
+from export_gelu.exporter.hf.folder import folder_reads, is_hf_folder, planned_files
+from export_gelu.exporter.model_files.detect import MAX_ONNX_PROTO_BYTES
+from export_gelu.onnx_file import read_structure
 from export_gelu.onnx_weights import all_tensors, is_external
 from export_gelu.options import ExportOptions, FormsOptions, RunOptions, VerifyOptions
 from export_gelu.report.markdown import plot_paths
@@ -117,7 +116,7 @@ def check_output_folder(folder: Path, flag: str) -> None:
 
 
 def data_file(out: Path) -> Path:
-    """Where an ONNX output's external data goes (exporter/save.py: `<name>.data` beside it)."""
+    """Where an ONNX output's external data goes (saving/save.py: `<name>.data` beside it)."""
     return out.with_name(out.name + ".data")
 
 
@@ -130,7 +129,7 @@ def onnx_data_files(path: Path) -> list[Path]:
             head = fh.read(2)
         if head == b"PK" or head[:1] == b"\x80" or path.stat().st_size > MAX_ONNX_PROTO_BYTES:
             return []
-        model = onnx.load(str(path), load_external_data=False)
+        model = read_structure(path)
     except Exception:  # noqa: BLE001 - not ours to refuse here: load_model does, by name
         return []
     found: list[Path] = []
@@ -214,13 +213,14 @@ def _writes(o: RunOptions, model: Path, deployed: Path | None, bundle_read: bool
     elif isinstance(o, ExportOptions):
         out = export_output(o, model)
         flag = "-o" if o.output else "the default output"
-        into = bool(o.output) and names_folder(o.output)  # -o DIR/: made if missing
+        into = bool(o.output and names_folder(o.output))  # -o DIR/: made if missing
         yield PlannedPath(flag, out, group="-o", new_folder=into)
         yield PlannedPath(f"{flag}'s .data", data_file(out), group="-o", new_folder=into)
         bundle_new += [data_file(out).name]
     yield from _report_paths(o)
     if isinstance(o, VerifyOptions):
-        for flag, path in (("--save-inputs", o.save_inputs), ("--save-outputs", o.save_outputs)):
+        for flag, path in (("--save-inputs", o.save_inputs), ("--save-outputs", o.save_outputs),
+                           ("-o", o.output)):
             if path:
                 yield PlannedPath(flag, Path(path))
         if deployed is not None:

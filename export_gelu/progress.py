@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 
 #: The environment variable that silences progress, as `--quiet` does.
 QUIET_ENV = "EXPORT_GELU_QUIET"
@@ -53,17 +54,18 @@ class Progress:
         self._show(f"{what} {done / 1e9:.1f}/{total / 1e9:.1f} GB, {rate / 1e6:.0f} MB/s, "
                    f"{left:.0f} s left")
 
-    def byte_counter(self, total: int, what: str):  # -> Callable[[int], None]
+    def byte_counter(self, total: int, what: str) -> Callable[[int], None]:
         """A callback counting bytes as they are written, shown at most every 0.2 s."""
         started = time.perf_counter()
-        state = {"done": 0, "shown": 0.0}
+        done, shown = 0, 0.0
 
         def count(n: int) -> None:
-            state["done"] += n
+            nonlocal done, shown
+            done += n
             now = time.perf_counter()
-            if now - state["shown"] >= 0.2 or state["done"] >= total:
-                state["shown"] = now
-                self.bytes_done(state["done"], total, what, started)
+            if now - shown >= 0.2 or done >= total:
+                shown = now
+                self.bytes_done(done, total, what, started)
 
         return count
 

@@ -3,7 +3,7 @@
 A profile says what a runtime version accepts: its opset range, which ops its parser imports,
 whether the GELU plugin can be created there, how precision is requested, and how GELU should
 be lowered. The export pipeline, the ONNX passes and the static compatibility check
-(`export_gelu.compat`) all read these records.
+(`export_gelu.parse_check`) all read these records.
 
 TensorRT profiles are built from the parser's tables (`export_gelu.trt_parser`): one named
 profile per release line, standing for the line's FIRST release (`trt9` is 9.0, `trt8.2` is
@@ -157,7 +157,7 @@ def trt_takers(op: str) -> list[str]:
 def installed_tensorrt_version() -> str | None:
     """The version string of an importable tensorrt, else None (never raises)."""
     try:
-        import tensorrt  # type: ignore[import-not-found]
+        import tensorrt
     except Exception:  # noqa: BLE001 - any import failure means "not usable here"
         return None
     return str(getattr(tensorrt, "__version__", "")) or None

@@ -36,7 +36,8 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from export_gelu.exporter.save import EXTERNAL_DATA_ENV, STAGING_TAG, clean_stale_staging
+from export_gelu.atomic import STAGING_TAG, clean_stale_staging
+from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
 from tests.conftest import ROOT, default_signals
 
 
@@ -186,7 +187,7 @@ def test_sigterm_during_export_writes_nothing(big_model, tmp_path):
 
 def test_stale_staging_of_a_live_process_is_kept(tmp_path):
     """Only dead owners' staging dirs are removed: a concurrent run's is left alone."""
-    from export_gelu.exporter.save import _HOST
+    from export_gelu.atomic import _HOST
 
     live = tmp_path / f".m.onnx.{STAGING_TAG}-{os.getpid()}@{_HOST}.abc"
     dead_pid = 2 ** 22 + 7  # above the default pid_max; no such process
@@ -202,7 +203,7 @@ def test_stale_staging_of_a_live_process_is_kept(tmp_path):
 def test_rewrite_without_external_data_removes_a_stale_data_file(big_onnx, tmp_path):
     """A re-export whose result has no .data removes the previous run's .data after the new
     .onnx is in place (a stale side file could be deployed next to the wrong graph)."""
-    from export_gelu.exporter.save import save_onnx_atomic
+    from export_gelu.exporter.saving.save import save_onnx_atomic
 
     out = tmp_path / "o.onnx"
     (tmp_path / "o.onnx.data").write_bytes(b"stale")

@@ -20,7 +20,7 @@ from onnx import helper, numpy_helper
 from export_gelu import onnx_weights
 from export_gelu.check.recorded import RecordedRunner, record_reference
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.weight_size import check_disk_space, module_weight_bytes
+from export_gelu.exporter.saving.weight_size import check_disk_space, module_weight_bytes
 from export_gelu.progress import Progress
 from tests.conftest import note_codes, note_messages, run_cli
 

@@ -476,7 +476,7 @@ def test_plugin_bundle_says_so_and_widens_the_tolerance(tmp_path):
 
 
 def test_external_data_travels_with_the_graph(tmp_path, monkeypatch):
-    from export_gelu.exporter.save import EXTERNAL_DATA_ENV
+    from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
 
     monkeypatch.setenv(EXTERNAL_DATA_ENV, "16")
     src = tmp_path / "dyn.onnx"
@@ -537,3 +537,25 @@ def test_profile_ranges_only_the_given_axis_and_pins_symbolic_ones():
                                      parse_dynamic("mask:-1=8:16:64")],
                             {"ids": True, "mask": True})
     assert ranged == {"ids": ((2, 8), (2, 16), (2, 64)), "mask": ((2, 8), (2, 16), (2, 64))}
+
+
+@pytest.mark.parametrize("name", ["file", "allow_pickle"])
+def test_inputs_named_like_savez_parameters_are_in_inputs_npz(tmp_path, name):
+    # np.savez(path, **feed) raised TypeError for an input named `file` and silently left
+    # out one named `allow_pickle` (both are np.savez's own parameters)
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    graph = helper.make_graph([helper.make_node("Relu", [name], ["y"], name="relu")],
+                              "g", [x], [y])
+    src = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), src)
+    bundle = tmp_path / "b"
+    res = run_cli(src, "--target", "trt8.6", "--bundle", bundle, "-o", tmp_path / "o.onnx",
+                  "--iterations", "0")
+    assert res.code == 0, res.err
+    with np.load(bundle / "inputs.npz") as saved:
+        assert list(saved) == [name]
+        assert saved[name].shape == (2, 4) and saved[name].dtype == np.float32
+        np.testing.assert_array_equal(saved[name], bundle_feed(bundle)[name])

@@ -1,9 +1,13 @@
 """`--help` and docs/cli.md's flag tables come from one source (the argparse parsers), every
-command's `--help` carries examples, and `--version` is CHANGELOG.md's newest version."""
+command's `--help` carries examples, and `--version` is CHANGELOG.md's newest version.
+
+The tables are read from the committed docs/cli.md and the flags from the `--help` a real
+`export-gelu` process prints, so a flag renamed, dropped or added on one side only fails."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 
@@ -13,6 +17,37 @@ from export_gelu.cli import export_parser, inspect_parser, verify_parser
 from export_gelu.cli_docs import DOC, committed, render
 from tests.conftest import ROOT
 
+#: docs/cli.md's section title → (the subcommand argv, the parser that reads it).
+COMMANDS = {
+    "export-gelu MODEL": ([], export_parser),
+    "export-gelu verify": (["verify"], verify_parser),
+    "export-gelu inspect": (["inspect"], inspect_parser),
+}
+_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def _help(argv: list[str]) -> str:
+    done = subprocess.run([sys.executable, "-m", "export_gelu.cli", *argv, "--help"], text=True,
+                          capture_output=True, check=True)
+    return done.stdout
+
+
+def _doc_flags() -> dict[str, set[str]]:
+    """The flags each command's tables in the committed docs/cli.md list (first column)."""
+    sections = re.split(r"^### `(.+?)`$", committed(DOC.read_text(encoding="utf-8")),
+                        flags=re.M)
+    flags: dict[str, set[str]] = {}
+    for title, body in zip(sections[1::2], sections[2::2]):
+        rows = [line.split(" | ")[0] for line in body.splitlines() if line.startswith("| `")]
+        flags[title] = {f for cell in rows for f in re.findall(r"`(--?[A-Za-z][\w-]*)", cell)}
+    return flags
+
+
+def _help_flags(text: str) -> set[str]:
+    """The flags `--help` defines: its option lines, up to where their help text starts."""
+    return {f for line in text.splitlines() if line.startswith("  -")
+            for f in _FLAG.findall(line[2:].split("  ")[0])}
+
 
 def test_the_committed_flag_tables_are_the_parsers():
     assert committed(DOC.read_text(encoding="utf-8")) == render(), (
@@ -20,24 +55,39 @@ def test_the_committed_flag_tables_are_the_parsers():
         "them with `python -m export_gelu.cli_docs --write` and commit docs/cli.md")
 
 
-@pytest.mark.parametrize("parser", [export_parser, verify_parser, inspect_parser])
-def test_every_flag_is_in_the_tables_and_in_help(parser):
-    p = parser()
-    tables, helptext = render(), p.format_help()
-    for action in p._actions:  # noqa: SLF001
-        for option in action.option_strings:
-            if option in ("-h", "--help", "--version"):
-                continue
-            assert f"`{option}" in tables, option
-            assert option in helptext, option
+def test_docs_and_the_real_help_list_the_same_flags():
+    documented = _doc_flags()
+    assert set(documented) == set(COMMANDS)
+    for title, (argv, _parser) in COMMANDS.items():
+        shown = _help_flags(_help(argv)) - {"-h", "--help", "--version"}
+        assert shown, title  # the reader below found the option lines
+        assert documented[title] == shown, (title, documented[title] ^ shown)
 
 
-@pytest.mark.parametrize("parser", [export_parser, verify_parser, inspect_parser])
-def test_help_has_examples(parser):
-    epilog = parser().epilog or ""
-    assert "examples:" in epilog
-    examples = [line for line in epilog.splitlines() if line.startswith("  export-gelu")]
-    assert len(examples) >= 2, epilog
+def test_the_flag_readers_see_a_missing_flag():
+    """The two readers themselves: a table row or a help line taken away is noticed."""
+    text = _help([])
+    assert "--no-verify" in _help_flags(text)
+    without = "\n".join(line for line in text.splitlines() if "--no-verify" not in line)
+    assert "--no-verify" not in _help_flags(without)
+    assert "--no-verify" in _doc_flags()["export-gelu MODEL"]
+
+
+@pytest.mark.parametrize("title", sorted(COMMANDS))
+def test_every_help_example_parses(title):
+    """Each `examples:` line of the real `--help` parses with that command's parser."""
+    argv, parser = COMMANDS[title]
+    text = _help(argv)
+    assert "examples:" in text
+    examples = [line.split("#")[0] for line in text.split("examples:", 1)[1].splitlines()
+                if line.startswith("  export-gelu")]
+    assert len(examples) >= 2, text
+    for line in examples:
+        words = shlex.split(line)[1:]
+        command = words[:1] if words[0] in ("verify", "inspect") else []
+        if command != argv:
+            continue  # another command's example (export's help shows verify's too)
+        parser().parse_args(words[len(argv):])  # an unknown or malformed flag exits 2
 
 
 def test_the_tables_notice_a_changed_help_text():

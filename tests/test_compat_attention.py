@@ -158,7 +158,7 @@ def test_lowered_attention_on_each_attention_shape_at_opset_13(shape):
     program = torch.export.export(module, (), call, strict=False)
     notes = prepare_program_for_opset(program, 13)
     assert notes and "1 scaled_dot_product_attention" in notes[0]
-    from export_gelu.exporter.call_plan import CallPlan
+    from export_gelu.exporter.inputs.call_plan import CallPlan
 
     plan = CallPlan(keyword=tuple((n, n) for n in names))
     model, exporter = export_to_onnx(None, args, names, 13, program=program, plan=plan)

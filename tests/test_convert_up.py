@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from export_gelu.errors import TargetUnmetError
-from export_gelu.passes.compat.upconvert import convert_up, opset_floor
+from export_gelu.passes.compat.opset.upconvert import convert_up, opset_floor
 from export_gelu.targets import PROFILES
 from tests.conftest import note_messages, run_cli
 
@@ -183,7 +183,7 @@ def test_expanded_layernorm_fused_for_trt86(onnx_inputs, tmp_path):
 
 @pytest.mark.parametrize("square,affine", [("Pow", True), ("Mul", False)])
 def test_layernorm_fusion_on_a_hand_built_pattern(square, affine):
-    from export_gelu.passes.compat.layernorm_fuse import fuse_layernorms
+    from export_gelu.passes.compat.layernorm.fuse import fuse_layernorms
     from tests.onnx_graphs import run_ort
 
     rng = np.random.default_rng(2)

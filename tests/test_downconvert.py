@@ -13,10 +13,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from export_gelu.compat import incompatibilities, model_opset
 from export_gelu.errors import TargetUnmetError
+from export_gelu.parse_check import incompatibilities, model_opset
 from export_gelu.passes.compat import fit_to_profile
-from export_gelu.passes.compat.downconvert import downconvert
+from export_gelu.passes.compat.opset.downconvert import downconvert
 from export_gelu.targets import PROFILES
 from tests.conftest import run_cli
 

@@ -341,7 +341,7 @@ def test_reshape_allowzero_with_a_shape_that_may_hold_zero_is_refused():
     from onnx import helper
 
     from export_gelu.errors import TargetUnmetError
-    from export_gelu.passes.compat.downconvert import downconvert
+    from export_gelu.passes.compat.opset.downconvert import downconvert
     from tests.test_downconvert import one_node_model
 
     x = np.zeros((3, 5), np.float32)
@@ -369,7 +369,7 @@ def test_float_or_equal_comparisons_are_refused_below_12():
     from onnx import helper
 
     from export_gelu.errors import TargetUnmetError
-    from export_gelu.passes.compat.downconvert import downconvert
+    from export_gelu.passes.compat.opset.downconvert import downconvert
     from tests.test_downconvert import one_node_model
 
     a = np.array([0.0, np.nan], np.float32)

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from export_gelu.passes.compat.fp16_islands import FP16_MAX, overflow_sites
+from export_gelu.passes.compat.precision.fp16_islands import FP16_MAX, overflow_sites
 from tests.conftest import note_codes, run_cli
 
 

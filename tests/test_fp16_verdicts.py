@@ -14,7 +14,7 @@ import torch
 from onnx import numpy_helper
 from torch import nn
 
-from export_gelu.check.tolerances import JUDGED_PYTORCH_PRECISION, precision_bound
+from export_gelu.tolerances import JUDGED_PYTORCH_PRECISION, precision_bound
 from tests.conftest import run_cli
 
 

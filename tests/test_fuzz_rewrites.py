@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from export_gelu.compat import incompatibilities
+from export_gelu.parse_check import incompatibilities
 from export_gelu.passes.compat import fit_to_profile
 from export_gelu.passes.onnx import run_onnx_passes
 from export_gelu.passes.onnx.plugin_form import plugin_refusal

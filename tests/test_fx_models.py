@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from examples import models
-from export_gelu.exporter.inputs import make_inputs, parse_input_spec
+from export_gelu.exporter.inputs.specs import make_inputs, parse_input_spec
 from tests.conftest import note_messages, run_cli
 
 ALL = {**models.EXAMPLES, **models.MORE_EXAMPLES}

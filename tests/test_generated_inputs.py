@@ -1,4 +1,4 @@
-"""The input generator (exporter/generated_inputs.py): inputs made by role at any shape.
+"""The input generator (exporter/inputs/generated.py): inputs made by role at any shape.
 
 Token ids stay inside the embedding table the model has (found in an ONNX graph, an
 ExportedProgram and a module), attention masks are padding patterns with no row masked whole,
@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from examples.models import VOCAB, bert_model
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.generated_inputs import (
+from export_gelu.exporter.inputs.generated import (
     MASK,
     POSITIONS,
     TOKEN_IDS,
@@ -30,7 +30,7 @@ from export_gelu.exporter.generated_inputs import (
     program_vocab,
     role,
 )
-from export_gelu.exporter.inputs import InputSpec
+from export_gelu.exporter.inputs.specs import InputSpec
 from tests.conftest import run_cli
 
 I64, F32 = np.dtype(np.int64), np.dtype(np.float32)

@@ -28,7 +28,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from export_gelu.exporter.save import EXTERNAL_DATA_ENV
+from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
 from tests.conftest import ROOT
 
 QUICK = ["--iterations", "1", "--warmup", "0"]

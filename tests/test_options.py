@@ -129,3 +129,32 @@ def test_reports_record_the_options_the_cli_built(tmp_path):
     assert res.code == 0, res.err
     vread = VerifyOptions.from_json(json.loads(vrep_path.read_text())["options"])
     assert vread == VerifyOptions(iterations=0, report=str(vrep_path))
+
+
+def test_an_unknown_gelu_form_is_bad_input_everywhere(tmp_path):
+    """One check of a `--gelu` name (exit 2, bad input): options.validate and the ONNX passes
+    called directly (which said exit 3 before) refuse it with the same message."""
+    from export_gelu.passes.onnx import run_onnx_passes
+    from export_gelu.targets import resolve_profile
+
+    message = "--gelu 'nope': choose one of keep, erf, tanh, sigmoid, plugin"
+    assert _raised(validate, ExportOptions(target="onnx", gelu="nope")) == (2, message)
+    assert _raised(export, tmp_path / "m.pt", target="onnx", gelu="nope") == (2, message)
+    graph = hand_graph("TF erf Mul(0.7071)")
+    assert _raised(run_onnx_passes, graph, resolve_profile("onnx"), form="nope") == (2, message)
+
+
+def test_an_unknown_device_is_refused_before_any_work_by_every_command(tmp_path):
+    """The CLI's parser offers cpu and cuda only; the API's keyword meets the same check,
+    in options.py, for export and verify alike (before the model is opened)."""
+    message = "--device 'gpu': choose one of cpu, cuda"
+    missing = tmp_path / "no-such-model.pt"
+    assert _raised(export, missing, device="gpu") == (2, message)
+    assert _raised(verify, missing, tmp_path / "d.onnx", device="gpu") == (2, message)
+    assert _raised(validate, FormsOptions(device="gpu")) == (2, message)
+    res = run_cli(missing, "--device", "gpu")
+    assert res.code == 2 and "--device: invalid choice: 'gpu'" in res.err
+    package = Path(__file__).resolve().parent.parent / "export_gelu"
+    homes = [p.relative_to(package).as_posix() for p in package.rglob("*.py")
+             if "--device {" in p.read_text(encoding="utf-8")]
+    assert homes == ["options.py"]

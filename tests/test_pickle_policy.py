@@ -118,12 +118,19 @@ def _ep_with_aoti(path: Path, marker: Path) -> Path:
                            "data/aotinductor/model/model.so", b"\x7fELF not really", add=True)
 
 
+def _ep_with_torchbind(path: Path, marker: Path) -> Path:
+    return _replace_member(_exported_program(path.with_suffix(".clean.pt")), path,
+                           "data/constants/custom_obj_0", b"not a torchbind object", add=True)
+
+
 MALICIOUS = {
     "torch.save zip": (_zip_pickle, "arbitrary Python code"),
     "legacy torch.save": (_legacy_pickle, "arbitrary Python code"),
     "memo-disguised global": (_memo_disguised, "arbitrary Python code"),
     "ExportedProgram sample inputs": (_ep_with_malicious_inputs, "arbitrary Python code"),
     "ExportedProgram AOTInductor member": (_ep_with_aoti, "compiled or pickled code"),
+    # one list of code members (exporter/model_files/detect.py) for the format check and containment
+    "ExportedProgram torchbind member": (_ep_with_torchbind, "compiled or pickled code"),
 }
 
 

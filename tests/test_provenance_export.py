@@ -205,7 +205,7 @@ def dynamo18(tmp_path_factory) -> Path:
 
 def test_dynamo_graph_converted_down_keeps_every_module(dynamo18):
     """export-gelu's own down-converter (a dynamo export at 18 for a target below it)."""
-    from export_gelu.passes.compat.downconvert import downconvert
+    from export_gelu.passes.compat.opset.downconvert import downconvert
 
     model = onnx.load(str(dynamo18))
     assert downconvert(model, 13)

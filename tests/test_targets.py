@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
-from export_gelu.compat import PLUGIN_OP
+from export_gelu.parse_check import PLUGIN_OP
 from export_gelu.targets import (
     EMITTED_OPS,
     PROFILES,

@@ -16,8 +16,8 @@ import torch
 from examples.models import EXAMPLES, build
 from examples.save_model import example_inputs
 from export_gelu import export
-from export_gelu.compat import incompatibilities, model_opset
 from export_gelu.graph import load, walk
+from export_gelu.parse_check import incompatibilities, model_opset
 from export_gelu.targets import PROFILES, TRT_PROFILES
 from tests.test_downconvert import unread_constants
 

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, defs, helper
 
-from export_gelu.compat import incompatibilities
+from export_gelu.parse_check import incompatibilities
 from export_gelu.targets import PROFILES, TRT_PROFILES, resolve_profile
 from export_gelu.trt_parser.ops import (
     IMPORTER_SOURCES,
@@ -216,7 +216,7 @@ def test_an_opset_8_graph_is_refused_below_the_floor_of_10_and_11(tmp_path):
 def test_unfixable_ops_name_the_exact_versions_that_take_them(tmp_path):
     """An export that meets an op its target lacks exits 3 naming the first version that
     parses it (an exact one where a line changes inside) and the named targets after it."""
-    from export_gelu.compat import takers_text
+    from export_gelu.parse_check import takers_text
 
     assert takers_text("CastLike") == "TensorRT 9.1 and newer: trt9.1, trt10, trt11"
     assert takers_text("DFT") == "TensorRT 11.2 and newer: trt11.2"

@@ -17,7 +17,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from export_gelu.compat import incompatibilities
+from export_gelu.parse_check import incompatibilities
 from export_gelu.targets import PROFILES, TRT_PROFILES
 from export_gelu.trt_parser.restrictions import find_hits
 from tests.conftest import run_cli
@@ -368,7 +368,7 @@ def test_double_graph_input_and_output_become_float() -> None:
 def test_castlike_of_unknown_type_is_refused() -> None:
     """CastLike whose second input has no type shape inference can tell: nothing to Cast to."""
     from export_gelu.errors import TargetUnmetError
-    from export_gelu.passes.compat.restriction_fixes import fit_restrictions
+    from export_gelu.passes.compat.trt_fixes.apply import fit_restrictions
 
     nodes = [h.make_node("Mystery", ["x"], ["t"], domain="com.example", name="mystery"),
              h.make_node("CastLike", ["x", "t"], ["y"], name="cl")]

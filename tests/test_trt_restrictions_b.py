@@ -19,8 +19,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from export_gelu.compat import incompatibilities
 from export_gelu.errors import TargetUnmetError
+from export_gelu.parse_check import incompatibilities
 from export_gelu.targets import PROFILES, TRT_PROFILES
 from export_gelu.trt_parser import restriction_rows  # noqa: F401 - registers the records
 from export_gelu.trt_parser.restrictions import RESTRICTIONS, find_hits

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from export_gelu.check.parity import errors_of
-from export_gelu.check.tolerances import (
+from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_CONSTANT,
     JUDGED_OWN_SCALE,

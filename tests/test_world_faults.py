@@ -35,6 +35,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from export_gelu.atomic import STAGING_TAG
 from export_gelu.errors import (
     BadInputError,
     Interrupted,
@@ -42,7 +43,7 @@ from export_gelu.errors import (
     WorldError,
     failure_outcome,
 )
-from export_gelu.exporter.save import EXTERNAL_DATA_ENV, STAGING_TAG
+from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
 from tests.conftest import ROOT
 
 UNSHARE = shutil.which("unshare")

@@ -163,7 +163,7 @@ def gelu_input_ranges(loaded: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     if loaded.is_onnx:
         return Calibration(inputs_label, reason="the model is an ONNX file (no PyTorch graph)")
     args0 = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in feeds[0].values())
-    from export_gelu.exporter.call_plan import plan_for
+    from export_gelu.exporter.inputs.call_plan import plan_for
 
     program, why = _capture(loaded, args0, plan_for(loaded, list(feeds[0])))
     if program is None:

@@ -22,8 +22,8 @@ from export_gelu.check.half_baseline import judge_against_pytorch
 from export_gelu.check.latency import Latency, measure_latency
 from export_gelu.check.parity import ParityResult, compare_all
 from export_gelu.check.recorded import RecordedRunner
-from export_gelu.check.tolerances import Tolerances
 from export_gelu.progress import Progress
+from export_gelu.tolerances import Tolerances
 
 Feed = Mapping[str, np.ndarray]
 

@@ -78,7 +78,7 @@ class FormsComparison:
 
     def fastest(self) -> FormRow | None:
         rows = self.measured
-        return min(rows, key=lambda r: r.latency.median_ms) if rows else None  # type: ignore
+        return min(rows, key=lambda r: _latency(r).median_ms) if rows else None
 
     def row(self, form: str, target: str | None = None) -> FormRow:
         """The row that `form` produced (also when it merged into another form's graph)."""
@@ -109,7 +109,7 @@ class FormsComparison:
                 lines.append(f"  {r.label:<16} {r.target:<7} not measured: {r.error}")
                 continue
             tie = "~" if fastest is not None and r is not fastest and r.latency.overlaps(
-                fastest.latency) else " "  # type: ignore[arg-type]
+                _latency(fastest)) else " "
             lines.append(
                 f"  {r.label:<16} {r.target:<7} {r.graph:<14} {r.max_abs:>11.3g} "
                 f"{r.mean_abs:>12.3g} {r.latency.median_ms:>10.3f} {r.latency.spread_pct:>5.1f} "
@@ -127,7 +127,7 @@ class FormsComparison:
 
 
 def graph_ops(model: Any) -> tuple[str, str]:
-    from export_gelu.compat import op_counts
+    from export_gelu.parse_check import op_counts
 
     counts = {k.split(".")[-1]: 0 for k in _GELU_OPS}
     for op, n in op_counts(model).items():
@@ -144,6 +144,18 @@ def fingerprint(model: Any) -> str:
     return hashlib.sha256(model.graph.SerializeToString()).hexdigest()
 
 
+def _latency(row: FormRow) -> Latency:
+    """A measured row's latency (the rows compared are the measured ones)."""
+    assert row.latency is not None
+    return row.latency
+
+
+def _error(row: FormRow) -> float:
+    """A measured row's max abs error (`choose_form` keeps only rows that have one)."""
+    assert row.max_abs is not None
+    return row.max_abs
+
+
 def choose_form(comparison: FormsComparison, atol: float, target: str | None = None
                 ) -> tuple[FormRow, str]:
     """The fastest form whose measured error is within `atol`, and why, in words.
@@ -155,28 +167,28 @@ def choose_form(comparison: FormsComparison, atol: float, target: str | None = N
             and r.max_abs is not None]
     if not rows:
         raise BadInputError("no measured GELU form to choose from")
-    within = [r for r in rows if r.max_abs <= atol]  # type: ignore[operator]
+    within = [r for r in rows if _error(r) <= atol]
     if not within:
-        best = min(rows, key=lambda r: r.max_abs)  # type: ignore[arg-type,return-value]
+        best = min(rows, key=_error)
         return best, (f"gelu auto: no form stays within atol {atol:g}; the most accurate is "
                       f"{best.label} (max abs error {best.max_abs:.3g}), used anyway: parity "
                       "will say whether it passes")
-    fastest = min(within, key=lambda r: r.latency.median_ms)  # type: ignore[union-attr]
-    ties = [r for r in within if r.latency.overlaps(fastest.latency)]  # type: ignore[union-attr]
-    chosen = min(ties, key=lambda r: r.max_abs)  # type: ignore[arg-type,return-value]
-    lat = chosen.latency
+    fastest = min(within, key=lambda r: _latency(r).median_ms)
+    ties = [r for r in within if _latency(r).overlaps(_latency(fastest))]
+    chosen = min(ties, key=_error)
+    lat = _latency(chosen)
     why = (f"gelu auto: chose {chosen.label} on {chosen.target} ({chosen.graph}): "
-           f"{lat.median_ms:.3f} ms median, max abs error {chosen.max_abs:.3g} "  # type: ignore
+           f"{lat.median_ms:.3f} ms median, max abs error {_error(chosen):.3g} "
            f"within atol {atol:g}")
     if chosen is not fastest:
-        why += (f"; {fastest.label} measured {fastest.latency.median_ms:.3f} ms but is not "  # type: ignore
+        why += (f"; {fastest.label} measured {_latency(fastest).median_ms:.3f} ms but is not "
                 "faster beyond noise, so the more accurate form wins")
     else:
         why += "; the fastest of the forms within atol"
     over = [r for r in rows if r not in within]
-    quicker = [r for r in over if r.latency.median_ms < lat.median_ms]  # type: ignore
+    quicker = [r for r in over if _latency(r).median_ms < lat.median_ms]
     if quicker:
         why += "; faster but over atol: " + ", ".join(
-            f"{r.label} ({r.latency.median_ms:.3f} ms, error {r.max_abs:.3g})"  # type: ignore
+            f"{r.label} ({_latency(r).median_ms:.3f} ms, error {_error(r):.3g})"
             for r in quicker)
     return chosen, why

@@ -65,14 +65,9 @@ def detect_onnx_precision(model: Any) -> tuple[str, str]:
     return found or ("fp32", "no float tensors found; assumed fp32")
 
 
-def _open_onnx(path: Path) -> Deployed:
-    import onnx
-
-    from export_gelu.exporter.load import check_external_data
-
-    check_external_data(path)  # ONNX Runtime will read it: its data stays in its folder
-    with path.open("rb") as fh:
-        model = onnx.load_model(fh, load_external_data=False)
+def describe_onnx(model: Any, path: Path) -> Deployed:
+    """An ONNX graph (`model`, an onnx.ModelProto, read or produced) as a Deployed: its
+    declared inputs, outputs and precision."""
     inits = {i.name for i in model.graph.initializer}
     inputs: OrderedDict[str, tuple[Any, tuple[Any, ...]]] = OrderedDict()
     for vi in model.graph.input:
@@ -86,6 +81,14 @@ def _open_onnx(path: Path) -> Deployed:
     return Deployed(path, "onnx", inputs, [o.name for o in model.graph.output], precision, why)
 
 
+def _open_onnx(path: Path) -> Deployed:
+    from export_gelu.exporter.load import check_external_data
+    from export_gelu.onnx_file import read_structure
+
+    check_external_data(path)  # ONNX Runtime will read it: its data stays in its folder
+    return describe_onnx(read_structure(path), path)
+
+
 def _open_engine(path: Path) -> Deployed:
     from export_gelu.check.trt_runner import engine_runner_from_path, trt_unavailable_reason
 
@@ -94,7 +97,7 @@ def _open_engine(path: Path) -> Deployed:
         raise TargetUnmetError(
             f"{path} is a TensorRT engine and cannot be run here: {why_not}. Run verify on a "
             "machine with TensorRT and a GPU, or verify the ONNX file it was built from")
-    import tensorrt as trt  # type: ignore[import-not-found]
+    import tensorrt as trt
 
     runner = engine_runner_from_path(path)
     try:
@@ -117,7 +120,7 @@ def _open_engine(path: Path) -> Deployed:
 
 def open_deployed(path: str | Path) -> Deployed:
     """Describe DEPLOYED: an ONNX file (by content) or a TensorRT engine (.plan/.engine/.trt)."""
-    from export_gelu.exporter.detect import ModelFormat, detect_format
+    from export_gelu.exporter.model_files.detect import ModelFormat, detect_format
 
     path = Path(path)
     if not path.is_file():
@@ -146,37 +149,56 @@ def _cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
     return arr.astype(want)
 
 
-def feed_for(deployed: Deployed, feed: Mapping[str, np.ndarray]) -> OrderedDict[str, np.ndarray]:
-    """`feed` (forward() order) keyed by the deployed inputs' names and cast to their dtypes.
+def feed_for(deployed: Deployed, feed: Mapping[str, np.ndarray], *, produced: bool = False
+             ) -> OrderedDict[str, np.ndarray]:
+    """`feed` (forward() order) keyed by the deployed inputs' names and cast to the dtypes
+    they declare: the one mapping of a model's inputs onto a graph, for DEPLOYED files and
+    for the graph an export produced (`produced`).
 
-    Names are matched first; when none match and the counts agree, inputs pair by position.
-    The result keeps forward() order, so the PyTorch runner can take it positionally.
+    Names are matched first; for a DEPLOYED file whose names all differ, inputs pair by
+    position when the counts agree. A float input whose type the graph does not declare
+    takes the graph's precision. A mismatch is the user's (exit 2) for DEPLOYED, ours (exit
+    3: the target cannot be met) for a produced graph. The result keeps forward() order, so
+    the PyTorch runner can take it positionally.
     """
     wanted = list(deployed.inputs)
     given = list(feed)
-    if set(wanted) == set(given):
-        pairs = [(n, n) for n in given]
-    elif not set(wanted) & set(given) and len(wanted) == len(given):
+    if set(wanted) <= set(given) and (produced or set(wanted) == set(given)):
+        pairs = [(n, n) for n in given if n in deployed.inputs]
+    elif not produced and not set(wanted) & set(given) and len(wanted) == len(given):
         pairs = list(zip(wanted, given))
     else:
         missing = [n for n in wanted if n not in feed]
+        if produced:
+            raise TargetUnmetError(f"the produced graph takes an input {missing[0]!r} that "
+                                   f"the model was not given (inputs: {', '.join(given)})")
         extra = [n for n in given if n not in deployed.inputs]
         raise BadInputError(
             f"{deployed.path}: the inputs do not match the deployed graph's "
             f"({', '.join(wanted) or 'none'}): "
-            + "; ".join(filter(None, [missing and f"missing {', '.join(missing)}",
-                                      extra and f"not taken: {', '.join(extra)}"])))
+            + "; ".join(filter(None, [f"missing {', '.join(missing)}" if missing else None,
+                                      f"not taken: {', '.join(extra)}" if extra else None])))
+    undeclared_float = _PRECISION_FLOAT.get(deployed.precision)
     out: OrderedDict[str, np.ndarray] = OrderedDict()
     for name, source in pairs:
         dtype, shape = deployed.inputs[name]
-        arr = _cast(np.asarray(feed[source]), dtype)
+        arr = np.asarray(feed[source])
+        if dtype == "undefined" and arr.dtype.kind == "f" and undeclared_float is not None:
+            dtype = undeclared_float
+        arr = _cast(arr, dtype)
         fixed = [d for d in shape if isinstance(d, int) and d > 0]
         if len(shape) != arr.ndim or (len(fixed) == len(shape) and tuple(shape) != arr.shape):
             shown = "x".join(str(d) for d in shape)
-            raise BadInputError(f"input {name!r}: shape {'x'.join(map(str, arr.shape))} does "
-                                f"not fit the deployed graph's {shown or 'scalar'}")
+            message = (f"input {name!r}: shape {'x'.join(map(str, arr.shape))} does not fit "
+                       f"the {'produced' if produced else 'deployed'} graph's "
+                       f"{shown or 'scalar'}")
+            raise TargetUnmetError(message) if produced else BadInputError(message)
         out[name] = arr
     return out
+
+
+#: The float type an input the graph declares no type for is fed in, by the graph's precision.
+_PRECISION_FLOAT = {"fp16": "float16", "fp32": "float32"}
 
 
 def renamed_outputs(inner: Any, names: list[str]) -> Any:
@@ -219,25 +241,8 @@ def deployed_runner(deployed: Deployed, threads: int = 1, name: str | None = Non
     return ort_runner(deployed.path, threads=threads, name=name or "onnxruntime")
 
 
-def deployed_feed(feed: Mapping[str, np.ndarray], model: Any,
-                  precision: str) -> OrderedDict[str, np.ndarray]:
-    """The feed as the produced graph (`model`, an onnx.ModelProto) takes it: its inputs only,
-    floats in the float type each input declares (an fp32 ONNX input exported with
-    `--precision fp16` keeps fp32 inputs), else in its precision."""
-    inits = {i.name for i in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in inits]
-    default = np.float16 if precision == "fp16" else None
-    out: OrderedDict[str, np.ndarray] = OrderedDict()
-    for vi in inputs:
-        name = vi.name
-        if name not in feed:
-            raise TargetUnmetError(f"the produced graph takes an input {name!r} that the model "
-                                   f"was not given (inputs: {', '.join(feed)})")
-        arr = feed[name]
-        dtype = _DECLARED_FLOATS.get(vi.type.tensor_type.elem_type, default)
-        out[name] = arr.astype(dtype) if dtype is not None and arr.dtype.kind == "f" else arr
-    return out
-
-
-#: ONNX element types (TensorProto FLOAT, FLOAT16, DOUBLE) an input feed is cast to.
-_DECLARED_FLOATS = {1: np.float32, 10: np.float16, 11: np.float64}
+def deployed_feed(feed: Mapping[str, np.ndarray], model: Any) -> OrderedDict[str, np.ndarray]:
+    """The feed as the graph an export produced (`model`, an onnx.ModelProto) takes it: its
+    inputs only, each in the type it declares (an fp32 ONNX input exported with
+    `--precision fp16` keeps fp32 inputs): `feed_for` on the produced graph."""
+    return feed_for(describe_onnx(model, Path("the produced graph")), feed, produced=True)

@@ -26,7 +26,6 @@ from export_gelu.errors import BadInputError
 CPU_EP = "CPUExecutionProvider"
 CUDA_EP = "CUDAExecutionProvider"
 TRT_EP = "TensorrtExecutionProvider"
-DEVICES = ("cpu", "cuda")
 
 #: Runner names by the provider that leads its list (the report's latency/parity keys).
 RUNNER_NAMES = {CPU_EP: "onnxruntime", CUDA_EP: "onnxruntime-cuda", TRT_EP: "onnxruntime-trt"}
@@ -76,9 +75,8 @@ class DeviceChoice:
 
 
 def resolve_device(requested: str | None) -> DeviceChoice:
-    """`--device` (None: automatic) → the device; `--device cuda` where it cannot be is exit 2."""
-    if requested is not None and requested not in DEVICES:
-        raise BadInputError(f"--device {requested!r}: choose one of {', '.join(DEVICES)}")
+    """`--device` (None: automatic; a value options.validate accepted) → the device;
+    `--device cuda` where it cannot be is exit 2."""
     if requested == "cpu":
         return DeviceChoice("cpu", requested, "asked for with --device cpu")
     blocker = cuda_blocker()
@@ -192,27 +190,6 @@ def ready_runners(path: str | Path, device: str, precision: str, threads: int = 
     if not any(r.status == "ready" for r in runs):
         runs += build_runners(path, [ProviderRun(RUNNER_NAMES[CPU_EP], [CPU_EP])], threads)
     return runs
-
-
-def compare_on_providers(reference: Any, runs: list[ProviderRun], feeds: Any, atol: float,
-                         rtol: float) -> tuple[Any, dict[str, Any]]:
-    """Parity of every ready run against `reference`: (the verdict, the report's `providers`).
-
-    The verdict is the first ready run's, or the first failure among the others (ORT's
-    TensorRT provider is a second route to TensorRT parity: its failure fails the check).
-    """
-    from export_gelu.check.parity import compare_runners
-
-    table = {r.name: r.to_json() for r in runs}
-    ready = [r for r in runs if r.status == "ready"]
-    verdict = compare_runners(reference, ready[0].runner, feeds, atol, rtol)
-    table[ready[0].name]["parity"] = verdict.status
-    for extra in ready[1:]:
-        result = compare_runners(reference, extra.runner, feeds, atol, rtol)
-        table[extra.name]["parity"] = result.to_json()
-        if result.status == "failed" and verdict.status != "failed":
-            verdict = result
-    return verdict, table
 
 
 class _Captured:

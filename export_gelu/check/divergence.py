@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from export_gelu.check.parity import errors_of
-from export_gelu.check.tolerances import Tolerances
+from export_gelu.tolerances import Tolerances
 
 
 @dataclass
@@ -129,11 +129,11 @@ def run_with_outputs(path: Path, names: list[str], feed: Mapping[str, np.ndarray
     import onnx
     from polygraphy.backend.onnx import ModifyOutputs
 
-    from export_gelu.check.parity import _polygraphy_silent
+    from export_gelu.check.quiet import quiet_polygraphy
 
     model = onnx.load(str(path), load_external_data=False)
     external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-    with _polygraphy_silent():
+    with quiet_polygraphy(silent=True):
         marked = ModifyOutputs(model, outputs=[o.name for o in model.graph.output] + names,
                                copy=False)()
     if not external:
@@ -153,17 +153,17 @@ def _run_copy(marked: Any, copy: Path, feed: Mapping[str, np.ndarray], threads: 
     import onnx
 
     from export_gelu.check.ort_runner import ort_runner
-    from export_gelu.check.parity import _polygraphy_silent
+    from export_gelu.check.quiet import quiet_polygraphy
 
     onnx.save(marked, str(copy))
     runner = ort_runner(copy, threads=threads, name="onnxruntime-marked")
-    with _polygraphy_silent(), runner:
+    with quiet_polygraphy(silent=True), runner:
         return dict(runner.infer(dict(feed)))
 
 
 def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
                     graph_values: Mapping[str, np.ndarray], tol: Tolerances,
-                    source_of: Callable[[Any], str]) -> Localization:
+                    source_of: Callable[[Any], str | None]) -> Localization:
     """Each site's tensor against its module's PyTorch output (same shape only), in graph
     order; the first out of tolerance is the first divergence."""
     loc = Localization()

@@ -1,6 +1,6 @@
 """PyTorch's own error at fp16/bf16: the reference model run at that precision on the same
 inputs, against the fp32 (or fp64) reference. A low-precision graph is judged against it: no
-worse than a stated multiple (check/tolerances.py `precision_bound`), not a fixed atol."""
+worse than a stated multiple (export_gelu/tolerances.py `precision_bound`), not a fixed atol."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from export_gelu.check.parity import ParityResult, errors_of
-from export_gelu.check.tolerances import (
+from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_PYTORCH_PRECISION,
     PRECISION_ERROR_MULTIPLE,
@@ -130,9 +130,9 @@ def _rejudge(result: ParityResult, pytorch: Mapping[str, float]) -> None:
             and all(o.passed for o in result.outputs.values())):
         result.status, result.reason = "passed", ""
     elif result.status == "failed":
-        over = [(n, o) for n, o in result.outputs.items()
+        over = [(n, o.pytorch_max_abs) for n, o in result.outputs.items()
                 if not o.passed and o.pytorch_max_abs is not None]
         if over:
             result.reason += "; PyTorch's own model at this precision: " + ", ".join(
-                f"{n} max abs {o.pytorch_max_abs:.3g} (the graph may have "
-                f"{precision_bound(o.pytorch_max_abs, result.atol):.3g})" for n, o in over)
+                f"{n} max abs {own:.3g} (the graph may have "
+                f"{precision_bound(own, result.atol):.3g})" for n, own in over)

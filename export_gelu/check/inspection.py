@@ -2,7 +2,7 @@
 what each target would make of an ONNX file, without a GPU.
 
 For every target profile: does it parse the file as is, and if not why not (the static check
-of `compat.py`); would `export-gelu FILE --target T` fit it (a dry run of the ONNX-level
+of `parse_check.py`); would `export-gelu FILE --target T` fit it (a dry run of the ONNX-level
 passes on a copy), or what stops it; and, for TensorRT profiles, can this machine build and
 run an engine of that version, or only the device (`--bundle DIR`).
 """
@@ -15,11 +15,11 @@ from typing import Any
 import onnx
 
 from export_gelu import graph as G
-from export_gelu.compat import (
+from export_gelu.errors import ExportGeluError
+from export_gelu.parse_check import (
     format_targets,
     incompatibilities,
 )
-from export_gelu.errors import ExportGeluError
 from export_gelu.targets import TargetProfile
 
 

@@ -82,7 +82,7 @@ def _from_hooks(root: Any, loaded: Any, feed: Mapping[str, np.ndarray], wanted: 
     import torch
 
     from export_gelu.check.torch_runner import TorchRunner
-    from export_gelu.exporter.call_plan import plan_for
+    from export_gelu.exporter.inputs.call_plan import plan_for
     from export_gelu.exporter.model_dtype import model_float_dtype
 
     seen: dict[str, ModuleOutput | None] = {}

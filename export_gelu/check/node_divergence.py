@@ -18,8 +18,8 @@ import numpy as np
 
 from export_gelu.check.divergence import FirstDivergence, Localization, ModuleError
 from export_gelu.check.parity import errors_of
-from export_gelu.check.tolerances import Tolerances
 from export_gelu.errors import BadInputError
+from export_gelu.tolerances import Tolerances
 
 #: Above this many bytes of weights the graph is not compared node by node: both copies and
 #: every intermediate would be held at once.
@@ -66,16 +66,16 @@ def _run_all(model: Any, feed: Mapping[str, np.ndarray], threads: int) -> dict[s
     from polygraphy.backend.onnx import ModifyOutputs
 
     from export_gelu.check.ort_runner import ort_runner
-    from export_gelu.check.parity import _polygraphy_silent
+    from export_gelu.check.quiet import quiet_polygraphy
 
-    with _polygraphy_silent():
+    with quiet_polygraphy(silent=True):
         marked = ModifyOutputs(model, outputs=constants.MARK_ALL, copy=True)()
     with tempfile.TemporaryDirectory(prefix="export-gelu-nodes-") as tmp:
         path = Path(tmp) / "marked.onnx"
         onnx.save(marked, str(path), save_as_external_data=marked.ByteSize() > (1 << 30))
         del marked
         runner = ort_runner(path, threads=threads, name="onnxruntime-nodes")
-        with _polygraphy_silent(), runner:
+        with quiet_polygraphy(silent=True), runner:
             return dict(runner.infer(dict(feed)))
 
 

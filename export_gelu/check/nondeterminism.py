@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from export_gelu.check.tolerances import judging_for
+from export_gelu.tolerances import judging_for
 
 #: aten ops that draw random numbers (dropout only counts in train mode: see `_draws`).
 _RANDOM_OP = re.compile(r"^(rand|randn|randint|rand_like|randn_like|randint_like|randperm|"
@@ -77,6 +77,15 @@ def _model_line() -> str:
     return ""
 
 
+def _entering(stack: list[str], path: str) -> Callable[[Any, Any], None]:
+    """A forward pre-hook pushing the module's path onto `stack`."""
+
+    def hook(_module: Any, _args: Any) -> None:
+        stack.append(path)
+
+    return hook
+
+
 def sites_by_running(runner: Any, feed: Mapping[str, np.ndarray]) -> list[RandomSite]:
     """Random ops an eager module calls on `feed`: aten ops seen by a dispatch mode, their
     module from forward hooks, their line from the Python stack."""
@@ -101,8 +110,7 @@ def sites_by_running(runner: Any, feed: Mapping[str, np.ndarray]) -> list[Random
     handles = []
     try:
         for path, sub in runner.module.named_modules():
-            handles.append(sub.register_forward_pre_hook(
-                lambda _m, _a, path=path: stack.append(path) and None))
+            handles.append(sub.register_forward_pre_hook(_entering(stack, path)))
             handles.append(sub.register_forward_hook(leave))
     except (AttributeError, RuntimeError):  # a ScriptModule: no hooks, ops still seen
         pass

@@ -16,7 +16,7 @@ def ort_runner(path: str | Path, threads: int = 1, name: str = "onnxruntime") ->
 
 
 def output_names(path: str | Path) -> list[str]:
-    import onnx
+    """The graph's output names, from the run's one parse of the file (onnx_file)."""
+    from export_gelu.onnx_file import read_structure
 
-    model = onnx.load(str(path), load_external_data=False)
-    return [o.name for o in model.graph.output]
+    return [o.name for o in read_structure(path).graph.output]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from export_gelu.check.tolerances import (
+from export_gelu.check.quiet import quiet_polygraphy
+from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_CONSTANT,
     JUDGED_OWN_SCALE,
@@ -34,7 +34,7 @@ class OutputError:
     passed: bool
     nonfinite: int = 0
     elements: int = 0
-    #: the rule that judged it (check.tolerances.judging_for) and the atol it used
+    #: the rule that judged it (tolerances.judging_for) and the atol it used
     judged: str = JUDGED_ATOL
     judged_atol: float | None = None
     #: PyTorch's own max abs error at the graph's precision (fp16/bf16 runs), else None
@@ -59,7 +59,8 @@ class ParityResult:
     nondeterministic: dict[str, Any] | None = None
     #: PyTorch's own error at the graph's precision, and the rule it set (check/half_baseline.py)
     pytorch_precision: dict[str, Any] | None = None
-    #: fp32 islands kept in an fp16 graph to fix an overflow (passes/compat/fp16_islands.py)
+    #: fp32 islands kept in an fp16 graph to fix an overflow
+    #: (passes/compat/precision/fp16_islands.py)
     islands: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -136,34 +137,6 @@ def errors_of(refs: Sequence[np.ndarray], outs: Sequence[np.ndarray], atol: floa
     return stats, finite[::step].astype(np.float32)
 
 
-@contextlib.contextmanager
-def _polygraphy_silent() -> Iterator[None]:
-    """No polygraphy log lines at all: the verdict is reported by us, per output, once.
-
-    (Its errors still raise `PolygraphyException` with their message.)
-    """
-    from polygraphy.logger import G_LOGGER
-
-    old = G_LOGGER.module_severity
-    G_LOGGER.module_severity = G_LOGGER.CRITICAL
-    try:
-        yield
-    finally:
-        G_LOGGER.module_severity = old
-
-
-def _feeds(feed: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]]) -> list:
-    return [feed] if isinstance(feed, Mapping) else list(feed)
-
-
-def compare_runners(reference: Any, deployed: Any,
-                    feed: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]],
-                    atol: float, rtol: float) -> ParityResult:
-    """Run both polygraphy runners on the same feed(s) and compare outputs (`compare_all`
-    with one deployed runner)."""
-    return compare_all(reference, [deployed], _feeds(feed), atol, rtol)[0]
-
-
 def compare_all(reference: Any, deployed: Sequence[Any],
                 feeds: Sequence[Mapping[str, np.ndarray]], atol: float, rtol: float
                 ) -> list[ParityResult]:
@@ -172,7 +145,7 @@ def compare_all(reference: Any, deployed: Sequence[Any],
     its statistics over all iterations together."""
     from polygraphy.comparator import Comparator, RunResults, SimpleCompareFunc
 
-    with _polygraphy_silent():
+    with quiet_polygraphy(silent=True):  # the verdict is ours, per output, once
         results = Comparator.run([reference, *deployed], data_loader=list(feeds))
         # determinism: a second run of the reference (a recorded one ran twice when live)
         again = getattr(reference, "again", None)
@@ -214,7 +187,7 @@ def _judge_determinism(results: list[ParityResult], reference: Any, first: Any, 
         return
     sites = getattr(reference, "random_sites", None)
     if sites is None:
-        with _polygraphy_silent():
+        with quiet_polygraphy(silent=True):
             sites = random_sites(reference, feed)
     reason, block = nondeterminism_verdict(reference.name, *differs, sites)
     for result in results:

@@ -26,8 +26,8 @@ def fits_beside_reference(onnx_path: Path) -> bool:
     threshold): a bigger one is loaded only after the reference ran and was freed, so the
     weights are held once whatever memory is free."""
     from export_gelu.exporter.load import check_external_data
-    from export_gelu.exporter.save import external_data_threshold
-    from export_gelu.exporter.weight_size import file_bytes
+    from export_gelu.exporter.saving.save import external_data_threshold
+    from export_gelu.exporter.saving.weight_size import file_bytes
 
     size = file_bytes([Path(onnx_path), *check_external_data(Path(onnx_path))])
     return size <= external_data_threshold()
@@ -88,7 +88,7 @@ def record_reference(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]],
         if iterations > 0:
             latency = measure_latency([runner], feeds[0], iterations, warmup)[runner.name]
     sites = []
-    if any(not np.array_equal(v, again.get(k), equal_nan=v.dtype.kind == "f")
+    if any(k not in again or not np.array_equal(v, again[k], equal_nan=v.dtype.kind == "f")
            for k, v in outputs[0].items()):
         from export_gelu.check.nondeterminism import random_sites
 

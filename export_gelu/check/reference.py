@@ -27,7 +27,7 @@ def model_runner(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: Seque
     import torch
 
     from export_gelu.check.torch_runner import TorchRunner
-    from export_gelu.exporter.call_plan import plan_for
+    from export_gelu.exporter.inputs.call_plan import plan_for
     from export_gelu.exporter.model_dtype import model_float_dtype
 
     torch.set_num_threads(threads)

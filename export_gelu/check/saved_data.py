@@ -3,7 +3,6 @@ export-gelu checked can be replayed with `polygraphy run --load-inputs/--load-ou
 
 from __future__ import annotations
 
-import os
 import zipfile
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -12,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.atomic import written_file
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.inputs import load_npz
-from export_gelu.exporter.save import staging_dir
+from export_gelu.exporter.inputs.specs import load_npz
 
 Feed = OrderedDict  # name → array, in forward() order
 
@@ -78,10 +77,8 @@ def check_json_path(path: str | Path, flag: str) -> Path:
 
 
 def _save_atomic(write: Any, out: Path) -> None:
-    with staging_dir(out) as tmp:
-        staged = tmp / out.name
+    with written_file(out) as staged:
         write(str(staged))
-        os.replace(staged, out)
 
 
 def save_polygraphy_inputs(feeds: Sequence[Mapping[str, np.ndarray]], out: str | Path) -> Path:

@@ -13,7 +13,7 @@ from polygraphy.backend.base import BaseRunner
 from polygraphy.common import TensorMetadata
 from polygraphy.datatype import DataType
 
-from export_gelu.exporter.call_plan import call
+from export_gelu.exporter.inputs.call_plan import call
 
 
 def flatten_outputs(value: Any) -> list[torch.Tensor]:
@@ -53,7 +53,8 @@ class TorchRunner(BaseRunner):
             self.module = self.module.to(self.device)
         if self.device.startswith("cuda"):
             # the reference must be true fp32: TF32 matmuls/convolutions would add ~1e-3 error
-            self._tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+            self._tf32: tuple[bool, bool] | None = (torch.backends.cuda.matmul.allow_tf32,
+                                                    torch.backends.cudnn.allow_tf32)
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
 

@@ -19,7 +19,7 @@ from export_gelu.trt_parser.versions import in_range
 def trt_unavailable_reason() -> str | None:
     """None when tensorrt imports and a CUDA device is visible; else why not, in words."""
     try:
-        import tensorrt  # type: ignore[import-not-found]  # noqa: F401
+        import tensorrt  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         return f"tensorrt is not installed ({type(exc).__name__}); install export-gelu[trt]"
     try:

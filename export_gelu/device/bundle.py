@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import zipfile
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.atomic import placed, signals_deferred, staging_dir
 from export_gelu.device import script as ds
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.save import placed, signals_deferred, staging_dir
 from export_gelu.notes import Note
 from export_gelu.trt_parser.versions import in_range
 
@@ -99,7 +100,7 @@ def check_bundle_dir(path: str | Path, new_files: Sequence[str] = ()) -> Path:
         if filled:
             own = own_files(_manifest_to_replace(path))
             taken = set(new_files) | set(FIXED_FILES)
-            clash = sorted(f for f in _entries_under(path) if f not in own and (
+            clash = sorted(f for f in _entries_under(path) if not is_own(f, own) and (
                 f in taken or (f.split("/")[0] == INPUTS_DIR and not (path / f).is_dir())))
             if clash:
                 raise BadInputError(f"--bundle {path}: {', '.join(clash)} is not one of the "
@@ -142,6 +143,12 @@ def own_files(manifest: Mapping[str, Any]) -> set[str]:
     return own
 
 
+def is_own(rel: str, own: set[str]) -> bool:
+    """Whether the entry `rel` is one of `own`, or lies in a folder that is (a forms bundle's
+    `outputs/`, whose files the device names)."""
+    return rel in own or any(p.as_posix() in own for p in Path(rel).parents)
+
+
 def _entries_under(folder: Path) -> list[str]:
     """Every entry below `folder` that is not a directory (symlinks as themselves), and every
     empty directory, as relative POSIX paths. A folder that cannot be read is refused: what
@@ -182,6 +189,15 @@ def raw_bytes(arr: np.ndarray, dtype: str) -> bytes:
                                 f"{dtype} (TensorRT before {INT64_BINDING_SINCE} binds int64 "
                                 "as int32)")
     return np.ascontiguousarray(arr).astype(want).tobytes()
+
+
+def save_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """What `np.savez(path, **arrays)` writes, also for arrays named `file` or `allow_pickle`
+    (np.savez's own parameters: the first raised TypeError, the second was left out)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, arr in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(arr))
 
 
 def read_raw(path: Path, dtype: str, shape: Sequence[int]) -> np.ndarray:
@@ -233,7 +249,7 @@ def _graph_info(graph_path: Path) -> tuple[OrderedDict[str, tuple[str, list[Any]
     import onnx
 
     from export_gelu.check.deployed import _onnx_dtype_name
-    from export_gelu.compat import model_opset
+    from export_gelu.parse_check import model_opset
     from export_gelu.trt_parser.plugin import PLUGIN_OP
 
     model = onnx.load(str(graph_path), load_external_data=False)
@@ -336,7 +352,7 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
         for loc in externals:
             (stage / loc).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(req.graph_path.parent / loc, stage / loc)
-        input_rows = []
+        input_rows: list[dict[str, Any]] = []
         for name, arr in feed.items():
             onnx_dtype = inputs[name][0]
             bound = binding_dtype(onnx_dtype, req.trt_version)
@@ -346,7 +362,7 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
                                "shape": list(shapes[name]), "graph_dims": inputs[name][1],
                                "file": files[name], "bytes": len(data),
                                "sha256": hashlib.sha256(data).hexdigest()})
-        np.savez(stage / "inputs.npz", **feed)
+        save_npz(stage / "inputs.npz", feed)
         bound_feed = OrderedDict((n, read_raw(stage / files[n], r["binding_dtype"], shapes[n]))
                                  for n, r in zip(feed, input_rows))
         save_polygraphy_inputs([bound_feed], stage / "inputs.json")
@@ -423,7 +439,7 @@ def _keep_entries(old: Path, stage: Path, own: set[str]) -> None:
     folders made for them take their old permissions)."""
     ours = {p for p in stage.rglob("*") if p.is_dir()}
     for rel in _entries_under(old):
-        if rel in own:
+        if is_own(rel, own):
             continue
         src, dst = old / rel, stage / rel
         if src.is_dir() and not src.is_symlink() and dst.is_dir() and not dst.is_symlink():

@@ -26,14 +26,13 @@ def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
                  ) -> tuple[dict[str, Any], Path, list[OrderedDict[str, np.ndarray]]]:
     """(manifest, graph, feeds) of a bundle, after checking it belongs to MODEL."""
     from export_gelu.device.bundle import GRAPH, read_manifest
-    from export_gelu.exporter.inputs import load_npz
+    from export_gelu.exporter.inputs.specs import load_npz
 
     manifest = read_manifest(bundle)
-    want = manifest.get("model", {}).get("sha256")
-    if _sha256(model_path) != want:
-        raise BadInputError(f"--bundle {bundle}: made from another model "
-                            f"({manifest.get('model', {}).get('file')}, sha256 {str(want)[:12]}…),"
-                            f" not {model_path.name} (sha256 {_sha256(model_path)[:12]}…)")
+    if isinstance(manifest.get("forms"), list):
+        raise BadInputError(f"--bundle {bundle}: holds one graph per GELU form; give the "
+                            f"folder the device wrote: --device-outputs {bundle}/outputs")
+    check_model(manifest, bundle, model_path)
     graph = bundle / GRAPH
     if not graph.is_file() or _sha256(graph) != manifest.get("graph", {}).get("sha256"):
         raise BadInputError(f"--bundle {bundle}: {GRAPH} is missing or is not the graph the "
@@ -48,6 +47,24 @@ def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
     return manifest, graph, [feed]
 
 
+def check_model(manifest: dict[str, Any], bundle: Path, model_path: Path) -> None:
+    """The bundle was made from MODEL (its sha256), else exit 2."""
+    want = manifest.get("model", {}).get("sha256")
+    if _sha256(model_path) != want:
+        raise BadInputError(f"--bundle {bundle}: made from another model "
+                            f"({manifest.get('model', {}).get('file')}, sha256 {str(want)[:12]}…),"
+                            f" not {model_path.name} (sha256 {_sha256(model_path)[:12]}…)")
+
+
+def check_graph(bundle: Path, rel: str, sha256: Any) -> Path:
+    """The bundle's graph `rel`, unchanged since the bundle was written, else exit 2."""
+    graph = bundle / rel
+    if not graph.is_file() or _sha256(graph) != sha256:
+        raise BadInputError(f"--bundle {bundle}: {rel} is missing or is not the graph the "
+                            "manifest names (sha256 differs)")
+    return graph
+
+
 def check_pairing(outputs: list[OrderedDict[str, np.ndarray]], names: list[str],
                    path: Path, feeds: int) -> None:
     if len(outputs) != feeds:
@@ -60,8 +77,8 @@ def check_pairing(outputs: list[OrderedDict[str, np.ndarray]], names: list[str],
         raise BadInputError(
             f"--device-outputs {path}: its outputs ({', '.join(got)}) are not the graph's "
             f"({', '.join(names)}): " + "; ".join(filter(None, [
-                missing and f"missing {', '.join(missing)}",
-                extra and f"not in the graph: {', '.join(extra)}"])) + " (another model?)")
+                f"missing {', '.join(missing)}" if missing else None,
+                f"not in the graph: {', '.join(extra)}" if extra else None])) + " (another model?)")
 
 
 def check_shapes(parity: Any, path: Path) -> None:

@@ -101,7 +101,7 @@ LAYER_PRECISION_FLAGS = ("--precisionConstraints", "--layerPrecisions")
 
 def island_flags(trt_version: str, precision: str, fp32_layers: Sequence[str]) -> list[str]:
     """`--precisionConstraints=obey --layerPrecisions=L:fp32,…`: the fp32 islands of an fp16
-    graph (passes/compat/fp16_islands.py) kept in fp32 by a weakly typed build. [] when there
+    graph (compat/precision/fp16_islands.py) kept in fp32 by a weakly typed build. [] when there
     are none, when the version's trtexec does not parse the flags (an island's Casts then
     stand alone), or from 11 (strongly typed: the graph's Casts decide). Layers take their
     ONNX node's name; one trtexec would misread is left out."""

@@ -88,7 +88,7 @@ def script_program_with_axes(script: Any, args: tuple[Any, ...], input_names: Se
     name}}, the TorchScript exporter's) are symbolic: TS2EPConverter's program captured again
     with those dims (one `Dim` per name). The route for what the TorchScript exporter cannot
     export (a dict output, attention below opset 14) on the dynamic path."""
-    from export_gelu.exporter.call_plan import CallPlan
+    from export_gelu.exporter.inputs.call_plan import CallPlan
 
     plan = plan or CallPlan(tuple(input_names))
     pos, kw = plan.split_values(args)
@@ -113,8 +113,8 @@ def script_program_with_axes(script: Any, args: tuple[Any, ...], input_names: Se
 def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
                          precision: str) -> Any:
     """A TorchScript model captured in fp16/bf16: its trace records float32 dtypes, so it is
-    converted in float32 and the converted graph is cast and retargeted (`precision.py`)."""
-    from export_gelu.passes.compat.precision import clamped_literals, retarget_precision
+    converted in float32 and the converted graph is cast and retargeted (`retarget.py`)."""
+    from export_gelu.passes.compat.precision.retarget import clamped_literals, retarget_precision
 
     dtype = PRECISION_DTYPES[precision]
     program = script_to_program(script, cast_args(pos, "fp32"),
@@ -125,7 +125,7 @@ def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
         fold_weights(gm)
         gm = gm.to(dtype)
         retarget_precision(gm, dtype)
-        captured = torch.export.export(gm, pos, kw or None, strict=False)
+        captured: Any = torch.export.export(gm, pos, kw or None, strict=False)
         captured.export_gelu_clamped = clamped_literals(gm)  # for the report's note
         return captured
 
@@ -141,7 +141,7 @@ def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: 
     the axes its flags left out (dynamic_capture.py; the plan gains them); a range the model
     does not allow is bad input (exit 2), not a capture failure.
     """
-    from export_gelu.exporter.call_plan import CallPlan
+    from export_gelu.exporter.inputs.call_plan import CallPlan
 
     if loaded.exported is not None and precision in ("fp32", "fp64"):
         return loaded.exported, None

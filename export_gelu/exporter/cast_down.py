@@ -76,13 +76,13 @@ def _float32_program(program: Any) -> tuple[Any, int]:
     import torch
 
     from export_gelu.exporter.to_onnx import quiet_exporter
-    from export_gelu.passes.compat.precision import retarget_precision
+    from export_gelu.passes.compat.precision.retarget import retarget_precision
 
     gm = program.module()
     gm.to(torch.float32)
     changed = retarget_precision(gm, torch.float32, source=torch.float64)
     args, kwargs = program.example_inputs or ((), {})
-    args = _cast_tensors(tuple(args), torch.float32)
+    args = _cast_tensors(tuple(args), torch.float32) or ()
     kwargs = dict(zip(kwargs, _cast_tensors(tuple(kwargs.values()), torch.float32) or ()))
     with quiet_exporter(), torch.no_grad():
         return torch.export.export(gm, args, kwargs or None, strict=False), changed

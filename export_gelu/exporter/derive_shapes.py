@@ -15,6 +15,7 @@ import io
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -69,10 +70,12 @@ def export_references(exporter: str, opset: int) -> tuple[onnx.ModelProto, list[
     names = [f"x{i}" for i in range(len(formulas))]
     with quiet_exporter():
         if exporter == "dynamo":
-            model = torch.onnx.export(References(), args, dynamo=True, opset_version=opset,
-                                      input_names=names, verbose=False).model_proto
+            program = torch.onnx.export(References(), args, dynamo=True, opset_version=opset,
+                                        input_names=names, verbose=False)
+            assert program is not None  # dynamo=True returns the program
+            model = program.model_proto
         else:
-            buf = io.BytesIO()
+            buf: Any = io.BytesIO()  # the TorchScript exporter writes a file object too
             torch.onnx.export(References(), args, buf, dynamo=False, opset_version=opset,
                               input_names=names)
             model = onnx.load_from_string(buf.getvalue())
@@ -134,9 +137,10 @@ def derive() -> list[ExporterShape]:
             if old is None:
                 table[nodes] = ExporterShape(name, kind, (made_by,), nodes)
                 continue
-            names = old.formula if name in old.formula.split(" / ") else f"{old.formula} / {name}"
+            formula = old.formula if name in old.formula.split(" / ") \
+                else f"{old.formula} / {name}"
             by = old.exporters if made_by in old.exporters else (*old.exporters, made_by)
-            table[nodes] = ExporterShape(names, kind, by, nodes)
+            table[nodes] = ExporterShape(formula, kind, by, nodes)
     return list(table.values())
 
 

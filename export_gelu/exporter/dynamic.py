@@ -31,6 +31,7 @@ import onnx
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.dynamic_axes import DynamicAxis
+from export_gelu.onnx_file import read_structure
 
 FLAG_FORMS = "DIM=MIN:OPT:MAX, DIM=INPUT:AXIS[,INPUT:AXIS]=MIN:OPT:MAX or INPUT:AXIS=MIN:OPT:MAX"
 FLAG_EXAMPLE = "e.g. --dynamic batch=1:8:32 --dynamic seq=1:128:512"
@@ -543,13 +544,13 @@ def static_ranged_axes(model: onnx.ModelProto, dims: Sequence[DimRange]) -> list
     named = onnx_named_axes(model)
     return [f"{inp}:{axis}={named[inp][axis]}" for d in dims if d.min < d.max
             for inp, axis in d.axes if inp in named and axis < len(named[inp])
-            and isinstance(named[inp][axis], int) and named[inp][axis] > 0]
+            and isinstance(size := named[inp][axis], int) and size > 0]
 
 
 # -- the plan for one run ----------------------------------------------------------------------
 
 def _template_from_spec(spec: str, named: dict[int, str]) -> InputTemplate:
-    from export_gelu.exporter.inputs import parse_input_spec
+    from export_gelu.exporter.inputs.specs import parse_input_spec
 
     numeric, _ = split_named_dims(spec)
     parts = numeric.split(":")
@@ -625,7 +626,7 @@ def _module_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str],
         t = _template_from_spec(s, names)
         named[t.name] = list(t.dims)
     if npz and not specs:
-        from export_gelu.exporter.inputs import load_npz
+        from export_gelu.exporter.inputs.specs import load_npz
 
         named = {k: list(v.shape) for k, v in load_npz(npz).items()}
     plan.dims = resolve_flags(flags, named, torch_model=True)
@@ -638,7 +639,7 @@ def _module_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str],
 def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> DynamicPlan:
     from export_gelu.exporter.feeds import onnx_graph_inputs
 
-    model = onnx.load(str(loaded.path), load_external_data=False)
+    model = read_structure(loaded.path)
     named = onnx_named_axes(model)
     plan = DynamicPlan()
     plan.dims = resolve_flags(flags, named, torch_model=False)
@@ -677,7 +678,7 @@ def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> Dyna
 def refuse_oversized_points(plan: DynamicPlan) -> None:
     """Exit 2 naming the `--dynamic` flag (as typed) when an input at one of the sizes parity
     feeds (opt, min, an odd size, max) would hold more elements than any input may."""
-    from export_gelu.exporter.inputs import MAX_ELEMENTS
+    from export_gelu.exporter.inputs.specs import MAX_ELEMENTS
 
     for label, sizes in plan.points():
         for t in plan.templates:

@@ -17,13 +17,13 @@ import numpy as np
 import onnx
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.generated_inputs import (
+from export_gelu.exporter.inputs.generated import (
     GeneratedFeed,
     ModelHints,
     generate_inputs,
     hints_for,
 )
-from export_gelu.exporter.inputs import (
+from export_gelu.exporter.inputs.specs import (
     MAX_ELEMENTS,
     SPEC_HELP,
     InputSpec,
@@ -31,16 +31,18 @@ from export_gelu.exporter.inputs import (
     parse_input_spec,
 )
 from export_gelu.exporter.load import LoadedModel
+from export_gelu.onnx_file import read_structure
 
-_ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
-                  onnx.TensorProto.DOUBLE: np.float64,
-                  onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32,
-                  onnx.TensorProto.BOOL: np.bool_}
+_ONNX_TO_NUMPY: dict[int, type] = {
+    onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
+    onnx.TensorProto.DOUBLE: np.float64,
+    onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32,
+    onnx.TensorProto.BOOL: np.bool_}
 
 
 def onnx_graph_inputs(path: Path) -> list[tuple[str, list[int | str], int]]:
     """(name, dims, elem_type) of an ONNX file's real inputs (initializers excluded)."""
-    model = onnx.load(str(path), load_external_data=False)
+    model = read_structure(path)
     inits = {i.name for i in model.graph.initializer}
     found = []
     for vi in model.graph.input:
@@ -65,17 +67,18 @@ def _feed_from_onnx(path: Path, hints: ModelHints | None = None) -> OrderedDict[
             kind = onnx.TensorProto.DataType.Name(elem) if elem else "no tensor type"
             raise BadInputError(f"{path}: input {name!r} is {kind}, which random inputs are "
                                 "not made for; pass --inputs FILE.npz")
-        if any(not isinstance(d, int) or d <= 0 for d in dims):
+        shape = tuple(d for d in dims if isinstance(d, int) and d > 0)
+        if len(shape) != len(dims):
             raise BadInputError(
                 f"{path}: input {name!r} has shape {_shape_text(dims)} with symbolic or zero "
                 f"dimensions; pass --input {SPEC_HELP}"
             )
-        if float(np.prod(dims, dtype=np.float64)) > MAX_ELEMENTS:
+        if float(np.prod(shape, dtype=np.float64)) > MAX_ELEMENTS:
             raise BadInputError(f"{path}: input {name!r} declares shape {_shape_text(dims)}, "
                                 f"more than the {MAX_ELEMENTS} elements allowed; pass --input")
-        requests.append(InputSpec(name, tuple(dims), np.dtype(_ONNX_TO_NUMPY[elem])))
+        requests.append(InputSpec(name, shape, np.dtype(_ONNX_TO_NUMPY[elem])))
     if hints is None:
-        from export_gelu.exporter.generated_inputs import onnx_vocab
+        from export_gelu.exporter.inputs.generated import onnx_vocab
 
         hints = ModelHints(vocab=onnx_vocab(path))
     return generate_inputs(requests, hints)
@@ -146,7 +149,8 @@ def forward_arity(module: Any) -> tuple[int, int | None] | None:
 
     try:
         if isinstance(module, torch.jit.ScriptModule):
-            args = module.forward.schema.arguments[1:]
+            scripted: Any = module.forward  # a ScriptMethod: its schema lists the arguments
+            args = scripted.schema.arguments[1:]
             required = sum(1 for a in args if not a.has_default_value())
             return required, len(args)
         params = list(inspect.signature(module.forward).parameters.values())
@@ -161,7 +165,7 @@ def forward_arity(module: Any) -> tuple[int, int | None] | None:
 
 
 def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]) -> None:
-    from export_gelu.exporter.call_plan import keyword_order, missing_required
+    from export_gelu.exporter.inputs.call_plan import keyword_order, missing_required
 
     if keyword_order(loaded.module, list(feed)) is not None:  # passed by keyword
         missing = missing_required(loaded.module, list(feed))
@@ -262,7 +266,7 @@ def onnx_feed(path: str | Path, specs: list[str] | None = None, npz: str | Path 
               ) -> OrderedDict[str, np.ndarray]:
     """Inputs for an ONNX file: from `--input` specs, a `.npz`, or random over its fixed shape;
     checked against the graph's input names, dtypes and fixed dims."""
-    from export_gelu.exporter.generated_inputs import onnx_vocab
+    from export_gelu.exporter.inputs.generated import onnx_vocab
 
     path = Path(path)
     hints = ModelHints(vocab=onnx_vocab(path)) if not npz else None

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.detect import ModelFormat
 from export_gelu.exporter.load import LoadedModel, nonfinite_weights
+from export_gelu.exporter.model_files.detect import ModelFormat
 from export_gelu.notes import Note
 
 
@@ -80,7 +80,7 @@ def from_memory(model: Any, args: Sequence[Any] | None = None,
     bad = nonfinite_weights(model.state_dict())
     if bad:
         raise BadInputError(f"{where}: weight {bad[0]!r} holds NaN")
-    notes = []
+    notes: list[str] = []
     if _caches(model):
         notes.append(Note("a transformers model with use_cache: exported as one graph without "
                           "its key/value cache (use_cache=False while exporting, as the "

@@ -29,9 +29,9 @@ from types import ModuleType
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter import containment
-from export_gelu.exporter.detect import Detected, ModelFormat, detect_format
-from export_gelu.exporter.model_reads import contained, model_root
+from export_gelu.exporter.model_files import containment
+from export_gelu.exporter.model_files.detect import Detected, ModelFormat, detect_format
+from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.exporter.user_code import (
     defined_in,
     import_user_module,
@@ -66,12 +66,12 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)
     data_files: list[Path] = field(default_factory=list)  # an ONNX input's external data
     trusted: bool = False  # loaded with --trust-model: its code was not checked
-    # -- a Hugging Face folder (hf_folder.py, hf_graphs.py) ---------------------------------
+    # -- a Hugging Face folder (hf/folder.py, hf/graphs.py) ---------------------------------
     task: str = ""  # the task it is exported for (optimum's name)
-    dims: list[Any] = field(default_factory=list)  # hf_graphs.GraphDim: its dynamic dims
+    dims: list[Any] = field(default_factory=list)  # hf.graphs.GraphDim: its dynamic dims
     file_name: str = ""  # the graph's file in a multi-graph output folder
     graphs: list[LoadedModel] = field(default_factory=list)  # the graphs a folder exports
-    generation: Any = None  # hf_folder.FolderModel, for the greedy-decode check
+    generation: Any = None  # hf.folder.FolderModel, for the greedy-decode check
 
     @property
     def is_onnx(self) -> bool:
@@ -288,7 +288,7 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
 
     import torch
 
-    from export_gelu.exporter.call_plan import example_tensors
+    from export_gelu.exporter.inputs.call_plan import example_tensors
     from export_gelu.exporter.output_names import names_from_spec
     from export_gelu.exporter.pytree_types import register_archive_types
     from export_gelu.exporter.to_onnx import quiet_exporter
@@ -333,13 +333,16 @@ def load_script_module(path: Path, trusted: bool = False) -> Any:
     if not trusted:
         containment.refuse(path, "TorchScript file", containment.archive_findings(path))
     try:
-        unit = torch._C.CompilationUnit()  # what torch.jit.load does, keeping the unit
+        # what torch.jit.load does, keeping the unit (torch's stub for these two lacks the
+        # restore-shapes flag that torch.jit.load passes)
+        jit_c: Any = torch._C
+        unit = jit_c.CompilationUnit()
         fs_path = utf8_path(path)
         if fs_path is not None:
-            cpp = torch._C.import_ir_module(unit, fs_path, torch.device("cpu"), {}, False)
+            cpp = jit_c.import_ir_module(unit, fs_path, torch.device("cpu"), {}, False)
         else:  # a name C++ cannot take: the bytes
-            cpp = torch._C.import_ir_module_from_buffer(unit, path.read_bytes(),
-                                                        torch.device("cpu"), {}, False)
+            cpp = jit_c.import_ir_module_from_buffer(unit, path.read_bytes(),
+                                                     torch.device("cpu"), {}, False)
         module = wrap_cpp_module(cpp)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: corrupt TorchScript archive "
@@ -386,9 +389,9 @@ def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,
                     static: bool = False, sizes_opset: int = 0) -> LoadedModel:
     """A save_pretrained folder: one graph (on the user's inputs when given), or (an
     encoder–decoder) the folder's graphs."""
-    from export_gelu.exporter.hf_folder import load_folder
-    from export_gelu.exporter.hf_graphs import given_inputs, graphs_for
-    from export_gelu.exporter.hf_tasks import DECODER, SEQ2SEQ
+    from export_gelu.exporter.hf.folder import load_folder
+    from export_gelu.exporter.hf.graphs import given_inputs, graphs_for
+    from export_gelu.exporter.hf.tasks import DECODER, SEQ2SEQ
 
     fm = load_folder(path, task, allow_pickle)
     _refuse_nan(path, fm.model.state_dict())
@@ -481,11 +484,10 @@ def refuse_unknown_opset(path: Path, model: Any) -> None:
 def check_external_data(path: Path) -> list[Path]:
     """Refuse external-data references that escape the model's folder, point at missing files
     or reach past a file's end; return the files referenced."""
-    import onnx
+    from export_gelu.onnx_file import read_structure
 
     try:
-        with path.open("rb") as fh:
-            model = onnx.load_model(fh, load_external_data=False)
+        model = read_structure(path)
     except Exception as exc:  # noqa: BLE001
         raise BadInputError(f"{path}: not a readable ONNX file ({_first_line(exc)})") from exc
     refuse_unknown_opset(path, model)

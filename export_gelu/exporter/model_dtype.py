@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 
 def model_float_dtype(module: Any) -> Any:
     """torch.float64 when every floating parameter and buffer of `module` is float64, else
     torch.float32 (the reference runner casts float inputs to this)."""
     import torch
 
-    tensors = []
+    tensors: list[Any] = []
     for getter in ("parameters", "buffers"):
         fn = getattr(module, getter, None)
         if fn is not None:
@@ -39,8 +37,3 @@ def is_float64(module: Any) -> bool:
 def feed_precision(module: Any, precision: str) -> str:
     """The dtype name inputs are cast to: "fp64" for a float64 model at fp32, else precision."""
     return "fp64" if precision == "fp32" and is_float64(module) else precision
-
-
-def numpy_float_dtype(module: Any) -> np.dtype:
-    """The numpy dtype random float inputs are made in for `module`."""
-    return np.dtype(np.float64) if is_float64(module) else np.dtype(np.float32)

@@ -23,7 +23,7 @@ def model_output_names(loaded: Any, module: Any, program: Any, plan: Any,
         return names_from_spec(spec)
     import torch
 
-    from export_gelu.exporter.call_plan import call
+    from export_gelu.exporter.inputs.call_plan import call
 
     try:
         with torch.no_grad():

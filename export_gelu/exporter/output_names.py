@@ -70,8 +70,8 @@ def _walk_value(value: Any, prefix: str, out: list[str]) -> None:
     elif isinstance(value, (list, tuple)):
         fields = getattr(value, "_fields", None)
         for i, item in enumerate(value):
-            key: object = fields[i] if fields else (i if prefix else f"output_{i}")
-            _walk_value(item, _join(prefix, key), out)
+            label: object = fields[i] if fields else (i if prefix else f"output_{i}")
+            _walk_value(item, _join(prefix, label), out)
 
 
 def names_from_value(value: Any) -> list[str]:

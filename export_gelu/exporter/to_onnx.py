@@ -22,8 +22,8 @@ from export_gelu.errors import (
     stated_cause,
 )
 from export_gelu.graph.provenance import fill_from_neighbours
-from export_gelu.passes.compat.attention import lower_attention
-from export_gelu.passes.compat.view_writes import functionalize_view_writes
+from export_gelu.passes.compat.torchscript_export.attention import lower_attention
+from export_gelu.passes.compat.torchscript_export.view_writes import functionalize_view_writes
 
 #: The dynamo exporter cannot produce an opset below this in torch 2.13.
 DYNAMO_MIN_OPSET = 18
@@ -65,12 +65,13 @@ def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[st
                    opset: int, kwargs: dict[str, Any] | None = None) -> onnx.ModelProto:
     import torch
 
-    from export_gelu.exporter.workdir import current_workdir
+    from export_gelu.exporter.saving.workdir import current_workdir
 
     with quiet_exporter():
         onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True,
                                          opset_version=opset,
                                          input_names=list(input_names) or None, verbose=False)
+    assert onnx_program is not None  # dynamo=True returns the program
     folder = current_workdir()
     if folder is None:
         return onnx_program.model_proto
@@ -97,8 +98,8 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
                         ) -> onnx.ModelProto:
     import torch
 
+    from export_gelu.exporter.saving.workdir import current_workdir
     from export_gelu.exporter.scopes import record_scopes, source_frames
-    from export_gelu.exporter.workdir import current_workdir
 
     folder = current_workdir()
     with contextlib.ExitStack() as stack:
@@ -151,7 +152,7 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
     keyword. `exporter` forces one ("dynamo" from opset 18, "torchscript" up to 20); default
     by opset.
     """
-    from export_gelu.exporter.call_plan import CallPlan, positional_module
+    from export_gelu.exporter.inputs.call_plan import CallPlan, positional_module
 
     exporter = exporter or exporter_for_opset(opset)
     plan = plan or CallPlan(tuple(input_names))
@@ -168,7 +169,7 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
     except (BadInputError, WorldError):
         raise
     except Exception as exc:  # noqa: BLE001 - exporter failures are reported, not re-thrown
-        from export_gelu.exporter.workdir import refused_write
+        from export_gelu.exporter.saving.workdir import refused_write
 
         if is_world_fault(exc):
             raise  # the disk refused the weights: no other exporter would fare better

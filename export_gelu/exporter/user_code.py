@@ -47,8 +47,8 @@ def import_user_module(spec: str) -> types.ModuleType:
         if not path.is_file():
             raise FileNotFoundError(f"no file {spec}")
         name = path.stem
-        if name in sys.modules and getattr(sys.modules[name], "__file__", None) and \
-                Path(sys.modules[name].__file__).resolve() == path.resolve():
+        loaded_from = getattr(sys.modules[name], "__file__", None) if name in sys.modules else None
+        if loaded_from and Path(loaded_from).resolve() == path.resolve():
             return sys.modules[name]
         loaded = importlib.util.spec_from_file_location(name, path)
         if loaded is None or loaded.loader is None:
@@ -88,9 +88,9 @@ def main_pickle_module(modules: Sequence[types.ModuleType]) -> Any:
                         return getattr(candidate, name)
             return super().find_class(module, name)
 
-    shim = types.ModuleType("export_gelu_pickle")
-    shim.Unpickler = Unpickler  # type: ignore[attr-defined]
-    shim.load = pickle.load  # type: ignore[attr-defined]
+    shim: Any = types.ModuleType("export_gelu_pickle")  # attributes set below
+    shim.Unpickler = Unpickler
+    shim.load = pickle.load
     shim.__dict__["UnpicklingError"] = pickle.UnpicklingError
     return shim
 

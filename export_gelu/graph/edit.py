@@ -10,18 +10,16 @@ import copy
 from collections.abc import Iterable
 
 import numpy as np
+import onnx
 import onnx_graphsurgeon as gs
 from onnx import helper
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from export_gelu.graph.index import (
-    _G_MADE,
-    _G_NAMES,
     _MADE_AT,
     _META,
     _SRC,
     _edited,
-    _gdict,
     _version,
     graphs,
     is_output,
@@ -29,6 +27,7 @@ from export_gelu.graph.index import (
     root_of,
     use_domain,
 )
+from export_gelu.graph.session import Names, session_of
 from export_gelu.graph.types import (
     forget_types,
 )
@@ -37,37 +36,23 @@ from export_gelu.graph.values import (
 )
 
 
-class Names:
-    """Allocates node and tensor names that are unique in the graph."""
-
-    def __init__(self, taken: set[str]) -> None:
-        self.taken = taken
-
-    def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.taken:
-            i += 1
-            name = f"{base}_{i}"
-        self.taken.add(name)
-        return name
-
-
 def names(graph: gs.Graph) -> Names:
     """The name allocator of `graph`'s model: every node and tensor name, subgraphs too."""
     root = root_of(graph)
-    found = _gdict(root).get(_G_NAMES)
+    session = session_of(root)
+    found = session.names
     if found is None:
         taken: set[str] = set()
         for g in graphs(root):
             taken.update(n.name for n in g.nodes)
             taken.update(t.name for n in g.nodes for t in (*n.inputs, *n.outputs))
             taken.update(t.name for t in (*g.inputs, *g.outputs))
-            src = _gdict(g).get(_SRC)
-            if src is not None:
+            src = session_of(g).src
+            if isinstance(src, onnx.GraphProto):
                 taken.update(i.name for i in src.initializer)
                 taken.update(v.name for v in src.value_info)
         taken.discard("")
-        found = _gdict(root)[_G_NAMES] = Names(taken)
+        found = session.names = Names(taken)
     return found
 
 
@@ -96,12 +81,12 @@ def unique_node_names(graph: gs.Graph) -> int:
         taken.add(name)
         changed += 1
     if changed:
-        _gdict(root_of(graph)).pop(_G_NAMES, None)
+        session_of(root_of(graph)).names = None
     return changed
 
 
 def _made(graph: gs.Graph) -> list[gs.Node]:
-    return _gdict(graph).setdefault(_G_MADE, [])
+    return session_of(graph).made
 
 
 def variable(graph: gs.Graph, base: str, elem_type: int | None = None,

@@ -12,6 +12,8 @@ import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.logger import G_LOGGER
 
+from export_gelu.graph.session import session_of
+
 DEFAULT_DOMAINS = ("", "ai.onnx")
 FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
                          onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE})
@@ -25,31 +27,15 @@ _META = "_eg_meta"  # new node: the NodeProto whose metadata_props it carries
 _TYPE = "_eg_type"  # tensor: (dtype, shape) as imported, to tell a type a pass changed
 _VALUE = "_eg_value"  # tensor: its value as last read (with what held it, and how read)
 _MADE_AT = "_eg_made_at"  # constant a pass made: the edit count then (new ones saved in order)
-# graph-level entries live in the gs.Graph's __dict__ (its __getattr__ logs misses):
-_G_ROOT = "_eg_root"  # subgraph: the main graph
-_G_MODEL = "_eg_model"  # main graph: the ModelProto it was loaded from
-_G_TYPES = "_eg_types"  # main graph: the inferred types
-_G_NAMES = "_eg_names"  # main graph: the name allocator
-_G_MADE = "_eg_made"  # nodes made and not yet placed by `set_nodes`
-_G_UNREAD = "_eg_unread"  # initializer names no node read on load
-_G_UNREAD_CONSTS = "_eg_unread_consts"  # those initializers, as Constants a pass may change
-_G_INPUT_INITS = "_eg_input_inits"  # initializers that are also graph inputs
-_G_DOMAINS = "_eg_domains"  # main graph: domain → opset version to import
-_G_SYNCED = "_eg_synced"  # main graph: the edit count when the model last matched it
-_G_TENSORS = "_eg_tensors"  # (edit count, graphsurgeon's tensor map)
-_G_MEMO = "_eg_memo"  # key → (edit count, a fact `cached` computed)
+# What is known about a whole graph is its GraphSession (graph/session.py).
 #: Edits made by the helpers here, counted (caches hold the count they were made at).
 _EDITS = [0]
 T = TypeVar("T")
 
 
-def _gdict(graph: gs.Graph) -> dict:
-    return graph.__dict__
-
-
 def root_of(graph: gs.Graph) -> gs.Graph:
     """The main graph a subgraph belongs to (the graph itself for the main graph)."""
-    return _gdict(graph).get(_G_ROOT) or graph
+    return session_of(graph).root or graph
 
 
 def graphs(graph: gs.Graph) -> Iterator[gs.Graph]:
@@ -119,12 +105,12 @@ def opset(graph: gs.Graph, domain: str = "") -> int:
     root = root_of(graph)
     if domain in DEFAULT_DOMAINS:
         return int(root.opset or 0)
-    return _gdict(root).get(_G_DOMAINS, {}).get(domain, 0)
+    return session_of(root).domains.get(domain, 0)
 
 
 def use_domain(graph: gs.Graph, domain: str, version: int = 1) -> None:
     """Import `domain` at `version` when saved (a domain already imported stays as it is)."""
-    _gdict(root_of(graph)).setdefault(_G_DOMAINS, {}).setdefault(domain, version)
+    session_of(root_of(graph)).domains.setdefault(domain, version)
 
 
 def set_opset(graph: gs.Graph, version: int) -> None:
@@ -137,21 +123,21 @@ def set_opset(graph: gs.Graph, version: int) -> None:
 
 def _own_tensors(graph: gs.Graph) -> dict[str, gs.Tensor]:
     """graphsurgeon's tensor map of `graph`, kept until an edit made here (not to modify)."""
-    d = _gdict(graph)
+    session = session_of(graph)
     version = _version(graph)
-    cached = d.get(_G_TENSORS)
+    cached = session.tensors
     if cached is not None and cached[0] == version:
         return cached[1]
     with G_LOGGER.suppress(G_LOGGER.ERROR):  # a subgraph output named like an outer tensor
         found = graph.tensors()
-    d[_G_TENSORS] = (version, found)
+    session.tensors = (version, found)
     return found
 
 
 def cached(graph: gs.Graph, key: str, compute: Callable[[], T]) -> T:
     """`compute()`, kept on `graph` under `key` until the next edit made with these helpers
     (for facts several checks ask about one graph, such as a presence scan)."""
-    memo = _gdict(graph).setdefault(_G_MEMO, {})
+    memo = session_of(graph).memo
     hit = memo.get(key)
     if hit is not None and hit[0] == _version():
         return hit[1]

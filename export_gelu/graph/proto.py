@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Protocol, TypeVar
 
 import numpy as np
 import onnx
@@ -27,30 +28,34 @@ from onnx_graphsurgeon.ir.tensor import SparseValues
 from onnx_graphsurgeon.logger import G_LOGGER
 
 from export_gelu.graph.index import (
-    _G_DOMAINS,
-    _G_INPUT_INITS,
-    _G_MODEL,
-    _G_ROOT,
-    _G_SYNCED,
-    _G_UNREAD,
-    _G_UNREAD_CONSTS,
     _KEY,
     _MADE_AT,
     _META,
     _SRC,
     _TYPE,
     DEFAULT_DOMAINS,
-    _gdict,
     _own_tensors,
     _version,
     graphs,
     root_of,
     walk,
 )
+from export_gelu.graph.session import loaded_model, session_of
 from export_gelu.graph.values import (
     _constant_proto,
     proto_of,
 )
+
+M = TypeVar("M")
+
+
+class _Repeated(Protocol[M]):
+    """What `_replace` uses of a repeated proto field (protobuf ships no type stubs)."""
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[M]: ...
+    def __delitem__(self, key: slice) -> None: ...
+    def extend(self, items: Iterable[M]) -> None: ...
 
 #: Attribute types graphsurgeon's importer reads (the others it skips: carried by `save`).
 _GS_ATTR_TYPES = frozenset({onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT,
@@ -106,10 +111,10 @@ def _read_names(graph: gs.Graph, own: dict[str, gs.Tensor]) -> set[str]:
 
 def _pair(graph: gs.Graph, src: onnx.GraphProto | onnx.FunctionProto, root: gs.Graph) -> None:
     """Remember, on each graphsurgeon object, the proto it came from and how it looked."""
-    d = _gdict(graph)
-    d[_SRC] = src
+    session = session_of(graph)
+    session.src = src
     if graph is not root:
-        d[_G_ROOT] = root
+        session.root = root
     for node, proto in zip(graph.nodes, src.node):
         nd = node.__dict__  # not setattr: gs.Node's __setattr__ is slow on 100k nodes
         nd[_SRC] = proto
@@ -126,8 +131,8 @@ def _pair(graph: gs.Graph, src: onnx.GraphProto | onnx.FunctionProto, root: gs.G
             tensor.__dict__[_TYPE] = _type_key(tensor)
     if isinstance(src, onnx.GraphProto):
         read = _read_names(graph, _own_tensors(graph))
-        d[_G_UNREAD] = {i.name for i in src.initializer} - read
-        d[_G_INPUT_INITS] = {i.name for i in src.input} & {i.name for i in src.initializer}
+        session.unread = {i.name for i in src.initializer} - read
+        session.input_inits = {i.name for i in src.input} & {i.name for i in src.initializer}
 
 
 def _type_key(tensor: gs.Tensor) -> tuple:
@@ -173,9 +178,10 @@ def load(model: onnx.ModelProto) -> gs.Graph:
     _pair(graph, model.graph, graph)
     for fn, proto in zip(graph.functions, model.functions):
         _pair(fn, proto, graph)
-    _gdict(graph)[_G_MODEL] = model
-    _gdict(graph)[_G_DOMAINS] = {i.domain: int(i.version) for i in model.opset_import}
-    _gdict(graph)[_G_SYNCED] = _version(graph)
+    session = session_of(graph)
+    session.model = model
+    session.domains = {i.domain: int(i.version) for i in model.opset_import}
+    session.synced = _version(graph)
     return graph
 
 
@@ -251,8 +257,8 @@ def _local_names(node: gs.Node) -> frozenset[str]:
 
 def _graph_proto(graph: gs.Graph, outer: frozenset[str]) -> onnx.GraphProto:
     """A subgraph as a GraphProto (its original one, edited where the passes changed it)."""
-    src = _gdict(graph).get(_SRC)
-    if src is None:
+    src = session_of(graph).src
+    if not isinstance(src, onnx.GraphProto):
         return OnnxExporter.export_graph(graph, do_type_check=False)
     proto = onnx.GraphProto()
     proto.CopyFrom(src)
@@ -271,12 +277,12 @@ def _value_info(tensor: gs.Tensor, original: onnx.ValueInfoProto | None = None
     return OnnxExporter.export_value_info_proto(tensor, do_type_check=False)
 
 
-def _replace(field: object, items: list) -> None:
+def _replace(field: _Repeated[M], items: list[M]) -> None:
     """Make a repeated proto field hold `items` (nothing is written when it already does)."""
-    if len(items) == len(field) and all(a is b for a, b in zip(items, field)):  # type: ignore
+    if len(items) == len(field) and all(a is b for a, b in zip(items, field)):
         return
-    del field[:]  # type: ignore[attr-defined]  (the items stay valid: extend copies them)
-    field.extend(items)  # type: ignore[attr-defined]
+    del field[:]  # the items stay valid: extend copies them
+    field.extend(items)
 
 
 def _write(graph: gs.Graph, proto: onnx.GraphProto, outer: frozenset[str]) -> None:
@@ -288,7 +294,7 @@ def _write(graph: gs.Graph, proto: onnx.GraphProto, outer: frozenset[str]) -> No
     _replace(proto.node, [_node_proto(n, scope) for n in graph.nodes])
 
     read = _read_names(graph, own)
-    unread = _gdict(graph).get(_G_UNREAD, set())
+    unread = session_of(graph).unread or set()
     input_names = {i.name for i in proto.input}
     consts = {name: t for name, t in own.items() if isinstance(t, gs.Constant)
               and name not in outer and not isinstance(t._values, SparseValues)}
@@ -297,7 +303,7 @@ def _write(graph: gs.Graph, proto: onnx.GraphProto, outer: frozenset[str]) -> No
         p = inits[i]
         c = consts.pop(p.name, None)
         if c is None and p.name in unread:  # read by no node: a pass may have changed it
-            c = _gdict(graph).get(_G_UNREAD_CONSTS, {}).get(p.name)
+            c = session_of(graph).unread_consts.get(p.name)
             if c is not None and proto_of(c) is not p:
                 inits[i].CopyFrom(_constant_proto(c))
             continue
@@ -353,7 +359,7 @@ def _opset_imports(graph: gs.Graph, imports: Iterable[onnx.OperatorSetIdProto]
             imp.version = int(graph.opset)
     if not have & set(DEFAULT_DOMAINS) and graph.opset:
         out.insert(0, helper.make_opsetid("", int(graph.opset)))
-    wanted = _gdict(root_of(graph)).get(_G_DOMAINS, {})
+    wanted = session_of(root_of(graph)).domains
     used = {n.domain for n in walk(graph)} | {n.domain for f in graph.functions
                                                for n in f.nodes}
     for domain in sorted(d for d in used if d and d not in have and d not in DEFAULT_DOMAINS):
@@ -364,7 +370,7 @@ def _opset_imports(graph: gs.Graph, imports: Iterable[onnx.OperatorSetIdProto]
 def opset_imports(graph: gs.Graph) -> list[onnx.OperatorSetIdProto]:
     """The model's opset imports as `save` would write them now."""
     root = root_of(graph)
-    return _opset_imports(root, _gdict(root)[_G_MODEL].opset_import)
+    return _opset_imports(root, loaded_model(root).opset_import)
 
 
 def _write_function(fn: gs.Function, proto: onnx.FunctionProto) -> None:
@@ -395,8 +401,8 @@ def save(graph: gs.Graph, model: onnx.ModelProto) -> onnx.ModelProto:
         model.opset_import.extend(imports)
     if graph.ir_version is not None and graph.ir_version != model.ir_version:
         model.ir_version = int(graph.ir_version)
-    if _gdict(graph).get(_G_MODEL) is model:
-        _gdict(graph)[_G_SYNCED] = _version(graph)
+    if session_of(graph).model is model:
+        session_of(graph).synced = _version(graph)
     return model
 
 

@@ -24,6 +24,7 @@ import importlib.util
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 import onnx
 import onnx_graphsurgeon as gs
@@ -38,7 +39,7 @@ STACK_TRACE = "pkg.torch.onnx.stack_trace"
 #: The keys this package writes, in the order torch writes them.
 KEYS = (NAMESPACE, CLASS_HIERARCHY, NAME_SCOPES, STACK_TRACE)
 
-Node = gs.Node | onnx.NodeProto
+Node: TypeAlias = gs.Node | onnx.NodeProto
 
 
 def props_of(node: Node) -> dict[str, str]:

@@ -4,19 +4,13 @@ typed through standard stand-ins — cached on the graph until its node list cha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import SparseValues
 
 from export_gelu.graph.index import (
-    _G_MODEL,
-    _G_SYNCED,
-    _G_TYPES,
     _edited,
-    _gdict,
     _own_tensors,
     _version,
     graphs,
@@ -27,6 +21,7 @@ from export_gelu.graph.proto import (
     _opset_imports,
     _value_info,
 )
+from export_gelu.graph.session import TensorType, loaded_model, session_of
 from export_gelu.graph.values import (
     _constant_proto,
     _has_inline_data,
@@ -37,31 +32,6 @@ from export_gelu.graph.values import (
 
 #: Initializers up to this many elements keep their values in the inference skeleton.
 _SKELETON_KEEP_ELEMENTS = 64
-
-
-@dataclass(frozen=True)
-class TensorType:
-    """Element type and shape (ints, symbolic names, or None per dim; None when rank unknown)."""
-
-    elem_type: int  # onnx.TensorProto.DataType, 0 when unknown
-    shape: tuple[int | str | None, ...] | None
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.shape is None else len(self.shape)
-
-    @property
-    def last_dim(self) -> int | None:
-        if not self.shape:
-            return None
-        last = self.shape[-1]
-        return last if isinstance(last, int) else None
-
-    def type_str(self) -> str | None:
-        """'tensor(float)' and the like, as operator schemas spell type constraints."""
-        if not self.elem_type:
-            return None
-        return f"tensor({onnx.TensorProto.DataType.Name(self.elem_type).lower()})"
 
 
 def _type_of(vi: onnx.ValueInfoProto) -> TensorType | None:
@@ -110,7 +80,7 @@ def _typeable(sk: onnx.ModelProto) -> onnx.ModelProto:
 
 def skeleton_of(graph: gs.Graph) -> onnx.ModelProto:
     """The graph as a model without the bytes of its large initializers, for inference."""
-    model: onnx.ModelProto = _gdict(graph)[_G_MODEL]
+    model = loaded_model(graph)
     sk = onnx.ModelProto(ir_version=graph.ir_version or model.ir_version)
     sk.opset_import.extend(_opset_imports(graph, model.opset_import))
     sk.functions.extend(model.functions)
@@ -135,13 +105,13 @@ def infer_types(graph: gs.Graph) -> dict[str, TensorType]:
     """Every tensor's type that the model states or that ONNX shape inference can derive
     (cached until the node list changes: `set_nodes`)."""
     root = root_of(graph)
-    cached = _gdict(root).get(_G_TYPES)
+    session = session_of(root)
+    cached = session.types
     if cached is not None:
         return cached
     types: dict[str, TensorType] = {}
-    d = _gdict(root)
-    if d.get(_G_SYNCED, -1) == _version():  # the model holds the graph as it is
-        sk = _typeable(skeleton(d[_G_MODEL]))
+    if session.synced == _version():  # the model holds the graph as it is
+        sk = _typeable(skeleton(loaded_model(root)))
     else:
         sk = skeleton_of(root)
     try:
@@ -157,14 +127,14 @@ def infer_types(graph: gs.Graph) -> dict[str, TensorType]:
         for t in _own_tensors(g).values():
             if isinstance(t, gs.Constant):
                 types[t.name] = TensorType(elem_type_of(t), tuple(int(d) for d in t.shape))
-    _gdict(root)[_G_TYPES] = types
+    session.types = types
     return types
 
 
 def forget_types(graph: gs.Graph) -> None:
     """Drop what is cached about the graph: its types, and the tensor maps (after the node
     list changed, or an edit not made with the helpers here: an attribute, a dtype)."""
-    _gdict(root_of(graph)).pop(_G_TYPES, None)
+    session_of(root_of(graph)).types = None
     _edited(graph)
 
 

@@ -14,17 +14,13 @@ from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
 from onnx_graphsurgeon.ir.tensor import LazyValues, SparseValues
 
 from export_gelu.graph.index import (
-    _G_INPUT_INITS,
-    _G_UNREAD,
-    _G_UNREAD_CONSTS,
-    _SRC,
     _VALUE,
     MAX_LITERAL_ELEMENTS,
-    _gdict,
     _own_tensors,
     is_default,
     producer,
 )
+from export_gelu.graph.session import session_of
 from export_gelu.onnx_weights import is_external, is_lazy, tensor_array
 
 #: Values up to this many elements are kept once read (larger ones are read each time).
@@ -33,7 +29,7 @@ _CACHED_ELEMENTS = 4096
 
 def overridable(graph: gs.Graph, tensor: gs.Tensor) -> bool:
     """An initializer that is also a graph input (a feed may replace its value)."""
-    return tensor.name in _gdict(graph).get(_G_INPUT_INITS, ())
+    return tensor.name in session_of(graph).input_inits
 
 
 def constant_node(tensor: gs.Tensor) -> gs.Node | None:
@@ -80,11 +76,11 @@ def initializers(graph: gs.Graph) -> list[gs.Constant]:
     """Every initializer `save` would write: those the nodes read, and those no node read
     when the model was loaded (which stay; a pass may change their values)."""
     own = [t for t in _own_tensors(graph).values() if isinstance(t, gs.Constant)]
-    d = _gdict(graph)
-    unread = d.get(_G_UNREAD)
-    if unread:
-        found = d.setdefault(_G_UNREAD_CONSTS, {})
-        for p in d[_SRC].initializer:
+    session = session_of(graph)
+    unread = session.unread
+    if unread and isinstance(session.src, onnx.GraphProto):
+        found = session.unread_consts
+        for p in session.src.initializer:
             if p.name in unread and p.name not in found:
                 found[p.name] = gs.Constant(p.name, LazyValues(p))
         own += list(found.values())

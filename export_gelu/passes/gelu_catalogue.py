@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from export_gelu.passes.gelu_constants import INV_SQRT_2, QUICK_ALPHA, SQRT_2_OVER_PI, TANH_BETA
 
@@ -203,6 +203,16 @@ ENTRIES: tuple[Spelling, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class GeluRule(Generic[T]):
+    """A formula that computes a GELU of kind `kind` (exact | tanh | quick), as one level's
+    algebra holds it (a polynomial at the fx level, a tree at the ONNX level)."""
+
+    name: str
+    kind: str
+    formula: T
+
+
 class Derived(Generic[T]):
     """A level's rules derived from ENTRIES, re-derived when ENTRIES is replaced."""
 
@@ -215,5 +225,5 @@ class Derived(Generic[T]):
         entries = ENTRIES  # looked up on each call: a test may extend it at run time
         if entries is not self._from:
             self._rules, self._from = self._derive(entries), entries
-        return self._rules  # type: ignore[return-value]
+        return cast(T, self._rules)  # set just above, or on an earlier call
 

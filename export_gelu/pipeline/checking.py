@@ -14,14 +14,15 @@ from export_gelu.check.ort_runner import ort_runner
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.check.recorded import IN_TURN_NOTE, record_reference
 from export_gelu.check.reference import reference_runner
-from export_gelu.check.tolerances import Tolerances, resolve_tolerances
 from export_gelu.check.trt_runner import trt_runner
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.islands import finds_islands, fix_overflow
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
+from export_gelu.tolerances import Tolerances, resolve_tolerances
 
 
 def ort_missing() -> str | None:
@@ -56,7 +57,7 @@ def _record_if_big(state: RunState) -> None:
         return
     state.progress.step(f"running the reference ({state.reference.name}) before loading the "
                         "output")
-    feed = deployed_feed(state.feed, state.graph, state.run_precision)
+    feed = deployed_feed(state.feed, state.graph)
     state.reference = record_reference(state.reference, [feed], o.iterations, o.warmup)
     rep.notes.append(Note(IN_TURN_NOTE.format(reference=state.reference.name,
                                               output="the output"), "one-model-at-a-time"))
@@ -93,7 +94,7 @@ def _check_graph(state: RunState) -> None:
     """Parity (and latency) of the output in ONNX Runtime and in a TensorRT engine built
     here, against the reference, through the one checker."""
     o, rep = state.options, state.report
-    feed = deployed_feed(state.feed, state.graph, state.run_precision)
+    feed = deployed_feed(state.feed, state.graph)
     if plugin_nodes(state.graph):
         rep.notes.append(Note(STANDIN_NOTE.format(which="the output"), "plugin-standin"))
     runs = [] if state.run_precision == "bf16" else _ort_runs(state)
@@ -119,6 +120,9 @@ def _check_graph(state: RunState) -> None:
         rep.notes.extend(tagged("cast-down-error", [state.cast.measured_note(rep.parity)]))
 
 
+@stage_io(reads=("cast", "device", "dynamic", "engine", "feeds", "graph", "loaded", "options",
+                "output", "reference", "reference_module", "run_precision"),
+          writes=("cast", "graph", "loaded", "module", "program", "reference", "reference_module"))
 def check(state: RunState) -> None:
     """output → parity and latency against the reference (or why they were skipped)."""
     rep = state.report
@@ -152,10 +156,13 @@ def checks_shapes(state: RunState) -> bool:
                 and not ort_missing() and rep.parity.status != "skipped")
 
 
+@stage_io(reads=("device", "dynamic", "engine", "graph", "loaded", "options", "output",
+                "reference_module", "run_precision"),
+          writes=())
 def check_shapes(state: RunState) -> None:
     """Parity at MIN, OPT, an odd size and MAX of the `--dynamic` ranges: ONNX Runtime (and
     the engine) against a fresh reference at each, on inputs made by role
-    (exporter/generated_inputs.py); one entry per shape in `dynamic.shapes`, saying which
+    (exporter/inputs/generated.py); one entry per shape in `dynamic.shapes`, saying which
     inputs were made and how (`generated`); a failure at any shape fails the run, naming the
     shape and the generated inputs."""
     rep, plan = state.report, state.dynamic
@@ -164,7 +171,7 @@ def check_shapes(state: RunState) -> None:
     shapes, failed = [], []
     for label, sizes in plan.points():
         feed = resolve_feed(state.loaded, plan.specs(sizes), None)
-        dep_feed = deployed_feed(feed, state.graph, state.options.precision)
+        dep_feed = deployed_feed(feed, state.graph)
         made = generated_inputs(feed)
         for name, how in made.items():
             rep.generated_inputs.setdefault(name, how)

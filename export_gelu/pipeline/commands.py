@@ -11,7 +11,16 @@ from export_gelu.errors import BadInputError
 from export_gelu.notes import Note
 from export_gelu.options import ExportOptions, RunOptions, VerifyOptions, bound_threads, validate
 from export_gelu.output_plan import check_outputs, names_folder
-from export_gelu.pipeline import device_stages, finish, forms, localize, sources, verify_stages
+from export_gelu.pipeline import (
+    device_forms,
+    device_stages,
+    finish,
+    forms,
+    forms_bundle,
+    localize,
+    sources,
+    verify_stages,
+)
 from export_gelu.pipeline.export_command import EXPORT
 from export_gelu.pipeline.inspect_command import INSPECT
 from export_gelu.pipeline.stage import Stage
@@ -52,13 +61,27 @@ DEVICE_VERIFY = (
     Stage("report", finish.write_report, timed_as=None),
 )
 
+#: `verify --bundle DIR --device-outputs DIR/outputs` of a bundle of GELU forms: each judged,
+#: one chosen (and written with -o).
+DEVICE_FORMS_VERIFY = (
+    Stage("plan", device_stages.plan_device_verify, timed_as=None),
+    Stage("device_run", device_forms.read_forms_run, timed_as="load"),
+    Stage("load", sources.load),
+    Stage("inputs", device_stages.device_inputs, timed_as="load"),
+    Stage("verify", device_forms.forms_check),
+    Stage("write", device_forms.write_chosen, applies=device_forms.writes_chosen,
+          timed_as="verify"),
+    Stage("report", finish.write_report, timed_as=None),
+)
 
-#: `--compare-forms`: the model loaded once, a graph per form, checked and timed together.
+#: `--compare-forms`: the model loaded once, a graph per form, checked and timed together;
+#: with `--bundle DIR`, every form's graph in a device bundle too.
 COMPARE_FORMS = (
     Stage("plan", forms.plan_forms, timed_as=None),
     Stage("load", sources.load),
     Stage("inputs", forms.forms_inputs, timed_as="load"),
     Stage("forms", forms.compare_forms_stage),
+    Stage("bundle", forms_bundle.compare_forms_bundle, applies=_bundles_verified),
 )
 FORMS_REPORT = (*COMPARE_FORMS, Stage("calibration", forms.calibrate_forms),
                 Stage("report", finish.write_report, timed_as=None))
@@ -102,5 +125,5 @@ def new_state(options: RunOptions, model: str | Path, progress: Progress | None 
                     output=Path(deployed) if deployed is not None else None, loaded=loaded)
 
 
-__all__ = ["EXPORT", "INSPECT", "VERIFY", "DEVICE_VERIFY", "COMPARE_FORMS", "FORMS_REPORT",
-           "new_state"]
+__all__ = ["EXPORT", "INSPECT", "VERIFY", "DEVICE_VERIFY", "DEVICE_FORMS_VERIFY",
+           "COMPARE_FORMS", "FORMS_REPORT", "new_state"]

@@ -14,7 +14,6 @@ from export_gelu.check.latency import summarize
 from export_gelu.check.recorded import RecordedRunner
 from export_gelu.check.reference import model_runner
 from export_gelu.check.saved_data import load_inputs_file
-from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.check.torch_runner import dtype_metadata
 from export_gelu.device.outputs import read_device_outputs, read_device_times
 from export_gelu.device.returned import (
@@ -29,10 +28,13 @@ from export_gelu.device.returned import (
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError
 from export_gelu.notes import Note, tagged
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
+from export_gelu.tolerances import resolve_tolerances
 
 
+@stage_io(reads=("model_path", "options", "output"), writes=())
 def plan_device_verify(state: RunState) -> None:
     """options → the combination checked (a bundle, or DEPLOYED with --inputs), the outputs
     checked against MODEL; an empty report."""
@@ -51,6 +53,9 @@ def plan_device_verify(state: RunState) -> None:
     state.report.stage_seconds = state.clock.stages
 
 
+@stage_io(reads=("deployed", "feeds", "manifest", "model_path", "options", "output"),
+          writes=("deployed", "device_format", "device_module_outputs", "device_outputs",
+                  "device_times", "feeds", "inputs_label", "manifest"))
 def read_device_run(state: RunState) -> None:
     """The bundle (or DEPLOYED and --inputs), the graph the device ran, and what it wrote."""
     o = state.options
@@ -79,6 +84,8 @@ def read_device_run(state: RunState) -> None:
         state.device_times = read_device_times(o.device_times, warmup)
 
 
+@stage_io(reads=("deployed", "device", "inputs_label", "manifest", "options", "run_precision"),
+          writes=("device", "run_precision", "tolerances"))
 def device_inputs(state: RunState) -> None:
     """The precision and tolerances (the bundle's, unless --precision/--atol/--rtol say
     otherwise) and the device the reference runs on (--device)."""
@@ -94,6 +101,9 @@ def device_inputs(state: RunState) -> None:
     rep.device = state.device.to_json()
 
 
+@stage_io(reads=("deployed", "device", "device_format", "device_outputs", "device_times",
+                "feeds", "loaded", "manifest", "options", "tolerances"),
+          writes=())
 def device_check(state: RunState) -> None:
     """The reference on the feeds the device ran, against the device's recorded outputs."""
     o, rep, dep = state.options, state.report, state.deployed

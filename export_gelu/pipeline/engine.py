@@ -9,16 +9,17 @@ from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.trt_runner import build_engine, build_engine_loader, installed_profile
 from export_gelu.notes import Note
 from export_gelu.pipeline.plan import local_engine_blocker_of
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 
 
+@stage_io(reads=("dynamic", "feeds", "graph", "options", "output", "profile"), writes=("engine",))
 def trt_build(state: RunState) -> None:
     """output → engine, built with the installed TensorRT (`builds_engine` says when)."""
     rep, profile, o = state.report, state.profile, state.options
     blocker = local_engine_blocker_of(profile)
     builder = installed_profile()
-    shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph,
-                                                            o.precision).items()}
+    shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph).items()}
     state.progress.step("building the TensorRT engine")
     loader = build_engine_loader(state.output, o.precision, shapes, list(state.dynamic.axes()),
                                  Path(o.engine) if o.engine else None, builder)

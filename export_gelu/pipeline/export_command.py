@@ -15,7 +15,7 @@ from export_gelu.pipeline import (
     write,
 )
 from export_gelu.pipeline.engine import trt_build
-from export_gelu.pipeline.stage import Stage
+from export_gelu.pipeline.stage import Stage, stage_io
 from export_gelu.pipeline.state import RunState
 
 
@@ -55,7 +55,7 @@ MAKE_GRAPH = (
     Stage("save", write.save),
 )
 
-#: From the written graph to the report: engine, parity and latency, bundle, calibration.
+#: From the written graph to its verdicts: engine, parity and latency, bundle, calibration.
 CHECK_GRAPH = (
     Stage("trt_build", trt_build, applies=plan.builds_engine),
     Stage("verify", checking.check, applies=_verifies),
@@ -63,19 +63,26 @@ CHECK_GRAPH = (
     Stage("localize", localize.localize_stage, applies=localize.localizes, timed_as="verify"),
     Stage("bundle", finish.bundle, applies=_bundles),
     Stage("calibration", finish.calibrate, applies=_calibrates),
-    Stage("report", finish.write_report, timed_as=None),
 )
-
-#: Where the model and its inputs come from.
-LOAD_EXPORT = (
-    Stage("load", sources.load),
-    Stage("disk", plan.check_disk, timed_as="load"),
-    Stage("inputs", sources.export_inputs, timed_as="load"),
-)
+REPORT = Stage("report", finish.write_report, timed_as=None)
+PLAN = Stage("plan", plan.plan_export, timed_as=None)
+LOAD = Stage("load", sources.load)
+DISK = Stage("disk", plan.check_disk, timed_as="load")
+INPUTS = Stage("inputs", sources.export_inputs, timed_as="load")
 
 #: A with-past graph: greedy decoding in ONNX Runtime against transformers' generate.
 GENERATION = Stage("generation", graphs.generation_check, applies=graphs.checks_generation,
                    timed_as="verify")
+
+#: One graph of a multi-graph export, on a state of its own (loaded: that graph).
+GRAPH_STAGES = (PLAN, DISK, INPUTS, *MAKE_GRAPH, *CHECK_GRAPH)
+
+
+@stage_io(reads=("checked", "loaded", "model_path", "options", "output", "run_precision"),
+          writes=("run_precision",))
+def export_each_graph(state: RunState) -> None:
+    """A model that exports several graphs: each through GRAPH_STAGES on a state of its own."""
+    graphs.export_graphs(state, GRAPH_STAGES)
 
 
 def _for_one(stage: Stage) -> Stage:
@@ -84,13 +91,7 @@ def _for_one(stage: Stage) -> Stage:
                  applies=lambda state: not graphs.is_many(state) and stage.applies(state))
 
 
-#: One graph of a multi-graph export, on a state of its own (loaded: that graph).
-GRAPH_STAGES = (Stage("plan", plan.plan_export, timed_as=None), *LOAD_EXPORT[1:], *MAKE_GRAPH,
-                *CHECK_GRAPH[:-1])
-
-EXPORT = (Stage("plan", plan.plan_export, timed_as=None), *LOAD_EXPORT[:2],
-          _for_one(LOAD_EXPORT[2]),
-          Stage("graphs", lambda state: graphs.export_graphs(state, GRAPH_STAGES),
-                applies=graphs.is_many, timed_as=None),
-          *(_for_one(s) for s in (*MAKE_GRAPH, *CHECK_GRAPH[:-1], GENERATION)),
-          CHECK_GRAPH[-1])
+EXPORT = (PLAN, LOAD, DISK, _for_one(INPUTS),
+          Stage("graphs", export_each_graph, applies=graphs.is_many, timed_as=None),
+          *(_for_one(s) for s in (*MAKE_GRAPH, *CHECK_GRAPH, GENERATION)),
+          REPORT)

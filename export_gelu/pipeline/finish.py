@@ -7,18 +7,22 @@ from pathlib import Path
 
 from export_gelu.check.calibration import gelu_input_ranges
 from export_gelu.check.deployed import deployed_feed
-from export_gelu.check.tolerances import resolve_tolerances
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
 from export_gelu.pipeline.localize import bundle_tensors
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.write import write_reports
+from export_gelu.tolerances import resolve_tolerances
 
 
+@stage_io(reads=("dynamic", "feeds", "graph", "loaded", "model_path", "options", "output",
+                "profile", "reference", "reference_module"),
+          writes=())
 def bundle(state: RunState) -> None:
     """output, feed, reference → the device bundle (`--bundle DIR`), noted in the report."""
     o, rep, profile = state.options, state.report, state.profile
     state.progress.step(f"writing the device bundle {o.bundle}")
-    feed = deployed_feed(state.feed, state.graph, o.precision)
+    feed = deployed_feed(state.feed, state.graph)
     reference = state.reference
     if reference is None:
         from export_gelu.check.reference import reference_runner
@@ -39,6 +43,7 @@ def bundle(state: RunState) -> None:
     note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
 
 
+@stage_io(reads=("feeds", "loaded", "options"), writes=())
 def calibrate(state: RunState) -> None:
     """loaded, feeds → where each GELU site's inputs lie on the user's real data."""
     state.progress.step("recording GELU input ranges")
@@ -60,6 +65,7 @@ def written_paths(state: RunState) -> list[str]:
     return list(dict.fromkeys(found))  # the plots are added as they are written
 
 
+@stage_io(reads=("checked", "options"), writes=())
 def write_report(state: RunState) -> None:
     """report → `--report` (JSON) and `--report-md` (Markdown with plots), atomically; the
     report lists what the run wrote (`written`)."""

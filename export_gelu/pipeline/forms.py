@@ -25,20 +25,26 @@ from export_gelu.check.compare_forms import (
 from export_gelu.check.deployed import feed_for, open_deployed
 from export_gelu.check.devices import ready_runners, resolve_device
 from export_gelu.check.reference import model_runner
-from export_gelu.check.tolerances import Tolerances, resolve_tolerances
 from export_gelu.errors import BadInputError, ExportGeluError
 from export_gelu.exporter.program_copy import copy_program
-from export_gelu.options import ExportOptions, FormsOptions, validate
+from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, validate
 from export_gelu.pipeline.export_command import EXPORT, MAKE_GRAPH
 from export_gelu.pipeline.sources import export_inputs
-from export_gelu.pipeline.stage import Stage, run_stages
+from export_gelu.pipeline.stage import Stage, run_stages, stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
+from export_gelu.tolerances import Tolerances, resolve_tolerances
 
 #: Compare-forms notes that hold for every comparison.
 ORT_FUSES_NOTE = ("ONNX Runtime's own optimizer may fuse an expanded GELU at load time "
                   "(docs/onnxruntime.md); latencies are of the optimized sessions")
 NO_PLUGIN_NOTE = "plugin form not compared: ONNX Runtime cannot run CustomGeluPluginDynamic"
+
+
+def bundle_forms(profile: Any) -> tuple[str, ...]:
+    """The forms a device bundle holds for a TensorRT target: those `--compare-forms`
+    measures, and the plugin where that version's parser can create it."""
+    return (*COMPARED_FORMS, *(("plugin",) if profile.plugin_usable else ()))
 
 
 def form_options(o: FormsOptions, target: str, form: str, out: Path) -> ExportOptions:
@@ -65,6 +71,7 @@ def form_state(state: RunState, options: ExportOptions) -> RunState:
     return sub
 
 
+@stage_io(reads=("model_path", "options"), writes=("device",))
 def plan_forms(state: RunState) -> None:
     """options → the folder for the graphs, the device; the report to fill."""
     o = state.options
@@ -77,6 +84,7 @@ def plan_forms(state: RunState) -> None:
     state.report.stage_seconds = state.clock.stages
 
 
+@stage_io(reads=("feeds", "loaded", "model_path", "options"), writes=("feeds",))
 def forms_inputs(state: RunState) -> None:
     """loaded → the feed every form is checked and timed on."""
     import torch
@@ -179,6 +187,7 @@ def _ratios_and_notes(result: FormsComparison, rows: list[FormRow]) -> None:
     result.notes += [ORT_FUSES_NOTE, NO_PLUGIN_NOTE]
 
 
+@stage_io(reads=("device", "feeds", "loaded", "model_path", "options"), writes=())
 def compare_forms_stage(state: RunState) -> None:
     """The comparison, its graphs in `--workdir` or a temporary folder."""
     with contextlib.ExitStack() as stack:
@@ -187,6 +196,7 @@ def compare_forms_stage(state: RunState) -> None:
         state.report.forms = compare(state, folder)
 
 
+@stage_io(reads=("feeds", "loaded", "options"), writes=())
 def calibrate_forms(state: RunState) -> None:
     """The GELU input ranges on the feed the forms were compared on."""
     o = state.options

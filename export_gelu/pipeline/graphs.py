@@ -19,7 +19,7 @@ from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.errors import BadInputError
 from export_gelu.notes import Note
 from export_gelu.pipeline.checking import ort_missing
-from export_gelu.pipeline.stage import Stage, run_stages
+from export_gelu.pipeline.stage import Stage, run_stages, stage_io
 from export_gelu.pipeline.state import RunState
 
 
@@ -60,6 +60,7 @@ def _decode(state: RunState, graphs: dict[str, Path], first: Any) -> gd.DecodeRe
     return gd.compare(reference, deployed, _judged(state))
 
 
+@stage_io(reads=("loaded", "options", "output", "run_precision"), writes=())
 def generation_check(state: RunState, graphs: dict[str, Path] | None = None,
                      first: Any = None) -> None:
     """output(s) → greedy decoding in ONNX Runtime vs generate, in the report's

@@ -4,17 +4,18 @@ then what each target would make of it (inspection.py holds the judgements)."""
 from __future__ import annotations
 
 from export_gelu.check.inspection import engine_here, fit_after_export
-from export_gelu.compat import compatibility_table, model_opset, op_counts
 from export_gelu.errors import BadInputError
 from export_gelu.graph import all_node_protos
 from export_gelu.graph.provenance import describe, source_of
 from export_gelu.onnx_weights import load_graph
+from export_gelu.parse_check import compatibility_table, model_opset, op_counts
 from export_gelu.passes.onnx import find_sites
 from export_gelu.pipeline import sources
-from export_gelu.pipeline.stage import Stage
+from export_gelu.pipeline.stage import Stage, stage_io
 from export_gelu.pipeline.state import RunState
 
 
+@stage_io(reads=("loaded", "model_path"), writes=("graph", "inspection"))
 def require_onnx(state: RunState) -> None:
     """loaded → the graph (weights left in their files); inspect judges ONNX files only."""
     if not state.loaded.is_onnx:
@@ -24,6 +25,7 @@ def require_onnx(state: RunState) -> None:
     state.inspection = {"model": str(state.model_path)}
 
 
+@stage_io(reads=("graph", "inspection", "model_path", "options"), writes=("inspection",))
 def census(state: RunState) -> None:
     """graph → opset, IR version, op counts, GELU sites (each with the module and source line
     it came from) and the asked nodes' (the graph is only read)."""
@@ -42,6 +44,7 @@ def census(state: RunState) -> None:
         nodes=[describe(by_name[n]) for n in state.options.nodes])
 
 
+@stage_io(reads=("checked", "graph", "inspection"), writes=("inspection",))
 def target_verdicts(state: RunState) -> None:
     """graph, the checked profiles → why each target would not parse the file as is, and
     whether this machine can build an engine of each TensorRT version."""
@@ -51,6 +54,7 @@ def target_verdicts(state: RunState) -> None:
         engine_here={p.name: e for p in profiles if (e := engine_here(p)) is not None})
 
 
+@stage_io(reads=("checked", "graph", "inspection"), writes=("inspection",))
 def dry_run(state: RunState) -> None:
     """graph → per target: would `export-gelu FILE --target T` fit it (passes on a copy)."""
     state.progress.step("dry run of the ONNX passes per target")

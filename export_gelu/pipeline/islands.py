@@ -1,4 +1,4 @@
-"""fp16 exports: overflow sites kept in fp32 (passes/compat/fp16_islands.py), the graph
+"""fp16 exports: overflow sites kept in fp32 (passes/compat/precision/fp16_islands.py), the graph
 rewritten in place and verified again, the islands listed in the report.
 
 ONNX Runtime's CPU provider computes many fp16 ops in fp32 (it inserts Casts where it has no
@@ -14,9 +14,9 @@ from typing import Any
 import onnx
 
 from export_gelu.check.deployed import deployed_feed
-from export_gelu.exporter.save import save_onnx_atomic
+from export_gelu.exporter.saving.save import save_onnx_atomic
 from export_gelu.notes import Note
-from export_gelu.passes.compat.fp16_islands import overflow_sites, with_islands
+from export_gelu.passes.compat.precision.fp16_islands import overflow_sites, with_islands
 from export_gelu.pipeline.state import RunState
 
 ISLANDS_NOTE = ("fp16 overflow: {sites} exceed fp16's range (|x| > 65504) in the graph run "
@@ -38,7 +38,7 @@ def fix_overflow(state: RunState, recheck: Any) -> None:
     rep = state.report
     model = onnx.load(str(state.output))
     try:
-        sites = overflow_sites(model, deployed_feed(state.feed, model, "fp16"))
+        sites = overflow_sites(model, deployed_feed(state.feed, model))
         if not sites:
             return
         fixed, islands = with_islands(model, sites)

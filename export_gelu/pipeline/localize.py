@@ -9,6 +9,7 @@ from pathlib import Path
 from export_gelu.check.deployed import deployed_feed, feed_for
 from export_gelu.check.divergence import Localization, localize, module_tensors
 from export_gelu.check.node_divergence import localize_nodes
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 
 
@@ -50,6 +51,9 @@ def _as_diagnosis(state: RunState, work: Callable[[RunState], None]) -> None:
         state.report.divergence = _failed(exc)
 
 
+@stage_io(reads=("deployed", "device", "feeds", "graph", "loaded", "options", "output",
+                "run_precision", "tolerances"),
+          writes=())
 def localize_stage(state: RunState) -> None:
     """loaded, the graph (DEPLOYED or the written output), the main feed, the tolerances →
     report.divergence."""
@@ -66,8 +70,7 @@ def _localize(state: RunState) -> None:
     if state.deployed is not None:  # verify
         path, feed = state.deployed.path, feed_for(state.deployed, state.feed)
     else:  # export: the graph just written
-        path, feed = Path(state.output), deployed_feed(state.feed, state.graph,
-                                                       state.run_precision)
+        path, feed = Path(state.output), deployed_feed(state.feed, state.graph)
     tol = state.tolerances
     if tol is None:
         from export_gelu.pipeline.checking import export_tolerances
@@ -88,6 +91,9 @@ def bundle_tensors(state: RunState, graph_path: Path) -> list[str]:
     return module_tensors(state.loaded, Path(graph_path)) if _has_modules(state) else []
 
 
+@stage_io(reads=("deployed", "device", "device_module_outputs", "device_outputs", "feeds",
+                "loaded", "options", "tolerances"),
+          writes=())
 def localize_device(state: RunState) -> None:
     """`verify --bundle DIR --device-outputs F`: the module-boundary tensors the device handed
     back (F from `run_on_device.sh localize`) against PyTorch's modules, on the first feed."""

@@ -9,28 +9,31 @@ import dataclasses
 from export_gelu import graph as one_graph
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.trt_runner import check_dynamic
-from export_gelu.compat import (
-    compatibility_table,
-    format_targets,
-    incompatibilities,
-    model_opset,
-    op_counts,
-)
 from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter import dynamic as dyn
 from export_gelu.exporter.load import load_onnx_model
 from export_gelu.exporter.model_names import apply_output_names
 from export_gelu.graph.provenance import name_scopes_from_names
 from export_gelu.notes import Note, tagged
+from export_gelu.parse_check import (
+    compatibility_table,
+    format_targets,
+    incompatibilities,
+    model_opset,
+    op_counts,
+)
 from export_gelu.passes.compat import fit_to_profile
-from export_gelu.passes.compat.upconvert import convert_up, convert_up_for
+from export_gelu.passes.compat.opset.upconvert import convert_up, convert_up_for
 from export_gelu.passes.gc_pause import gc_paused
 from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.targets import TRT_PROFILES
 
 
+@stage_io(reads=("checked", "dynamic", "feeds", "loaded", "options", "profile"),
+          writes=("graph", "profile"))
 def onnx_input(state: RunState) -> None:
     """An ONNX input → graph (dims named, outputs renamed on request), at the opset it is
     exported at; the profile capped there when `--opset` asks for a lower one.
@@ -78,6 +81,7 @@ def _float32_inputs(model: object) -> bool:
     return any(i.type.tensor_type.elem_type == 1 for i in model.graph.input)  # type: ignore[attr-defined]
 
 
+@stage_io(reads=("fx_sites", "graph", "gs_graph", "options", "profile"), writes=("gs_graph",))
 def onnx_passes(state: RunState) -> None:
     """graph → every GELU rewritten for the target, then the graph fitted to it."""
     rep = state.report
@@ -94,6 +98,7 @@ def onnx_passes(state: RunState) -> None:
     rep.op_counts = dict(op_counts(state.graph))
 
 
+@stage_io(reads=("dynamic", "feeds", "graph", "gs_graph", "profile"), writes=("gs_graph",))
 def target_check(state: RunState) -> None:
     """graph → the target's static verdict (a failure is export-gelu's bug: exit 3), which
     TensorRT versions parse it as is, and the dynamic profile's fit."""
@@ -118,8 +123,7 @@ def _target_check(state: RunState) -> None:
                               f"{format_targets(takers)}", "trt-takers"))
     dplan = state.dynamic
     if dplan.dims:
-        shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph,
-                                                                state.options.precision).items()}
+        shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph).items()}
         check_dynamic(dplan.axes(), state.graph, shapes)
         rep.dynamic = {"dims": dplan.to_json(), "shapes": [],
                        "profile": [dataclasses.asdict(a) for a in dplan.axes()]}

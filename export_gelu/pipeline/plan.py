@@ -8,13 +8,16 @@ from export_gelu.check.devices import resolve_device
 from export_gelu.check.parity import skipped
 from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
 from export_gelu.errors import TargetUnmetError
-from export_gelu.exporter.weight_size import check_disk_for
+from export_gelu.exporter.saving.weight_size import check_disk_for
 from export_gelu.notes import tagged
 from export_gelu.output_plan import export_output
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
 
 
+@stage_io(reads=("checked", "device", "model_path", "options", "output", "profile"),
+          writes=("device", "output", "profile"))
 def plan_export(state: RunState) -> None:
     """options → output path, device choice; refuses (exit 2/3) what cannot be done here."""
     o = state.options
@@ -48,6 +51,7 @@ def plan_export(state: RunState) -> None:
                             "reason": local_engine_blocker_of(state.profile) or why_not}
 
 
+@stage_io(reads=("loaded", "output"), writes=())
 def check_disk(state: RunState) -> None:
     """After load: the output's disk must hold the export (exit 2 before any export work)."""
     out = state.output

@@ -4,18 +4,20 @@ inputs it runs on (flags, a `.npz`, the model's own examples, or generated)."""
 from __future__ import annotations
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.call_plan import ordered_feed, plan_for
 from export_gelu.exporter.cast_down import cast_down_on_request
 from export_gelu.exporter.dynamic import plan_dynamic, refuse_oversized_points
 from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.exporter.hf_dims import declared_plan
+from export_gelu.exporter.inputs.call_plan import ordered_feed, plan_for
 from export_gelu.exporter.load import load_model
 from export_gelu.exporter.model_dtype import feed_precision
 from export_gelu.notes import Note, tagged
 from export_gelu.options import ExportOptions
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 
 
+@stage_io(reads=("checked", "loaded", "model_path", "options"), writes=("loaded",))
 def load(state: RunState) -> None:
     """options, model_path → loaded (unless a model in memory was handed over, or loaded
     once for several runs); the report learns the format and the loader's notes."""
@@ -44,6 +46,10 @@ def _export_opset(state: RunState) -> int:
     return int(getattr(state.options, "opset", None) or getattr(profile, "opset", 0) or 0)
 
 
+@stage_io(reads=("call_plan", "checked", "dynamic", "loaded", "options", "reference_module",
+                "run_precision"),
+          writes=("call_plan", "cast", "dynamic", "feeds", "loaded", "real_inputs",
+                  "reference_module", "run_precision"))
 def export_inputs(state: RunState) -> None:
     """loaded, options → dynamic plan, the feed in forward() order, call plan, a float64
     model's cast, the reference module and the precision parity runs in."""

@@ -3,13 +3,14 @@ order under one clock (the report's `stage_seconds`) and one progress channel.""
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from export_gelu.atomic import all_or_nothing
 from export_gelu.errors import OutOfMemory, out_of_memory
-from export_gelu.exporter.save import all_or_nothing
 
 
 class Clock:
@@ -27,6 +28,26 @@ class Clock:
 
 
 @dataclass(frozen=True)
+class StageIO:
+    """The state fields a stage function reads and writes (RunState's names), as it declares
+    them with `stage_io`; tests/test_stage_dataflow.py holds the declaration to its code."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def stage_io(*, reads: Sequence[str] = (), writes: Sequence[str] = ()) -> Callable[[F], F]:
+    """Declare what a stage function reads from the run's state and what it writes there."""
+    def mark(fn: F) -> F:
+        fn.__dict__["stage_io"] = StageIO(tuple(sorted(reads)), tuple(sorted(writes)))
+        return fn
+    return mark
+
+
+@dataclass(frozen=True)
 class Stage:
     """One named step of a run.
 
@@ -38,6 +59,12 @@ class Stage:
     run: Callable[[Any], None]
     applies: Callable[[Any], bool] = lambda _state: True
     timed_as: str | None = ""
+
+    @property
+    def io(self) -> StageIO | None:
+        """What the stage's function declares it reads and writes (None: undeclared)."""
+        found: StageIO | None = getattr(inspect.unwrap(self.run), "stage_io", None)
+        return found
 
     @property
     def clock_key(self) -> str | None:
@@ -52,7 +79,7 @@ OOM_HINT = ("try smaller --input shapes or --dynamic ranges, fewer --threads, or
 def run_stages(stages: Sequence[Stage], state: Any) -> Any:
     """Run `stages` in order on `state`, each charged to the state's clock; return `state`.
     All or nothing: when a stage raises, every output the run placed is removed again
-    (exporter/save.py: all_or_nothing); running out of memory is exit 2 naming the stage."""
+    (atomic.py: all_or_nothing); running out of memory is exit 2 naming the stage."""
     with all_or_nothing():
         for stage in stages:
             if not stage.applies(state):

@@ -36,7 +36,7 @@ class RunState:
     feeds: list[Feed] = field(default_factory=list)  # forward() order; [0] is the main feed
     inputs_label: str = ""  # where the feeds came from, in words
     real_inputs: bool = False  # the feeds are the user's data (--inputs), not generated
-    call_plan: Any = None  # exporter.call_plan.CallPlan
+    call_plan: Any = None  # exporter.inputs.call_plan.CallPlan
     cast: Any = None  # exporter.cast_down.CastDown, when a float64 model is cast down
     reference_module: Any = None  # the untouched model parity compares against
     run_precision: str = "fp32"  # what parity runs in (fp64 for a float64 model)
@@ -58,7 +58,7 @@ class RunState:
     engine: Any = None  # a TensorRT engine built here (polygraphy loader), or None
     reference: Any = None  # the reference runner (a recorded one for a big model)
     device: Any = None  # check.devices.DeviceChoice
-    tolerances: Any = None  # check.tolerances.Tolerances
+    tolerances: Any = None  # tolerances.Tolerances
     calibrated: bool = False
 
     # -- a device's run (verify --device-outputs) -------------------------------------------
@@ -68,6 +68,8 @@ class RunState:
     device_times: Any = None  # (GPU compute ms per inference, warm-ups dropped) or None
     #: the module-boundary tensors the device handed back too (first feed), by tensor name
     device_module_outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    #: a forms bundle's device run: form → (its graph, outputs per feed or None, times or None)
+    device_forms: dict[str, Any] = field(default_factory=dict)
 
     @property
     def feed(self) -> Feed:

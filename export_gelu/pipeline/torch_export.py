@@ -14,16 +14,17 @@ from export_gelu.exporter.capture import cast_args, module_for_precision
 from export_gelu.exporter.fallback import export_with_fallback
 from export_gelu.exporter.model_dtype import feed_precision
 from export_gelu.exporter.model_names import apply_output_names, model_output_names
-from export_gelu.exporter.save import external_data_threshold
+from export_gelu.exporter.saving.save import external_data_threshold
+from export_gelu.exporter.saving.weight_size import module_weight_bytes
+from export_gelu.exporter.saving.workdir import exporting_weights_to, weights_workdir
 from export_gelu.exporter.to_onnx import DYNAMO_MIN_OPSET, prepare_program_for_opset
-from export_gelu.exporter.weight_size import module_weight_bytes
-from export_gelu.exporter.workdir import exporting_weights_to, weights_workdir
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.compat import (
     fit_module_precision,
     fit_program_precision,
 )
 from export_gelu.passes.fx import run_fx_passes
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 
 #: Why a big model meant for an opset below 18 is exported at 18 and converted down.
@@ -41,6 +42,9 @@ def torch_args(state: RunState, module: Any) -> tuple[Any, ...]:
                            for a in state.feed.values()), precision)
 
 
+@stage_io(reads=("call_plan", "dynamic", "feeds", "loaded", "module", "options", "profile",
+                "program"),
+          writes=("big", "module", "opset", "program"))
 def capture(state: RunState) -> None:
     """loaded, feed → module (cast for fp16/bf16), program (None when capture fails)."""
     o, rep = state.options, state.report
@@ -60,6 +64,8 @@ def capture(state: RunState) -> None:
                               "GELU passes ran at the ONNX level only", "fx-passes-skipped"))
 
 
+@stage_io(reads=("big", "dynamic", "loaded", "opset", "options", "program"),
+          writes=("fx_sites", "opset"))
 def fx_passes(state: RunState) -> None:
     """program → its GELUs canonicalized and lowered to the kind asked (fx_sites); the opset
     the exporter works at (dynamo's floor where only it can keep the dims or the weights)."""
@@ -93,6 +99,9 @@ def _module_to_export(state: RunState) -> Any:
     return state.module
 
 
+@stage_io(reads=("big", "call_plan", "checked", "dynamic", "feeds", "loaded", "module", "opset",
+                "options", "output", "program"),
+          writes=("graph", "opset"))
 def export(state: RunState) -> None:
     """program (or the module) → graph, named as the model names its outputs."""
     rep, dplan = state.report, state.dynamic

@@ -14,7 +14,7 @@ import onnx
 from export_gelu.check.calibration import gelu_input_ranges
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import deployed_runner, feed_for, open_deployed
-from export_gelu.check.devices import DEVICES, DeviceChoice, ready_runners, resolve_device
+from export_gelu.check.devices import DeviceChoice, ready_runners, resolve_device
 from export_gelu.check.recorded import IN_TURN_NOTE, fits_beside_reference, record_reference
 from export_gelu.check.reference import model_runner
 from export_gelu.check.saved_data import (
@@ -22,8 +22,6 @@ from export_gelu.check.saved_data import (
     save_polygraphy_inputs,
     save_polygraphy_outputs,
 )
-from export_gelu.check.tolerances import resolve_tolerances
-from export_gelu.compat import model_opset, op_counts
 from export_gelu.device.bundle import (
     BundleRequest,
     note_bundle,
@@ -34,13 +32,17 @@ from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds import generated_inputs, resolve_feed
 from export_gelu.exporter.load import load_model
 from export_gelu.notes import Note
+from export_gelu.parse_check import model_opset, op_counts
 from export_gelu.passes.onnx import find_sites
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.localize import bundle_tensors
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.report import Report
+from export_gelu.tolerances import resolve_tolerances
 
 
+@stage_io(reads=("checked", "model_path", "options", "output"), writes=("profile",))
 def plan_verify(state: RunState) -> None:
     """options (their paths checked by output_plan) → the bundle's target; an empty report."""
     o = state.options
@@ -51,6 +53,7 @@ def plan_verify(state: RunState) -> None:
     state.report.stage_seconds = state.clock.stages
 
 
+@stage_io(reads=("options", "output"), writes=("deployed",))
 def open_artifact(state: RunState) -> None:
     """DEPLOYED → what it takes and gives, and the precision it runs in."""
     state.progress.step(f"opening {state.output}")
@@ -98,12 +101,13 @@ def _device(state: RunState) -> DeviceChoice:
         return resolve_device(requested)
     import torch
 
-    if requested is not None and requested not in DEVICES:
-        raise BadInputError(f"--device {requested!r}: choose one of {', '.join(DEVICES)}")
     device = requested or ("cuda" if torch.cuda.is_available() else "cpu")
     return DeviceChoice(device, device, "TensorRT engine")
 
 
+@stage_io(reads=("deployed", "device", "feeds", "inputs_label", "loaded", "options",
+                "real_inputs", "run_precision"),
+          writes=("device", "feeds", "inputs_label", "real_inputs", "run_precision", "tolerances"))
 def verify_inputs(state: RunState) -> None:
     """loaded, deployed → feeds (as the model and as DEPLOYED takes them), the precision and
     its tolerances, the device."""
@@ -118,6 +122,7 @@ def verify_inputs(state: RunState) -> None:
     rep.device = state.device.to_json()
 
 
+@stage_io(reads=("deployed", "loaded"), writes=())
 def describe_deployed(state: RunState) -> None:
     """The deployed graph's opset, ops and GELU sites (what it actually computes)."""
     rep, dep = state.report, state.deployed
@@ -140,6 +145,9 @@ def _plugin_notes(graph: Any, which: str) -> list[str]:
         else []
 
 
+@stage_io(reads=("deployed", "device", "feeds", "inputs_label", "loaded", "options",
+                "real_inputs", "reference", "run_precision"),
+          writes=("calibrated", "loaded", "reference"))
 def verify_reference(state: RunState) -> None:
     """The reference runner; a big DEPLOYED is checked with one model in memory at a time:
     the reference runs (and is timed) first, recorded, and freed."""
@@ -159,6 +167,9 @@ def verify_reference(state: RunState) -> None:
                                                   output="DEPLOYED"), "one-model-at-a-time"))
 
 
+@stage_io(reads=("deployed", "device", "feeds", "options", "reference", "run_precision",
+                "tolerances"),
+          writes=())
 def verify_check(state: RunState) -> None:
     """Parity of DEPLOYED (every ONNX Runtime provider for the device, or the engine) against
     the reference on every feed, and latency of both, through the one checker."""
@@ -185,6 +196,7 @@ def verify_check(state: RunState) -> None:
         rep.providers = table
 
 
+@stage_io(reads=("deployed", "feeds", "options"), writes=())
 def save_data(state: RunState) -> None:
     """`--save-inputs` / `--save-outputs`: the feeds and both runners' outputs in polygraphy's
     JSON formats."""
@@ -201,6 +213,9 @@ def save_data(state: RunState) -> None:
                               "saved-outputs"))
 
 
+@stage_io(reads=("deployed", "feeds", "loaded", "model_path", "options", "profile", "reference",
+                "run_precision", "tolerances"),
+          writes=())
 def verify_bundle(state: RunState) -> None:
     """`verify MODEL DEPLOYED.onnx --bundle DIR`: the bundle of a graph verified here."""
     o, rep, profile = state.options, state.report, state.profile
@@ -221,6 +236,8 @@ def calibrates(state: RunState) -> bool:
     return bool(state.options.calibrate) and state.is_torch and not state.calibrated
 
 
+@stage_io(reads=("feeds", "inputs_label", "loaded", "real_inputs", "run_precision"),
+          writes=("calibrated",))
 def calibrate_verify(state: RunState) -> None:
     """GELU input ranges of the model on the feeds, and what they say about the forms."""
     rep = state.report

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import onnx
 
-from export_gelu.exporter.save import save_onnx_streaming
-from export_gelu.exporter.workdir import release_workdirs
+from export_gelu.exporter.saving.save import save_onnx_streaming
+from export_gelu.exporter.saving.workdir import release_workdirs
 from export_gelu.graph import skeleton
 from export_gelu.onnx_weights import lazy_bytes
+from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 
 
+@stage_io(reads=("graph", "output"), writes=("graph",))
 def save(state: RunState) -> None:
     """graph → output (+ .data); the graph kept as a skeleton (its weights are on disk)."""
     rep, out = state.report, state.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from export_gelu.exporter.save import write_text_atomic
+from export_gelu.atomic import write_text_atomic
 from export_gelu.report.report import Report
 
 
@@ -72,10 +72,35 @@ def _latency(rep: Report) -> list[str]:
                       "runs", "warm-up", "what is timed"], rows))
 
 
+def _device_forms(forms: Any) -> list[str]:
+    """The forms table of a device run (device/choice.py's DeviceForms)."""
+    rows = []
+    for r in forms.rows:
+        lat = r.latency
+        rows.append([r.label, "yes" if r.built else f"no: {r.build_error}",
+                     f"{lat.median_ms:.4g}" if lat else "–",
+                     f"{lat.spread_ms[0]:.4g} – {lat.spread_ms[1]:.4g}" if lat else "–",
+                     _g(r.max_abs) if r.max_abs is not None else "–",
+                     "–" if r.passed is None else "passed" if r.passed else "FAILED",
+                     "**chosen**" if r.chosen else ""])
+    lines = ["## GELU forms on the device", "", f"{forms.runtime}: median GPU compute time "
+             "(trtexec computeMs) over the interleaved timing rounds, ms; error is max "
+             f"|device − PyTorch| over all outputs (atol {forms.atol:g}, rtol {forms.rtol:g}). "
+             "A form is chosen over the exact (erf) one only when its spread lies wholly "
+             "below erf's.", ""]
+    lines += _table(["form", "built", "median ms", "spread ms", "max abs err", "parity",
+                     "chosen"], rows)
+    if forms.choice:
+        lines += [forms.choice, ""]
+    return lines + [f"- {n}" for n in forms.notes] + ([""] if forms.notes else [])
+
+
 def _forms(rep: Report) -> list[str]:
     forms = rep.forms
     if forms is None:
         return []
+    if getattr(forms, "kind", "") == "device":
+        return _device_forms(forms)
     rows = []
     for r in forms.rows:
         if r.latency is None:
@@ -156,7 +181,7 @@ def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -
 
 #: The PNG plots a Markdown report `r.md` writes beside it: `r.<suffix>`.
 PLOT_SUFFIXES = {"forms": "gelu-forms.png", "errors": "errors.png",
-                 "depth": "error-by-depth.png"}
+                 "depth": "error-by-depth.png", "device_forms": "device-forms.png"}
 
 
 def plot_paths(out: Path) -> dict[str, Path]:
@@ -186,6 +211,10 @@ def write_markdown(rep: Report, out: Path) -> list[Path]:
         if plots.plot_error_by_depth(rep.divergence, depth_png):
             written.append(depth_png)
             images["Error against depth: where the graph starts to differ"] = depth_png.name
+        device_png = plot_paths(out)["device_forms"]
+        if plots.plot_device_forms(rep.forms, device_png):
+            written.append(device_png)
+            images["GELU forms on the device: median latency and spread"] = device_png.name
     note = f"Plots skipped: {missing}." if missing else ""
     write_text_atomic(render_markdown(rep, images, note), out)
     return [out, *written]

@@ -2,18 +2,18 @@
 
 - GELU forms and their error against exact GELU over the input range the sites saw.
 - Per-output histograms of |deployed − reference|, with the tolerance and the max marked.
+- GELU forms timed on a device: median latency with its spread, per form, the chosen marked.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from export_gelu.exporter.save import placed, staging_dir
+from export_gelu.atomic import written_file
 
 #: Plot at least this input range, so a narrow observed range still shows the curves' shape.
 MIN_SPAN = 8.0
@@ -35,11 +35,8 @@ def matplotlib_missing() -> str | None:
 def _save(fig: Any, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    with staging_dir(out) as tmp:
-        staged = tmp / out.name
+    with written_file(out) as staged:
         fig.savefig(staged, dpi=110, bbox_inches="tight")
-        os.replace(staged, out)
-        placed(out)
     plt.close(fig)
     return out
 
@@ -175,3 +172,32 @@ def plot_error_by_depth(localization: Any, out: Path) -> Path | None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return _save(fig, out)
+
+
+def plot_device_forms(forms: Any, out: Path) -> bool:
+    """Bars of each timed form's device median latency with its spread as error bars (the
+    chosen form filled, forms that failed parity hatched); False when there is nothing to
+    plot (not a device forms table, or no form timed)."""
+    if getattr(forms, "kind", "") != "device":
+        return False
+    rows = [r for r in forms.rows if r.latency is not None]
+    if not rows:
+        return False
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 0.6 * len(rows) + 1.5))
+    medians = [r.latency.median_ms for r in rows]
+    low = [r.latency.median_ms - r.latency.spread_ms[0] for r in rows]
+    high = [r.latency.spread_ms[1] - r.latency.median_ms for r in rows]
+    colors = ["tab:green" if r.chosen else "tab:gray" for r in rows]
+    bars = ax.barh([r.label for r in rows], medians, xerr=[low, high], color=colors,
+                   capsize=4)
+    for bar, r in zip(bars, rows):
+        if r.passed is False:
+            bar.set_hatch("//")
+    ax.invert_yaxis()
+    ax.set_xlabel("median GPU compute per inference (ms), bars: spread")
+    ax.set_title(f"GELU forms on the device ({forms.runtime}); green: chosen, hatched: "
+                 "failed parity", fontsize=9)
+    _save(fig, out)
+    return True

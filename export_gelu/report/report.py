@@ -51,7 +51,7 @@ class Report:
     providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
     weights: dict[str, Any] | None = None  # weights streamed into the output (onnx_weights)
     options: dict[str, Any] | None = None  # the run's options (export_gelu.options), as JSON
-    #: inputs export-gelu made up (exporter/generated_inputs.py), name → how; real data: {}
+    #: inputs export-gelu made up (exporter/inputs/generated.py), name → how; real data: {}
     generated_inputs: dict[str, str] = field(default_factory=dict)
     task: str | None = None  # a Hugging Face folder's task (optimum's name)
     graphs: dict[str, Any] | None = None  # a multi-graph export: file name → that graph's report
@@ -270,6 +270,8 @@ class Report:
         lines += self._generated_lines()
         lines += self._output_lines()
         lines += self._latency_lines()
+        if self.forms is not None:  # a bundle of GELU forms, judged on the device
+            lines.append(self.forms.table())
         lines += self._calibration_lines()
         for note in self.notes:
             lines.append(f"Note: {note}")
@@ -289,11 +291,11 @@ class Report:
                 + _precision_text(p))
 
 
-# -- verdicts that mean something: how an output was judged (check/tolerances.py) --
+# -- verdicts that mean something: how an output was judged (export_gelu/tolerances.py) --
 
 def _judged_text(out: Any, parity: ParityResult) -> str:
     """`, judged at …` when an output was not judged by the plain atol."""
-    from export_gelu.check.tolerances import JUDGED_CONSTANT, JUDGED_OWN_SCALE, JUDGED_ZERO
+    from export_gelu.tolerances import JUDGED_CONSTANT, JUDGED_OWN_SCALE, JUDGED_ZERO
 
     text = {JUDGED_OWN_SCALE: f", judged at the reference's own scale (atol "
                               f"{out.judged_atol:.3g}: |ref| is within atol {parity.atol:g} "

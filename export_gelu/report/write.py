@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from export_gelu.exporter.save import write_text_atomic
+from export_gelu.atomic import write_text_atomic
 from export_gelu.report.markdown import plot_paths, write_markdown
 from export_gelu.report.report import Report
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 import onnx_graphsurgeon as gs
@@ -80,25 +81,24 @@ class Hit:
 RESTRICTIONS: list[Restriction] = []
 
 
-def restriction(**fields: object) -> Callable[[Detector], Detector]:
+def restriction(**fields: Any) -> Callable[[Detector], Detector]:
     """Register a `Restriction` whose detector is the decorated function."""
 
     def register(fn: Detector) -> Detector:
-        RESTRICTIONS.append(Restriction(detect=fn, **fields))  # type: ignore[arg-type]
+        RESTRICTIONS.append(Restriction(detect=fn, **fields))
         return fn
 
     return register
 
 
-def graph_restriction(present: Presence, **fields: object
+def graph_restriction(present: Presence, **fields: Any
                       ) -> Callable[[GraphDetector], GraphDetector]:
     """Register a graph-wide `Restriction`: the decorated function gets the graph and returns
     (name, detail) for every tensor that meets the condition; `present(graph or model)` is
     a cheap scan run first (no shape inference) that says whether it could find any."""
 
     def register(fn: GraphDetector) -> GraphDetector:
-        RESTRICTIONS.append(Restriction(detect_graph=fn, present=present,
-                                        **fields))  # type: ignore[arg-type]
+        RESTRICTIONS.append(Restriction(detect_graph=fn, present=present, **fields))
         return fn
 
     return register

@@ -43,7 +43,7 @@ def non_negative(tensor: gs.Tensor, graph: gs.Graph, depth: int = 0) -> bool:
         return len(node.outputs) > 1 and tensor is node.outputs[1]
     if op == "Range":
         start, delta = G.value(node.inputs[0]), G.value(node.inputs[2])
-        return start is not None and delta is not None and start >= 0 and delta > 0
+        return start is not None and delta is not None and bool(start >= 0) and bool(delta > 0)
     if op == "Where" and is_gather_guard(node):
         return True
     if op == "Concat":

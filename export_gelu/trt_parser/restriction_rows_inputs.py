@@ -7,7 +7,7 @@ for a tensor it knows at import time: an initializer or a `Constant` node's outp
 computed by another node, even from constants only, is a tensor to it.
 
 `CONSTANT_INPUTS` says, for the keys of the "must be weights" family, which inputs the fix
-(`passes/compat/restriction_fix_inputs.py`) folds to initializers.
+(`passes/compat/trt_fixes/inputs.py`) folds to initializers.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A `Restriction` says which op, under which condition, on which TensorRT versions
 (`since` <= version < `fixed_in`), in the parser's own words and where that was read. Each
 record has a detector: a function that looks at one node in its graph and says whether the
-condition holds (and what it saw). The static check (`export_gelu.compat`) reports every hit
+condition holds (and what it saw). The static check (`export_gelu.parse_check`) reports every hit
 for a profile; `fit_to_profile` rewrites the hits it has a rewrite for and refuses the rest
 (exit 3), naming the op, the condition and the versions that take it.
 
@@ -34,6 +34,12 @@ from export_gelu.trt_parser.restriction_records import (  # noqa: F401 - re-expo
     graph_restriction,
     restriction,
 )
+
+
+def _present(graph: gs.Graph, r: Restriction) -> bool:
+    """Whether a graph-wide record's cheap presence test (when it has one) passes (cached)."""
+    present = r.present
+    return present is None or G.cached(graph, f"present:{r.key}", lambda: present(graph))
 
 
 def _active(trt_version: str) -> tuple[dict[str, list[Restriction]], list[Restriction]]:
@@ -68,12 +74,12 @@ def find_hits(model: onnx.ModelProto | gs.Graph, trt_version: str) -> list[Hit]:
             return find_hits(graph, trt_version)
     graph = model
     by_op, graph_wide = _active(trt_version)
-    graph_wide = [r for r in graph_wide if r.present is None or G.cached(
-        graph, f"present:{r.key}", lambda r=r: r.present(graph))]
+    graph_wide = [r for r in graph_wide if _present(graph, r)]
     if not graph_wide and not any(n.op in by_op for n in graph.nodes if G.is_default(n)):
         return []
     hits: list[Hit] = []
     for r in graph_wide:
+        assert r.detect_graph is not None  # what makes a record graph-wide
         hits.extend(Hit(r, name, detail) for name, detail in r.detect_graph(graph))
     for node in graph.nodes:
         if not G.is_default(node):

@@ -10,7 +10,8 @@ VersionKey = tuple[int, int, int]
 def version_key(version: str) -> VersionKey:
     """'8.2.3.0' → (8, 2, 3); missing parts are 0; text after the numbers is ignored."""
     parts = [int(p) for p in re.findall(r"\d+", version)[:3]]
-    return tuple((parts + [0, 0, 0])[:3])  # type: ignore[return-value]
+    major, minor, patch = (parts + [0, 0, 0])[:3]
+    return major, minor, patch
 
 
 def in_range(version: str, since: str | None = None, fixed_in: str | None = None) -> bool:

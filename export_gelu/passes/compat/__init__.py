@@ -7,14 +7,15 @@ Two hooks, called by the export pipeline:
 - `fit_to_profile(model, profile)`: ONNX-level rewrites after the GELU passes, in order:
   LayerNormalization expansion (targets without it, or an opset below 17), IsNaN → Equal
   (TensorRT < 8.2), Pow(x, 2) → Mul(x, x) (TensorRT), opset down-conversion to the ceiling,
-  then the fixes for the parser's per-op restrictions (`restriction_fixes`).
+  then the fixes for the parser's per-op restrictions (`trt_fixes/`).
   Whatever still does not fit is reported as an unmet target (exit 3) naming the op and the
   targets that would take it.
 
-Modules: `attention` (torch), `layernorm`, `isnan_to_equal`, `pow2_to_mul`, `adapters`
-(one op's version changes each), `downconvert` (the driver), `fold_constant_ops`,
-`layernorm_fuse`, `upconvert`, and the restriction fixes (`restriction_fixes` runs the fixes
-`restriction_fix_rows` and its siblings register in `restriction_fix_registry`). The ONNX
+Rooms: `opset/` (`adapters`: one op's version changes each, `downconvert`: the driver,
+`upconvert`, `fold_constant_ops`), `layernorm/` (`expand`, `fuse`, `match_types`),
+`trt_fixes/` (`apply` runs the fixes `gather` and its siblings register in `registry`;
+`isnan_to_equal`, `pow2_to_mul`), `precision/` (`retarget`: torch programs, `fp16_islands`)
+and `torchscript_export/` (`attention`, `view_writes`: torch programs). The ONNX
 ones edit the one graph of `export_gelu.graph` (onnx-graphsurgeon's `gs.Graph`): the
 pipeline hands `fit_to_profile` its loaded graph; given a ModelProto, it loads one (only when
 a step could apply) and saves it back at the end.
@@ -33,7 +34,7 @@ from export_gelu.targets import TargetProfile
 
 
 def _unfixable(graph: gs.Graph, profile: TargetProfile) -> list[str]:
-    from export_gelu.compat import opset_problem, takers_text
+    from export_gelu.parse_check import opset_problem, takers_text
     from export_gelu.targets import PLUGIN_OP
 
     ops = sorted({n.op for n in G.walk(graph) if G.is_default(n)
@@ -49,8 +50,8 @@ def _unfixable(graph: gs.Graph, profile: TargetProfile) -> list[str]:
 def _nothing_to_do(model: onnx.ModelProto, profile: TargetProfile, target_opset: int) -> bool:
     """Whether no step of `fit_to_profile` can apply, told from the main graph's op types
     alone (a model with subgraphs or local functions is always looked at in full)."""
-    from export_gelu.compat import model_opset, op_counts, opset_problem
-    from export_gelu.passes.compat.downconvert import has_form_at
+    from export_gelu.parse_check import model_opset, op_counts, opset_problem
+    from export_gelu.passes.compat.opset.downconvert import has_form_at
     from export_gelu.trt_parser.restrictions import could_hit
 
     opset = model_opset(model)
@@ -73,7 +74,7 @@ def fit_to_profile(model: onnx.ModelProto | gs.Graph, profile: TargetProfile
     """
     if isinstance(model, gs.Graph):
         return model, _fit(model, profile)
-    from export_gelu.compat import model_opset
+    from export_gelu.parse_check import model_opset
 
     if _nothing_to_do(model, profile, min(model_opset(model), profile.opset_ceiling)):
         return model, []
@@ -82,12 +83,12 @@ def fit_to_profile(model: onnx.ModelProto | gs.Graph, profile: TargetProfile
 
 
 def _fit(graph: gs.Graph, profile: TargetProfile) -> list[str]:
-    from export_gelu.passes.compat.downconvert import downconvert, has_form_at
-    from export_gelu.passes.compat.fold_constant_ops import fold_constant_ops
-    from export_gelu.passes.compat.isnan_to_equal import isnan_to_equal
-    from export_gelu.passes.compat.layernorm import expand_all_layernorms
-    from export_gelu.passes.compat.layernorm_types import match_layernorm_types
-    from export_gelu.passes.compat.pow2_to_mul import pow2_to_mul
+    from export_gelu.passes.compat.layernorm.expand import expand_all_layernorms
+    from export_gelu.passes.compat.layernorm.match_types import match_layernorm_types
+    from export_gelu.passes.compat.opset.downconvert import downconvert, has_form_at
+    from export_gelu.passes.compat.opset.fold_constant_ops import fold_constant_ops
+    from export_gelu.passes.compat.trt_fixes.isnan_to_equal import isnan_to_equal
+    from export_gelu.passes.compat.trt_fixes.pow2_to_mul import pow2_to_mul
 
     opset = G.opset(graph)
     target_opset = min(opset, profile.opset_ceiling)
@@ -117,19 +118,19 @@ def _fit(graph: gs.Graph, profile: TargetProfile) -> list[str]:
     if "Pow" in ops and profile.runtime == "trt" and (n := pow2_to_mul(graph)):
         notes.append(f"{n} Pow(x, 2) node(s) rewritten as Mul(x, x)")
     if profile.runtime == "trt":  # rewrites that replace an op the parser lacks (CastLike)
-        from export_gelu.passes.compat.restriction_fixes import fit_restrictions
+        from export_gelu.passes.compat.trt_fixes.apply import fit_restrictions
 
         notes.extend(fit_restrictions(graph, profile.trt_version, profile.name, early=True))
     if opset > target_opset:
         if profile.runtime == "trt":  # computed axes/sizes that are constant in fact
-            from export_gelu.passes.compat.restriction_fix_inputs import fold_computed_inputs
+            from export_gelu.passes.compat.trt_fixes.inputs import fold_computed_inputs
 
             if n := fold_computed_inputs(graph):
                 notes.append(f"{n} computed axes/sizes/bounds input(s) constant in fact folded "
                              "to initializers")
         notes.extend(downconvert(graph, target_opset))
     if profile.runtime == "trt":
-        from export_gelu.passes.compat.restriction_fixes import fit_restrictions
+        from export_gelu.passes.compat.trt_fixes.apply import fit_restrictions
 
         notes.extend(fit_restrictions(graph, profile.trt_version, profile.name))
     problems = _unfixable(graph, profile)
@@ -142,12 +143,12 @@ def fit_module_precision(module: Any, precision: str) -> list[str]:
     """Make a module unlifted from an ExportedProgram compute in `precision` throughout.
 
     Its parameters are cast already; float32 literals and constants baked in by tracing are
-    retargeted here (see `precision.py`). Other modules are left as they are.
+    retargeted here (see `precision/retarget.py`). Other modules are left as they are.
     """
     import torch
     from torch import fx
 
-    from export_gelu.passes.compat.precision import retarget_precision
+    from export_gelu.passes.compat.precision.retarget import retarget_precision
 
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     if precision not in dtypes or not isinstance(module, fx.GraphModule):
@@ -158,7 +159,7 @@ def fit_module_precision(module: Any, precision: str) -> list[str]:
 
 
 def _clamp_note(gm: Any, precision: str, earlier: list[str] | None = None) -> list[str]:
-    from export_gelu.passes.compat.precision import clamped_literals
+    from export_gelu.passes.compat.precision.retarget import clamped_literals
 
     where = list(dict.fromkeys([*(earlier or []), *clamped_literals(gm)]))
     if not where:
@@ -172,7 +173,7 @@ def fit_program_precision(program: Any, precision: str) -> list[str]:
     """`fit_module_precision` for a captured ExportedProgram (in place)."""
     import torch
 
-    from export_gelu.passes.compat.precision import retarget_program
+    from export_gelu.passes.compat.precision.retarget import retarget_program
 
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     if precision not in dtypes or program is None:

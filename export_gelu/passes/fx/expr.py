@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import fx
@@ -264,7 +265,7 @@ class FormBuilder:
             exponent = args[1]
             if isinstance(exponent, bool) or exponent not in (0, 1, 2, 3, 4):
                 return None
-            return self._operand(args[0]) ** int(exponent)
+            return self._operand(args[0]) ** int(cast(float, exponent))  # one of 0..4
         if t in FUNCTIONS:
             return apply(FUNCTIONS[t], self._operand(args[0]))
         if t in CONSTANT_ONLY:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from torch import fx
@@ -52,13 +51,7 @@ class PolyAlgebra(catalogue.Algebra[Poly]):
         return a**exponent
 
 
-@dataclass(frozen=True)
-class GeluRule:
-    """A formula that computes a GELU of kind `kind` (exact | tanh | quick)."""
-
-    name: str
-    kind: str
-    formula: Poly
+GeluRule = catalogue.GeluRule[Poly]
 
 
 def _derive(entries: tuple[catalogue.Spelling, ...]) -> tuple[GeluRule, ...]:
@@ -96,7 +89,7 @@ def _pairs_up(left: Sequence[T], right: Sequence[T], same: Callable[[T, T], bool
         return True
     head, rest = left[0], left[1:]
     for i, candidate in enumerate(right):
-        if same(head, candidate) and _pairs_up(rest, right[:i] + right[i + 1:], same):
+        if same(head, candidate) and _pairs_up(rest, [*right[:i], *right[i + 1:]], same):
             return True
     return False
 

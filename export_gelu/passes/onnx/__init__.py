@@ -18,6 +18,7 @@ import onnx_graphsurgeon as gs
 
 from export_gelu import graph as G
 from export_gelu.errors import TargetUnmetError
+from export_gelu.passes.forms import GELU_FORMS, check_form_name
 from export_gelu.passes.onnx.emit import SiteBuilder
 from export_gelu.passes.onnx.lower import (
     Lowering,
@@ -32,7 +33,7 @@ from export_gelu.passes.onnx.recognise import Match, bias_to_fold, find_matches,
 from export_gelu.passes.sites import GeluSite
 from export_gelu.targets import TargetProfile
 
-FORMS = ("keep", "erf", "tanh", "sigmoid", "plugin")
+FORMS = GELU_FORMS
 
 
 def _site(m: Match, action: str = "kept", error: float = 0.0,
@@ -116,7 +117,7 @@ def _bias_operand(graph: gs.Graph, m: Match, lowering: Lowering, b: SiteBuilder,
         tensor: gs.Tensor = m.bias
     else:
         if values is None:
-            values = _full_constant(m.bias)  # type: ignore[arg-type]
+            values = _full_constant(m.bias)
         tensor = b.const_array(np.asarray(values).reshape(-1), "bias")
     if lowering.bias == "input":
         return x, tensor
@@ -154,8 +155,7 @@ def run_onnx_passes(model: onnx.ModelProto | gs.Graph, profile: TargetProfile,
     form asks for it, and its `added_max_error` says what that costs. A graph loaded with
     `export_gelu.graph.load` is edited in place and not saved (the caller saves it).
     """
-    if form not in FORMS:
-        raise TargetUnmetError(f"--gelu {form!r}: choose one of {', '.join(FORMS)}")
+    check_form_name(form)  # bad input (exit 2), as options.validate says it
     if form == "plugin":
         refuse_plugin_where_unavailable(profile)
     if isinstance(model, onnx.ModelProto):

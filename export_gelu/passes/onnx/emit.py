@@ -7,6 +7,7 @@ site's own output tensor name, so consumers and graph outputs see no change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -25,7 +26,7 @@ PLUGIN_DOMAIN = "trt.plugins"
 #: where tanh is ±1 in fp32, so the bound changes no fp32 result while x³ stays ≤ 1000.
 FP16_SAFE_BOUND = 10.0
 
-_NP = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
+_NP: dict[int, type] = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
        onnx.TensorProto.DOUBLE: np.float64, onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16}
 
 
@@ -55,7 +56,7 @@ class SiteBuilder:
         return _NP.get(self.elem_type, np.float32)
 
     def node(self, op: str, inputs: list[gs.Tensor], out: gs.Tensor | None = None,
-             domain: str = "", elem_type: int | None = None, **attrs: object) -> gs.Tensor:
+             domain: str = "", elem_type: int | None = None, **attrs: Any) -> gs.Tensor:
         """Append one node; returns its output (a fresh intermediate unless `out` is given)."""
         name = G.fresh_name(self.graph, f"{self.prefix}/{op}")
         if out is None:
@@ -150,7 +151,7 @@ def trt_plugin(b: SiteBuilder, x: gs.Tensor, out: gs.Tensor, bias: np.ndarray | 
     `plugin_version`/`plugin_namespace` are what the creator registers ("1", empty).
     """
     type_id = 1 if b.elem_type == onnx.TensorProto.FLOAT16 else 0
-    attrs: dict[str, object] = {
+    attrs: dict[str, Any] = {
         "type_id": type_id,
         "plugin_version": PLUGIN_VERSION,
         "plugin_namespace": PLUGIN_NAMESPACE,

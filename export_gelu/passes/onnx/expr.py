@@ -191,7 +191,10 @@ def _fold(kind: str, args: tuple[Expr, ...]) -> Expr:
     for a in args:
         parts = a.args if isinstance(a, Op) and a.kind == kind else (a,)
         for p in parts:
-            (consts if isinstance(p, Const) else flat).append(p)  # type: ignore[arg-type]
+            if isinstance(p, Const):
+                consts.append(p)
+            else:
+                flat.append(p)
     if consts:
         if kind == "mul":
             value = math.prod(c.value for c in consts)

@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from export_gelu.passes import gelu_catalogue as catalogue
 from export_gelu.passes.gelu_constants import (  # noqa: F401 - re-exported
@@ -34,6 +35,22 @@ class Var:
 Pattern = Var | Const | Op
 
 
+def _as_exprs(*patterns: Pattern) -> tuple[Expr, ...]:
+    """A formula is an expression tree with Var where a tree built from a graph has a Leaf:
+    expr's folding (total, product, Op) builds both alike."""
+    return cast(tuple[Expr, ...], patterns)
+
+
+def _pattern_args(pat: Op) -> tuple[Pattern, ...]:
+    """A formula's Op holds patterns (Var where an expression holds a Leaf)."""
+    return cast(tuple[Pattern, ...], pat.args)
+
+
+def _as_pattern(expr: Expr) -> Pattern:
+    """What `total`/`product` fold from patterns is a pattern (see `_as_exprs`)."""
+    return cast(Pattern, expr)
+
+
 class TreeAlgebra(catalogue.Algebra[Pattern]):
     """Catalogue formulas as the trees `expr.build_tree` builds from ONNX nodes."""
 
@@ -46,22 +63,16 @@ class TreeAlgebra(catalogue.Algebra[Pattern]):
         return Const(float(value))
 
     def add(self, a: Pattern, b: Pattern) -> Pattern:
-        return total((a, b))  # type: ignore[arg-type,return-value]
+        return _as_pattern(total(_as_exprs(a, b)))
 
     def mul(self, a: Pattern, b: Pattern) -> Pattern:
-        return product((a, b))  # type: ignore[arg-type,return-value]
+        return _as_pattern(product(_as_exprs(a, b)))
 
     def fn(self, name: str, a: Pattern) -> Pattern:
-        return Op(name, (a,))  # type: ignore[arg-type]
+        return Op(name, _as_exprs(a))
 
 
-@dataclass(frozen=True)
-class GeluRule:
-    """A formula that computes a GELU of kind `kind` (exact | tanh | quick)."""
-
-    name: str
-    kind: str
-    formula: Pattern
+GeluRule = catalogue.GeluRule[Pattern]
 
 
 def _key(p: Pattern) -> str:
@@ -70,7 +81,7 @@ def _key(p: Pattern) -> str:
         return p.name
     if isinstance(p, Const):
         return f"{p.value:.12g}"
-    args = sorted(_key(a) for a in p.args)  # type: ignore[arg-type]
+    args = sorted(_key(a) for a in _pattern_args(p))
     return f"{p.kind}({','.join(args)})"
 
 
@@ -138,9 +149,9 @@ def _match(pat: Pattern, expr: Expr, bound: dict[str, Leaf]) -> Iterator[dict[st
             if key in seen:
                 continue
             seen.add(key)
-            yield from _match_seq(pat.args, args, bound)
+            yield from _match_seq(_pattern_args(pat), args, bound)
         return
-    yield from _match_seq(pat.args, expr.args, bound)
+    yield from _match_seq(_pattern_args(pat), expr.args, bound)
 
 
 def _match_seq(pats: tuple[Pattern, ...], exprs: tuple[Expr, ...],

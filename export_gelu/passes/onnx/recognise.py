@@ -15,6 +15,8 @@ Each site is a `Match` (`match.py`, re-exported here).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
@@ -43,10 +45,10 @@ def plugin_bias(node: gs.Node) -> np.ndarray | None:
         raise ValueError("no type_id attribute (the creator refuses it: invalid typeId -1)")
     bias = G.attr_array(node, "bias")
     if bias is None:
-        if int(type_id) not in TYPE_IDS:  # type: ignore[call-overload]
+        if int(type_id) not in TYPE_IDS:
             raise ValueError(f"type_id {type_id}: the plugin runs float32 (0) and float16 (1)")
         return None
-    return bias_as_read(bias, int(type_id))  # type: ignore[call-overload]
+    return bias_as_read(bias, int(type_id))
 
 
 def existing_op_match(node: gs.Node) -> Match | None:
@@ -57,7 +59,7 @@ def existing_op_match(node: gs.Node) -> Match | None:
         return None
     bias = ins[1] if len(ins) > 1 and not ins[1].is_empty() else None
 
-    def make(kind: str, shape: str, **kw: object) -> Match:
+    def make(kind: str, shape: str, **kw: Any) -> Match:
         return Match(kind, shape, ins[0], node.outputs[0], [node], node, **kw)
 
     one_input = op in ("Gelu", "QuickGelu") and (domain == MS_DOMAIN or
@@ -81,7 +83,7 @@ def existing_op_match(node: gs.Node) -> Match | None:
     if domain == MS_DOMAIN and op == "FastGelu":
         return make("tanh", "com.microsoft FastGelu", bias=bias)
     if domain == MS_DOMAIN and op == "QuickGelu":
-        alpha = float(node.attrs.get("alpha", 1.702))  # type: ignore[arg-type]
+        alpha = float(node.attrs.get("alpha", 1.702))
         if abs(alpha - QUICK_ALPHA) > 1e-4 * QUICK_ALPHA:
             return None  # x·σ(αx) with another α: not a QuickGELU site
         return make("quick", "com.microsoft QuickGelu")
@@ -206,7 +208,8 @@ def gemm_fusion_takes(graph: gs.Graph, add: gs.Node, other: gs.Tensor, bias: gs.
         return False
     a, b, c = (G.type_of(graph, t) for t in (matmul.inputs[0], matmul.inputs[1], bias))
     out = G.type_of(graph, add.outputs[0])
-    if None in (a, b, c, out) or a.shape is None or b.shape is None or c.shape is None:
+    if a is None or b is None or c is None or out is None \
+            or a.shape is None or b.shape is None or c.shape is None:
         return False
     if len({a.elem_type, b.elem_type, c.elem_type, out.elem_type}) != 1 \
             or a.elem_type not in _GEMM_ELEM_TYPES or len(b.shape) != 2:

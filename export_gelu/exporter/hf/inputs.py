@@ -1,0 +1,162 @@
+"""Example inputs for a Hugging Face model, sized from its config and made by the realistic
+input generator (inputs/generated.py): token ids inside the vocabulary, padding masks, token
+types 0 then 1, pixels and audio as noise at the size the config gives.
+
+Sizes read from the config (the text or vision sub-config of a two-tower model like CLIP):
+`vocab_size`, `max_position_embeddings` (a sequence fits it), `type_vocab_size`,
+`image_size` (or LayoutLMv3's `input_size`; the image processor's `crop_size` or `size`
+first, when the folder has `preprocessor_config.json`) and `num_channels`, `num_mel_bins`
+and `max_source_positions` (Whisper's encoder takes exactly 2 × max_source_positions
+frames), and for raw audio the sampling rate from `preprocessor_config.json` (16 kHz when
+absent) bounded below by the convolution strides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from export_gelu.exporter.inputs.generated import ModelHints, generate_inputs
+from export_gelu.exporter.inputs.specs import InputSpec
+
+BATCH = 2
+SEQUENCE = 16
+INT64, FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)
+
+
+def sub_config(config: Any, which: str) -> Any:
+    """`text_config` / `vision_config` of a two-tower model, else the config itself."""
+    return getattr(config, f"{which}_config", None) or config
+
+
+def vocab_size(config: Any) -> int | None:
+    text = sub_config(config, "text")
+    value = getattr(text, "vocab_size", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def sequence_length(config: Any, wanted: int = SEQUENCE) -> int:
+    """A sequence length the model's position table holds (RoBERTa's starts past padding)."""
+    text = sub_config(config, "text")
+    limit = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
+    if isinstance(limit, int) and limit > 0:
+        offset = (getattr(text, "pad_token_id", None) or 0) + 2
+        return max(1, min(wanted, limit - offset, limit // 2))
+    return wanted
+
+
+def _processor_size(preprocessor: dict[str, Any]) -> tuple[int, int] | None:
+    """(height, width) the image processor hands the model: its `crop_size` when it crops,
+    else its `size` (`height`/`width`, `shortest_edge` as a square, or one int); None."""
+    crops = preprocessor.get("do_center_crop", True) is not False
+    for key in ("crop_size", "size") if crops else ("size",):
+        value = preprocessor.get(key)
+        if isinstance(value, dict):
+            if isinstance(value.get("height"), int) and isinstance(value.get("width"), int):
+                return int(value["height"]), int(value["width"])
+            value = value.get("shortest_edge")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, value
+    return None
+
+
+def image_shape(config: Any, preprocessor: dict[str, Any] | None = None) -> tuple[int, int, int]:
+    """(channels, height, width) of the model's images: the size the folder's image processor
+    (preprocessor_config.json) gives, else the config's."""
+    vision = sub_config(config, "vision")
+    size = getattr(vision, "image_size", None) or getattr(vision, "input_size", None) or 224
+    if isinstance(size, dict):
+        size = (size.get("height", 224), size.get("width", 224))
+    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    height, width = _processor_size(preprocessor or {}) or (height, width)
+    return int(getattr(vision, "num_channels", 3)), int(height), int(width)
+
+
+def audio_samples(config: Any, preprocessor: dict[str, Any]) -> int:
+    """Raw-audio length: a quarter second at the sampling rate, at least 16 frames' worth of
+    the convolution strides."""
+    rate = int(preprocessor.get("sampling_rate") or 16000)
+    strides = getattr(config, "conv_stride", None) or [1]
+    return max(rate // 4, math.prod(int(s) for s in strides) * 16)
+
+
+def feature_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, ...]:
+    """input_features without the batch: (mel bins, frames) for Whisper-like encoders, else
+    (frames, feature size)."""
+    mels = getattr(config, "num_mel_bins", None)
+    positions = getattr(config, "max_source_positions", None)
+    if mels and positions:
+        return int(mels), 2 * int(positions)
+    size: Any = preprocessor.get("feature_size") or getattr(config, "input_feat_per_channel", 80)
+    size = int(size)
+    return SEQUENCE * 4, size
+
+
+@dataclass(frozen=True)
+class Request:
+    """One input to make: its name, shape, dtype, and an explicit range (None: by role)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    low: float | None = None
+    high: float | None = None
+
+    def spec(self) -> InputSpec:
+        return InputSpec(self.name, self.shape, self.dtype, self.low, self.high)
+
+
+def hints(config: Any, names: list[str]) -> ModelHints:
+    """What the config says about the inputs' values: the vocabulary and token types."""
+    vocab = vocab_size(config)
+    types = getattr(sub_config(config, "text"), "type_vocab_size", None)
+    ids = {n: vocab for n in names if vocab and n.endswith("input_ids")}
+    return ModelHints(vocab=ids, input_vocab=vocab, type_vocab=types)
+
+
+def make(requests: list[Request], config: Any, seed: int = 0) -> OrderedDict[str, Any]:
+    """The inputs as torch tensors, in request order."""
+    import torch
+
+    feed = generate_inputs([r.spec() for r in requests], hints(config, [r.name for r in requests]),
+                           seed)
+    return OrderedDict((n, torch.from_numpy(np.ascontiguousarray(a))) for n, a in feed.items())
+
+
+def text_requests(config: Any, accepts: set[str], shape: tuple[int, ...]) -> list[Request]:
+    """input_ids, and attention_mask / token_type_ids where forward() takes them."""
+    out = [Request("input_ids", shape, INT64)]
+    if "attention_mask" in accepts:
+        out.append(Request("attention_mask", shape, INT64))
+    types = getattr(sub_config(config, "text"), "type_vocab_size", 0) or 0
+    if "token_type_ids" in accepts and types > 1:
+        out.append(Request("token_type_ids", shape, INT64))
+    return out
+
+
+def main_requests(model: Any, config: Any, preprocessor: dict[str, Any], accepts: set[str],
+                  task: str) -> list[Request]:
+    """The inputs of a one-graph task, by the model's main input (and both towers for a
+    two-tower model that takes input_ids and pixel_values)."""
+    main = getattr(model, "main_input_name", "input_ids")
+    seq = sequence_length(config)
+    out: list[Request] = []
+    if main == "input_ids" or ("input_ids" in accepts and "pixel_values" in accepts):
+        shape = (BATCH, 2, seq) if task == "multiple-choice" else (BATCH, seq)
+        out += text_requests(config, accepts, shape)
+    if main == "pixel_values" or "pixel_values" in accepts and out:
+        out.append(Request("pixel_values", (BATCH, *image_shape(config, preprocessor)),
+                           FLOAT32))
+    elif main == "input_values":
+        out.append(Request("input_values", (BATCH, audio_samples(config, preprocessor)),
+                           FLOAT32))
+    elif main == "input_features":
+        out.append(Request("input_features", (BATCH, *feature_shape(config, preprocessor)),
+                           FLOAT32))
+    if not out:
+        out += text_requests(config, accepts, (BATCH, seq))
+    return out

@@ -1,0 +1,257 @@
+"""The stages of `export-gelu verify MODEL --bundle DIR --device-outputs DIR/outputs [-o
+BEST.onnx]` for a bundle of GELU forms: every form's device outputs judged against the model
+by the one checker (the reference runs once), every form's timing rounds read, one form chosen
+(device/choice.py) and its graph written to -o."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from export_gelu.atomic import commit_renames, staging_dir
+from export_gelu.check.checker import CheckJob, run_check
+from export_gelu.check.deployed import feed_for, open_deployed
+from export_gelu.check.latency import summarize
+from export_gelu.check.recorded import RecordedRunner
+from export_gelu.check.reference import model_runner
+from export_gelu.check.torch_runner import dtype_metadata
+from export_gelu.device.bundle import read_manifest
+from export_gelu.device.choice import DeviceFormRow, DeviceForms, choose_device_form
+from export_gelu.device.forms_bundle import is_forms_bundle
+from export_gelu.device.outputs import read_device_outputs, read_device_times
+from export_gelu.device.returned import (
+    DEVICE_RUNNER,
+    cast_to_graph,
+    check_graph,
+    check_model,
+    check_pairing,
+    check_shapes,
+    device_version_notes,
+    output_dtypes,
+)
+from export_gelu.device.script import WARMUP_MS
+from export_gelu.errors import BadInputError, TargetUnmetError
+from export_gelu.exporter.inputs.specs import load_npz
+from export_gelu.notes import Note
+from export_gelu.options import VerifyOptions
+from export_gelu.pipeline.stage import stage_io
+from export_gelu.pipeline.state import RunState
+
+_TIMES = re.compile(r"times\.(\d+)\.json")
+
+
+def _options(state: RunState) -> VerifyOptions:
+    assert isinstance(state.options, VerifyOptions)
+    return state.options
+
+
+@dataclass
+class FormRun:
+    """What the device left for one form."""
+
+    row: DeviceFormRow
+    graph: Path
+    external_data: list[str] = field(default_factory=list)
+    outputs: list[OrderedDict[str, np.ndarray]] | None = None  # per feed; None: not built
+    outputs_file: Path | None = None
+    times: list[float] = field(default_factory=list)
+
+
+def _times(folder: Path, warmup: float) -> tuple[list[float], int, int]:
+    """(samples in round order, warm-ups dropped, rounds read) from times.<round>.json."""
+    files = sorted((int(m.group(1)), p) for p in folder.iterdir()
+                   if (m := _TIMES.fullmatch(p.name)))
+    samples: list[float] = []
+    dropped = 0
+    for _round, path in files:
+        got, gone = read_device_times(path, warmup)
+        samples += got
+        dropped += gone
+    return samples, dropped, len(files)
+
+
+def _last_line(path: Path) -> str:
+    lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "[E]" in ln or "rror" in ln]
+    return (errors[:1] or lines[-1:] or ["(empty)"])[0][:300]
+
+
+def _form_run(bundle: Path, returned: Path, entry: dict[str, Any], warmup: float,
+              names: list[str] | None, feeds: int) -> FormRun:
+    graph_info = entry.get("graph") or {}
+    graph = check_graph(bundle, str(graph_info.get("file")), graph_info.get("sha256"))
+    form = str(entry.get("form"))
+    run = FormRun(DeviceFormRow(form, list(entry.get("same_as") or [])), graph,
+                  list(graph_info.get("external_data") or []))
+    folder = returned / form
+    failed = folder / "build_failed.txt"
+    if failed.is_file():
+        run.row.build_error = _last_line(failed)
+        return run
+    outputs = folder / "outputs.json"
+    if not outputs.is_file():
+        run.row.build_error = (f"{folder} holds no outputs.json (not run, or not copied back)"
+                               if folder.is_dir() else f"no {folder} (not run, or not copied "
+                               "back)")
+        return run
+    got, fmt = read_device_outputs(outputs)
+    if names is not None:
+        check_pairing(got, names, outputs, feeds)
+    run.outputs = cast_to_graph(got, output_dtypes(graph))
+    run.outputs_file = outputs
+    run.row.built = True
+    samples, run.row.dropped, run.row.rounds = _times(folder, warmup)
+    if samples:
+        run.row.latency = summarize([t / 1e3 for t in samples], run.row.dropped,
+                                    "trtexec computeMs (GPU compute per inference)")
+    return run
+
+
+@stage_io(reads=("deployed", "feeds", "model_path", "options"),
+          writes=("deployed", "device_format", "device_forms", "feeds", "inputs_label", "manifest"))
+def read_forms_run(state: RunState) -> None:
+    """The forms bundle, each form's graph (unchanged) and what the device wrote for it."""
+    o = _options(state)
+    bundle, returned = Path(o.bundle or ""), Path(o.device_outputs or "")
+    if not o.bundle:
+        raise BadInputError(f"--device-outputs {returned} is a folder: the outputs of a bundle "
+                            "of GELU forms; give the bundle too (--bundle DIR)")
+    manifest = read_manifest(bundle)
+    if not is_forms_bundle(manifest):
+        raise BadInputError(f"--device-outputs {returned} is a folder, but {bundle} holds one "
+                            f"graph: give the file the device wrote ({bundle}/outputs.json)")
+    if o.device_times:
+        raise BadInputError("--device-times: each form's times are read from its folder under "
+                            "--device-outputs; drop --device-times")
+    if o.localize:
+        raise BadInputError("--localize: a bundle of GELU forms has no marked graph; make a "
+                            "one-graph bundle of the form to localize (--gelu FORM --bundle)")
+    check_model(manifest, bundle, state.model_path)
+    npz = bundle / "inputs.npz"
+    if not npz.is_file():
+        raise BadInputError(f"--bundle {bundle}: inputs.npz is missing")
+    state.manifest = manifest
+    state.feeds = [OrderedDict(load_npz(npz))]
+    state.inputs_label = f"the bundle's inputs ({bundle.name}/inputs.npz)"
+    warmup = float(manifest.get("trtexec", {}).get("warmup_ms", WARMUP_MS))
+    forms = manifest["forms"]
+    if not forms:
+        raise BadInputError(f"--bundle {bundle}: its manifest lists no form")
+    first = check_graph(bundle, str(forms[0].get("graph", {}).get("file")),
+                        forms[0].get("graph", {}).get("sha256"))
+    state.deployed = open_deployed(first)
+    names = list(state.deployed.outputs)
+    runs = [_form_run(bundle, returned, e, warmup, names, len(state.feeds)) for e in forms]
+    if not any(r.row.built for r in runs):
+        raise TargetUnmetError(f"no GELU form built on the device ({returned}): " + "; ".join(
+            f"{r.row.form}: {r.row.build_error}" for r in runs))
+    state.device_forms = {r.row.form: r for r in runs}
+    state.device_format = "trtexec"
+
+
+@stage_io(reads=("deployed", "device", "device_forms", "feeds", "loaded", "manifest", "options",
+                "tolerances"),
+          writes=())
+def forms_check(state: RunState) -> None:
+    """Every built form against the reference (run once), the choice, the table."""
+    o, rep, dep = _options(state), state.report, state.deployed
+    assert rep is not None
+    feeds = [feed_for(dep, f) for f in state.feeds]
+    reference = model_runner(state.loaded, feeds[0], dep.outputs, o.threads,
+                             state.device.device, onnx_name="reference-onnx")
+    runs: list[FormRun] = list(state.device_forms.values())
+    built = [r for r in runs if r.outputs is not None]
+    runners = [RecordedRunner(f"{DEVICE_RUNNER}[{r.row.form}]", feeds, r.outputs or [],
+                              dtype_metadata(dict(feeds[0]))) for r in built]
+    state.progress.step(f"running {reference.name}; judging {len(built)} form(s)")
+    try:
+        outcome = run_check(CheckJob(reference, runners, feeds, state.tolerances))
+    except (RuntimeError, ValueError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise BadInputError(f"running MODEL on these inputs failed: {first}") from exc
+    verdicts = {}
+    for run, runner in zip(built, runners):
+        parity = outcome.by_runner[runner.name]
+        assert run.outputs_file is not None
+        check_shapes(parity, run.outputs_file)
+        verdicts[run.row.form] = parity
+        run.row.passed = parity.status == "passed"
+        errors = [e.max_abs for e in parity.outputs.values()]
+        run.row.max_abs = max(errors) if errors else None
+        run.row.reason = parity.reason or ""
+    version = state.manifest.get("tensorrt", "")
+    table = DeviceForms(f"tensorrt {version} (device)", state.tolerances.atol,
+                        state.tolerances.rtol, [r.row for r in runs])
+    chosen = choose_device_form(table)
+    first_failed = next((verdicts[r.row.form] for r in built if not r.row.passed), None)
+    rep.parity = verdicts[chosen.form] if chosen else first_failed or outcome.verdict
+    if chosen is None and rep.parity.status == "passed":  # passed, but never timed
+        raise BadInputError(f"--device-outputs {o.device_outputs}: no times.<round>.json for "
+                            "the forms that passed; run_on_device.sh writes them")
+    rep.forms = table
+    if chosen is not None:
+        rep.output = str(state.device_forms[chosen.form].graph)
+    _describe(state, table, chosen)
+
+
+def _describe(state: RunState, table: DeviceForms, chosen: DeviceFormRow | None) -> None:
+    o, rep, manifest = _options(state), state.report, state.manifest
+    assert rep is not None
+    version = manifest.get("tensorrt", "")
+    rep.target = f"tensorrt {version} (device)" if version else "tensorrt (device)"
+    rep.gelu_form = f"device choice → {chosen.form}" if chosen else "device choice: none"
+    rep.trt = {"status": "device", "reason": "", "tensorrt": version or None,
+               "target": manifest.get("target"), "outputs_file": str(o.device_outputs),
+               "outputs_format": "trtexec", "times_file": None}
+    if chosen is not None and chosen.latency is not None:
+        rep.latency[DEVICE_RUNNER] = chosen.latency
+    rep.notes.append(Note("trtexec prints values with 6 significant digits: up to 5e-6 "
+                          "relative rounding, far below any default rtol", "trtexec-rounding"))
+    dropped = sum(r.dropped for r in table.rows)
+    if dropped:
+        rep.notes.append(Note(f"{dropped} warm-up inference(s) dropped from the forms' times "
+                              "(trtexec before 8.6 exports them too)", "warmups-dropped"))
+    rep.notes.append(Note(f"bundle of {len(table.rows)} GELU form(s) for "
+                          f"{manifest.get('target')} (TensorRT {version}), each judged with "
+                          "the bundle's tolerances unless --atol/--rtol", "forms-bundle-read"))
+    logs = [run.outputs_file.parent / "trtexec.log" for run in state.device_forms.values()
+            if run.outputs_file is not None]
+    if logs:
+        from export_gelu.notes import tagged
+
+        rep.notes += tagged("device-tensorrt", device_version_notes(rep, logs[0].parent
+                                                                    / "outputs.json", version))
+
+
+@stage_io(reads=("device_forms", "options"), writes=())
+def write_chosen(state: RunState) -> None:
+    """-o BEST.onnx: the chosen form's graph (and its external data, same relative names)."""
+    o, rep = _options(state), state.report
+    assert rep is not None and o.output
+    chosen = rep.forms.chosen if rep.forms is not None else None
+    if chosen is None:
+        rep.notes.append(Note(f"-o {o.output} not written: no form was chosen", "no-choice"))
+        return
+    run = state.device_forms[chosen.form]
+    out = Path(o.output)
+    bundle = Path(o.bundle or "")
+    extra = [(bundle / rel, out.parent / Path(rel).name) for rel in run.external_data]
+    with staging_dir(out) as tmp:
+        moves = []
+        for src, dst in [*extra, (run.graph, out)]:
+            shutil.copyfile(src, tmp / dst.name)
+            moves.append((tmp / dst.name, dst))
+        commit_renames(moves, remove_first=[], remove_after=[])
+    rep.output = str(out)
+    rep.notes.append(Note(f"the chosen form's graph ({chosen.label}) written to {out}",
+                          "chosen-written"))
+
+
+def writes_chosen(state: RunState) -> bool:
+    return bool(getattr(state.options, "output", None))
