@@ -386,7 +386,7 @@ def _graph_loaded(path: Path, spec: Any, notes: list[str], task: str) -> LoadedM
 
 def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,
                     inputs: Sequence[str] = (), inputs_npz: str | None = None,
-                    static: bool = False, sizes_opset: int = 0) -> LoadedModel:
+                    static: bool = False, *, sizes_opset: int = 0) -> LoadedModel:
     """A save_pretrained folder: one graph (on the user's inputs when given), or (an
     encoder–decoder) the folder's graphs."""
     from export_gelu.exporter.hf.folder import load_folder
@@ -425,7 +425,7 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
     path = Path(path)
     if path.is_dir() and (path / "config.json").is_file():
         return _load_hf_folder(path, task, allow_pickle, inputs, inputs_npz, static,
-                               sizes_opset)
+                               sizes_opset=sizes_opset)
     detected = detect_format(path)
     fmt = detected.format
     if fmt is ModelFormat.SAFETENSORS:

@@ -82,7 +82,7 @@ def _runs_at(run: Callable[[OrderedDict[str, Any]], Any], inputs: OrderedDict[st
 
 
 def _captures(module: Any, inputs: OrderedDict[str, Any], name: str, axes: dict[int, str],
-              low: int, high: int, batch: tuple[int, int]) -> tuple[str, str]:
+              *, low: int, high: int, batch: tuple[int, int]) -> tuple[str, str]:
     """("", "") when torch.export keeps the axes symbolic over low..high (and every input's
     batch axis over `batch`, as the export will), else (why not, torch's whole message)."""
     import torch
@@ -122,11 +122,12 @@ def _narrowed(error: str, axes: dict[int, str], low: int, high: int
 
 def _tried(run: Callable[[OrderedDict[str, Any]], Any], module: Any,
            inputs: OrderedDict[str, Any], name: str, axes: dict[int, str],
-           sizes: tuple[int, int, int], batch: tuple[int, int]) -> tuple[str, str]:
+           *, sizes: tuple[int, int, int], batch: tuple[int, int]) -> tuple[str, str]:
     """(why the axes cannot range over sizes' low..high, torch's message) or ("", "")."""
     low, opt, high = sizes
     why = _runs_at(run, inputs, name, axes, [low, _odd_between(opt, high), high])
-    return (why, "") if why else _captures(module, inputs, name, axes, low, high, batch)
+    return (why, "") if why else _captures(module, inputs, name, axes, low=low, high=high,
+                                              batch=batch)
 
 
 def size_dims(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDict[str, Any],
@@ -166,11 +167,11 @@ def _probed(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDict[
 
     module = graph_module(model)
     low, high = max(1, opt // 2), 2 * opt
-    why, error = _tried(run, module, inputs, name, axes, (low, opt, high), batch)
+    why, error = _tried(run, module, inputs, name, axes, sizes=(low, opt, high), batch=batch)
     narrower = _narrowed(error, axes, low, high)
     if (narrower and narrower[0] <= opt <= narrower[1] and narrower[0] < narrower[1]
             and narrower != (low, high)):
         low, high = narrower
-        why, _ = _tried(run, module, inputs, name, axes, (low, opt, high), batch)
+        why, _ = _tried(run, module, inputs, name, axes, sizes=(low, opt, high), batch=batch)
     rows = () if why else tuple((d, low, opt, high, a) for a, d in axes.items())
     return SizeDims(name, rows, why)
