@@ -75,6 +75,25 @@ def test_sew_d_fp16_no_less_accurate_than_plain_half_export(tmp_path: Path, seed
     assert ours <= plain * 1.15, (ours, plain)
 
 
+@pytest.mark.slow
+def test_sew_d_fp16_from_memory_leaves_the_model_as_it_was(tmp_path: Path) -> None:
+    """The API on the nn.Module: its weight norm baked in float32 into the fp16 copy only."""
+    import export_gelu
+
+    model = _tiny_sew_d(3)
+    x = torch.randn(1, 1600)
+    out = tmp_path / "api.onnx"
+    report = export_gelu.export(model, args=(x,), target="trt", precision="fp16",
+                                output=str(out), iterations=0)
+    assert report.exit_code == 0 and report.parity.status == "passed"
+    conv = model.get_submodule("encoder.pos_conv_embed.conv")
+    assert torch.nn.utils.parametrize.is_parametrized(conv)  # the caller's model untouched
+    generator = torch.Generator().manual_seed(100)
+    fresh = [torch.randn(1, 1600, generator=generator) for _ in range(4)]
+    plain = _fp16_error(_plain_half_export(model, x, tmp_path / "plain.onnx"), model, fresh)
+    assert _fp16_error(out, model, fresh) <= plain * 1.15
+
+
 def _weight_norm_conv() -> torch.nn.Module:
     torch.manual_seed(0)
     conv = torch.nn.Conv1d(8, 8, 5, padding=2)
@@ -102,9 +121,12 @@ def test_a_parametrized_module_is_baked_and_a_plain_computation_stays() -> None:
     x = torch.randn(1, 8, 40)
     with torch.no_grad():
         before = conv(x)
-    assert fold_weights(conv) == 1
-    assert not torch.nn.utils.parametrize.is_parametrized(conv)
+    baked = copy.deepcopy(conv)  # as the fp16 path bakes: a copy, the original is the reference
+    assert fold_weights(baked) == 1
+    assert not torch.nn.utils.parametrize.is_parametrized(baked)
+    assert torch.nn.utils.parametrize.is_parametrized(conv)  # the original keeps its weight
     with torch.no_grad():
+        torch.testing.assert_close(baked(x), before, rtol=0, atol=0)
         torch.testing.assert_close(conv(x), before, rtol=0, atol=0)
 
     class Scaled(torch.nn.Module):  # a weight times the input: not weights-only, kept

@@ -30,9 +30,7 @@ def _bake_parametrizations(module: torch.nn.Module) -> int:
     baked = 0
     for sub in list(module.modules()):
         if parametrize.is_parametrized(sub):
-            for name in list(getattr(sub, "parametrizations", {}).keys()):
-                parametrize.remove_parametrizations(sub, name, leave_parametrized=True)
-                baked += 1
+            baked += _bake_one(sub)
         for key, hook in list(sub._forward_pre_hooks.items()):
             remove = getattr(hook, "remove", None)
             if type(hook).__name__ == "WeightNorm" and callable(remove):  # old weight_norm
@@ -40,6 +38,22 @@ def _bake_parametrizations(module: torch.nn.Module) -> int:
                 del sub._forward_pre_hooks[key]
                 baked += 1
     return baked
+
+
+def _bake_one(sub: torch.nn.Module) -> int:
+    """`sub`'s parametrized tensors as plain parameters, in place; the number baked.
+
+    Not `remove_parametrizations`: it deletes the property from the module's class, which a
+    deep copy shares with the original (the original would lose its `weight`). The copy gets
+    its own class back instead: parametrize derives the class it installs from the
+    module's own."""
+    with torch.no_grad():
+        values = {name: getattr(sub, name).detach().clone() for name in sub.parametrizations}
+    del sub._modules["parametrizations"]
+    sub.__class__ = sub.__class__.__bases__[0]
+    for name, value in values.items():
+        sub.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
+    return len(values)
 
 
 def _attr(gm: fx.GraphModule, target: str) -> Any:
