@@ -290,6 +290,12 @@ def test_folder_audio_length_is_dynamic_and_read_from_the_processor(tmp_path: Pa
     dims = {d["name"]: d for d in report["dynamic"]["dims"]}
     assert dims["sequence_length"]["opt"] == 2000  # a quarter second at 8 kHz
     assert all(s["onnxruntime"]["status"] == "passed" for s in report["dynamic"]["shapes"])
+    # in fp16 the length stays (its fp16 capture guards on the convolution lengths): a note
+    code, report, out, err = _folder_export(tmp_path, folder, "--target", "trt",
+                                            "--precision", "fp16")
+    assert code == 0, err
+    assert _input_dims(out)["input_values"] == ["batch_size", 2000]
+    assert any(n["code"] == "static-size" and "fp16" in n["message"] for n in report["notes"])
 
 
 def test_folder_processor_config_outside_the_folder_is_refused(tmp_path: Path) -> None:

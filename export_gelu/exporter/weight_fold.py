@@ -48,7 +48,8 @@ def _bake_one(sub: torch.nn.Module) -> int:
     its own class back instead: parametrize derives the class it installs from the
     module's own."""
     with torch.no_grad():
-        values = {name: getattr(sub, name).detach().clone() for name in sub.parametrizations}
+        names = [name for name, _ in sub.get_submodule("parametrizations").named_children()]
+        values = {name: getattr(sub, name).detach().clone() for name in names}
     del sub._modules["parametrizations"]
     sub.__class__ = sub.__class__.__bases__[0]
     for name, value in values.items():

@@ -29,7 +29,8 @@ def load(state: RunState) -> None:
                                   task=o.task, inputs=list(getattr(o, "inputs", ()) or ()),
                                   inputs_npz=getattr(o, "inputs_npz", None),
                                   static=getattr(o, "static", False),
-                                  sizes_opset=_export_opset(state))
+                                  sizes_opset=_export_opset(state),
+                                  sizes_precision=o.precision or "fp32")
     if state.loaded.graphs and not isinstance(o, ExportOptions):
         raise BadInputError(f"{state.model_path}: task {state.loaded.task} exports "
                             f"{len(state.loaded.graphs)} graphs; verify and --compare-forms "

@@ -166,7 +166,8 @@ def given_inputs(fm: FolderModel, specs: list[str], npz: str | None
 
 
 def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
-                 static: bool = False, sizes_opset: int = 0) -> GraphSpec:
+                 static: bool = False, sizes_opset: int = 0,
+                 sizes_precision: str = "fp32") -> GraphSpec:
     """A one-graph task: the model's inputs (the user's `given` ones, else made from its
     config), its tensor output fields; dynamic in batch and sequence (optimum's dim names)
     unless `static` or the user gave the inputs; image and audio sizes too where the model
@@ -195,7 +196,7 @@ def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
     dims: list[GraphDim] = []
     if not static and given is None:
         sizes = size_dims(model, lambda m: _task_module(m, list(inputs), names), inputs,
-                          (BATCH_RANGE[0], BATCH_RANGE[2]), sizes_opset)
+                          (BATCH_RANGE[0], BATCH_RANGE[2]), sizes_opset, sizes_precision)
         fm.notes.extend(Note(f"{s.input_name} keeps its example size: {s.why_static}",
                              "static-size") for s in sizes if s.why_static)
         dims = one_graph_dims(inputs, config, fm.task.name, sizes)
@@ -446,7 +447,8 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
 
 
 def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
-               static: bool = False, sizes_opset: int = 0) -> list[GraphSpec]:
+               static: bool = False, sizes_opset: int = 0,
+               sizes_precision: str = "fp32") -> list[GraphSpec]:
     """Every graph the folder's task exports (a one-graph task on the user's `given`
     inputs, when there are any; static in every dim with `static`)."""
     kind = fm.task.kind
@@ -456,4 +458,4 @@ def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
         return seq2seq_graphs(fm)
     if kind == DECODER:
         fm.config.use_cache = False
-    return [single_graph(fm, given, static, sizes_opset)]
+    return [single_graph(fm, given, static, sizes_opset, sizes_precision)]

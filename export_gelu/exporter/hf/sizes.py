@@ -131,13 +131,13 @@ def _tried(run: Callable[[OrderedDict[str, Any]], Any], module: Any,
 
 
 def size_dims(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDict[str, Any],
-              batch: tuple[int, int], opset: int) -> list[SizeDims]:
+              batch: tuple[int, int], opset: int, precision: str = "fp32") -> list[SizeDims]:
     """For the image or audio input among `inputs`: its dynamic size dims, or why none.
 
     Tried on a copy of `model` (a run at another size may change a model: Swin shrinks its
     window for good once an image is as small as one); `graph_module(model)` is the graph's
     module (positional inputs); `batch` the batch range the export declares; `opset` the
-    export's (below the dynamo
+    export's, `precision` its precision (fp16/bf16 keep sizes) (below the dynamo
     exporter's 18, sizes stay: the TorchScript exporter and the down-conversion do not keep
     the size arithmetic symbolic on Swin and wav2vec2)."""
     out: list[SizeDims] = []
@@ -145,7 +145,11 @@ def size_dims(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDic
         tensor = inputs.get(name)
         if tensor is None or tensor.dim() != max(axes) + 1:
             continue
-        if opset >= DYNAMO_MIN_OPSET:
+        if precision not in ("fp32", "fp64"):
+            out.append(SizeDims(name, why_static=f"a {precision} export keeps them (they are "
+                                "tried in float32 only; its capture at fp16/bf16 may guard "
+                                "on a size: wav2vec2's convolution lengths)"))
+        elif opset >= DYNAMO_MIN_OPSET:
             out.append(_probed(copy.deepcopy(model), graph_module, inputs, name, axes, batch))
         else:
             out.append(SizeDims(name, why_static=f"the target's opset {opset} is below "
