@@ -17,7 +17,7 @@ from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 
 
-@stage_io(reads=("loaded", "model_path", "options"), writes=("loaded",))
+@stage_io(reads=("checked", "loaded", "model_path", "options"), writes=("loaded",))
 def load(state: RunState) -> None:
     """options, model_path → loaded (unless a model in memory was handed over, or loaded
     once for several runs); the report learns the format and the loader's notes."""
@@ -28,7 +28,9 @@ def load(state: RunState) -> None:
                                   model_factory=o.model_factory, imports=o.imports,
                                   task=o.task, inputs=list(getattr(o, "inputs", ()) or ()),
                                   inputs_npz=getattr(o, "inputs_npz", None),
-                                  static=getattr(o, "static", False))
+                                  static=getattr(o, "static", False),
+                                  sizes_opset=_export_opset(state),
+                                  sizes_precision=o.precision or "fp32")
     if state.loaded.graphs and not isinstance(o, ExportOptions):
         raise BadInputError(f"{state.model_path}: task {state.loaded.task} exports "
                             f"{len(state.loaded.graphs)} graphs; verify and --compare-forms "
@@ -37,6 +39,12 @@ def load(state: RunState) -> None:
         state.report.model_format = state.loaded.format.value
         state.report.notes.extend(tagged("loader", state.loaded.notes))
         state.report.task = state.loaded.task or None
+
+
+def _export_opset(state: RunState) -> int:
+    """The opset the export will be at (`--opset`, else the target's); 0 when unknown."""
+    profile = getattr(state.checked, "profile", None)
+    return int(getattr(state.options, "opset", None) or getattr(profile, "opset", 0) or 0)
 
 
 @stage_io(reads=("call_plan", "checked", "dynamic", "loaded", "options", "reference_module",

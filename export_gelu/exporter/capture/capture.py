@@ -12,6 +12,7 @@ import torch
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.capture.dynamic_capture import export_dynamic
+from export_gelu.exporter.capture.weight_fold import fold_weights
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
@@ -35,7 +36,9 @@ def module_for_precision(loaded: LoadedModel, precision: str) -> Any:
     module = loaded.reference_module()
     if precision == "fp32":
         return module
-    return copy.deepcopy(module).to(PRECISION_DTYPES[precision])
+    cast = copy.deepcopy(module)
+    fold_weights(cast)  # weights made from weights, computed before the cast (weight_fold.py)
+    return cast.to(PRECISION_DTYPES[precision])
 
 
 def _then_with_grad(fn: Callable[[], T]) -> T:
@@ -118,7 +121,9 @@ def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
                                 dict(zip(kw, cast_args(tuple(kw.values()), "fp32"))))
 
     def cast_and_capture() -> Any:  # a fresh module each try: a failed export alters it
-        gm = program.module().to(dtype)
+        gm = program.module()
+        fold_weights(gm)
+        gm = gm.to(dtype)
         retarget_precision(gm, dtype)
         captured: Any = torch.export.export(gm, pos, kw or None, strict=False)
         captured.export_gelu_clamped = clamped_literals(gm)  # for the report's note

@@ -119,9 +119,36 @@ def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequen
                                  f"the {other} exporter at opset {other_opset}{via} instead{tail}"]
         except TargetUnmetError as exc:
             failures.append(f"{other} at opset {other_opset}: {_detail(exc)}")
+    traced = traced_dtype_cause(module, failures)
+    if traced:
+        raise TargetUnmetError(traced) from first_error
     hint = refusal_hint(failures)
     raise TargetUnmetError("no exporter could export this model: " + "; ".join(failures)
                            + (f" ({hint})" if hint else "")) from first_error
+
+
+_MIXED_DTYPES = re.compile(r"(Float and (Half|BFloat16)|(Half|BFloat16) and Float|same dtype"
+                           r"|expected scalar type (Float|Half|BFloat16)"
+                           r"|dtype.{0,40}(Half|BFloat16|float16|bfloat16))")
+
+
+def traced_dtype_cause(module: Any, failures: Sequence[str]) -> str:
+    """For a ScriptModule cast to fp16/bf16 whose export failed mixing float32 with the
+    low precision: the message naming the dtype its trace recorded as the cause, or ""."""
+    import torch
+
+    if not _is_script(module):
+        return ""
+    low = {p.dtype for p in module.parameters()} & {torch.float16, torch.bfloat16}
+    mixed = next((f for f in failures if _MIXED_DTYPES.search(f)), "")
+    if not low or not mixed:
+        return ""
+    name = "fp16" if torch.float16 in low else "bf16"
+    return (f"the dtype traced into the ScriptModule is the cause: torch.jit.trace/script "
+            f"recorded float32 for tensors it makes (dtype arguments, casts), so cast to "
+            f"{name} it mixes float32 with {name} ({mixed}); export it with --precision "
+            f"fp32, or save the model it was traced from with torch.export.save and export "
+            f"that ExportedProgram with --precision {name}")
 
 
 _UNSUPPORTED = re.compile(r"Exporting the operator '([^']+)' to ONNX opset version (\d+) is "

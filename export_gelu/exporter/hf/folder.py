@@ -194,9 +194,12 @@ class FolderModel:
 
 
 def _preprocessor(folder: Path) -> dict[str, Any]:
-    """preprocessor_config.json (sampling rate, feature size), when the folder has one."""
-    path = folder / "preprocessor_config.json"
-    data = read_json(path) if path.is_file() else {}
+    """preprocessor_config.json (image sizes, sampling rate, feature size), when the folder has
+    one, read as every file of the folder is (contained in it, bounded)."""
+    name = "preprocessor_config.json"
+    if not (folder / name).is_file():
+        return {}
+    data = read_json(contained(model_root(folder), folder, name, folder, "its file"))
     return data if isinstance(data, dict) else {}
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from export_gelu.exporter.hf.cache import (
     split_cache,
 )
 from export_gelu.exporter.hf.folder import FolderModel
+from export_gelu.exporter.hf.sizes import SizeDims, size_dims
 from export_gelu.exporter.hf.tasks import (
     DECODER,
     DECODER_FILE,
@@ -42,6 +44,7 @@ from export_gelu.exporter.hf.tasks import (
     ENCODER_FILE,
     SEQ2SEQ,
 )
+from export_gelu.notes import Note
 
 #: Outputs no graph returns: the loss needs labels; hidden states and attentions are off.
 _SKIPPED_OUTPUTS = {"loss", "hidden_states", "attentions", "cache", "past_key_values"}
@@ -163,10 +166,12 @@ def given_inputs(fm: FolderModel, specs: list[str], npz: str | None
 
 
 def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
-                 static: bool = False) -> GraphSpec:
+                 static: bool = False, sizes_opset: int = 0,
+                 sizes_precision: str = "fp32") -> GraphSpec:
     """A one-graph task: the model's inputs (the user's `given` ones, else made from its
     config), its tensor output fields; dynamic in batch and sequence (optimum's dim names)
-    unless `static` or the user gave the inputs."""
+    unless `static` or the user gave the inputs; image and audio sizes too where the model
+    takes them and the export's opset (`sizes_opset`) is the dynamo exporter's (hf/sizes.py)."""
     import torch
 
     model, config = fm.model, fm.config
@@ -187,30 +192,40 @@ def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
                             f"({', '.join(inputs)}): {type(exc).__name__}: {first}{hint}"
                             ) from exc
     names = _tensor_fields(out)
-    dims = [] if static or given is not None else one_graph_dims(inputs, config, fm.task.name)
-    return GraphSpec("model.onnx", _task_module(model, list(inputs), names), inputs, names,
-                     dims)
+    module = _task_module(model, list(inputs), names)
+    dims: list[GraphDim] = []
+    if not static and given is None:
+        sizes = size_dims(model, lambda m: _task_module(m, list(inputs), names), inputs,
+                          (BATCH_RANGE[0], BATCH_RANGE[2]), sizes_opset, sizes_precision)
+        fm.notes.extend(Note(f"{s.input_name} keeps its example size: {s.why_static}",
+                             "static-size") for s in sizes if s.why_static)
+        dims = one_graph_dims(inputs, config, fm.task.name, sizes)
+    return GraphSpec("model.onnx", module, inputs, names, dims)
 
 
 #: Inputs whose last axis is the token sequence (optimum: `sequence_length`).
 _TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
 
 
-def one_graph_dims(inputs: OrderedDict[str, Any], config: Any, task: str) -> list[GraphDim]:
+def one_graph_dims(inputs: OrderedDict[str, Any], config: Any, task: str,
+                   sizes: Sequence[SizeDims] = ()) -> list[GraphDim]:
     """A one-graph task's dynamic dims, named as optimum names them: `batch_size` on every
     input's first axis, `sequence_length` on the token inputs' last axis (after
-    `num_choices`, kept at its size, for multiple-choice). Images and audio keep their
-    sizes (position tables and convolution strides fix them in most models)."""
+    `num_choices`, kept at its size, for multiple-choice), and an image's `height` and
+    `width` or raw audio's `sequence_length` where the model takes other sizes (`sizes`,
+    hf/sizes.py)."""
     batch = GraphDim("batch_size", BATCH_RANGE[0], BATCH_RANGE[1], BATCH_RANGE[2],
                      axes=tuple((n, 0) for n in inputs), checked=True)
+    media = [GraphDim(d, low, opt, high, axes=((s.input_name, axis),), checked=True)
+             for s in sizes for d, low, opt, high, axis in s.rows]
     text = [n for n in inputs if n in _TEXT_INPUTS and inputs[n].dim() >= 2]
     if not text:
-        return [batch]
+        return [batch, *media]
     axis = inputs[text[0]].dim() - 1
     seq = int(inputs[text[0]].shape[axis])
     top = max(seq, hi.sequence_length(config, 10_000))
     return [batch, GraphDim("sequence_length", 1, seq, top, axes=tuple((n, axis) for n in text),
-                            checked=True)]
+                            checked=True), *[m for m in media if m.name != "sequence_length"]]
 
 
 # -- a decoder with past -----------------------------------------------------------------------
@@ -432,7 +447,8 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
 
 
 def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
-               static: bool = False) -> list[GraphSpec]:
+               static: bool = False, sizes_opset: int = 0,
+               sizes_precision: str = "fp32") -> list[GraphSpec]:
     """Every graph the folder's task exports (a one-graph task on the user's `given`
     inputs, when there are any; static in every dim with `static`)."""
     kind = fm.task.kind
@@ -442,4 +458,4 @@ def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
         return seq2seq_graphs(fm)
     if kind == DECODER:
         fm.config.use_cache = False
-    return [single_graph(fm, given, static)]
+    return [single_graph(fm, given, static, sizes_opset, sizes_precision)]

@@ -4,10 +4,11 @@ types 0 then 1, pixels and audio as noise at the size the config gives.
 
 Sizes read from the config (the text or vision sub-config of a two-tower model like CLIP):
 `vocab_size`, `max_position_embeddings` (a sequence fits it), `type_vocab_size`,
-`image_size` (or LayoutLMv3's `input_size`) and
-`num_channels`, `num_mel_bins` and `max_source_positions` (Whisper's
-encoder takes exactly 2 × max_source_positions frames), and for raw audio the sampling rate
-from `preprocessor_config.json` (16 kHz when absent) bounded below by the convolution strides.
+`image_size` (or LayoutLMv3's `input_size`; the image processor's `crop_size` or `size`
+first, when the folder has `preprocessor_config.json`) and `num_channels`, `num_mel_bins`
+and `max_source_positions` (Whisper's encoder takes exactly 2 × max_source_positions
+frames), and for raw audio the sampling rate from `preprocessor_config.json` (16 kHz when
+absent) bounded below by the convolution strides.
 """
 
 from __future__ import annotations
@@ -48,13 +49,30 @@ def sequence_length(config: Any, wanted: int = SEQUENCE) -> int:
     return wanted
 
 
-def image_shape(config: Any) -> tuple[int, int, int]:
-    """(channels, height, width) of the model's images."""
+def _processor_size(preprocessor: dict[str, Any]) -> tuple[int, int] | None:
+    """(height, width) the image processor hands the model: its `crop_size` when it crops,
+    else its `size` (`height`/`width`, `shortest_edge` as a square, or one int); None."""
+    crops = preprocessor.get("do_center_crop", True) is not False
+    for key in ("crop_size", "size") if crops else ("size",):
+        value = preprocessor.get(key)
+        if isinstance(value, dict):
+            if isinstance(value.get("height"), int) and isinstance(value.get("width"), int):
+                return int(value["height"]), int(value["width"])
+            value = value.get("shortest_edge")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, value
+    return None
+
+
+def image_shape(config: Any, preprocessor: dict[str, Any] | None = None) -> tuple[int, int, int]:
+    """(channels, height, width) of the model's images: the size the folder's image processor
+    (preprocessor_config.json) gives, else the config's."""
     vision = sub_config(config, "vision")
     size = getattr(vision, "image_size", None) or getattr(vision, "input_size", None) or 224
     if isinstance(size, dict):
         size = (size.get("height", 224), size.get("width", 224))
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    height, width = _processor_size(preprocessor or {}) or (height, width)
     return int(getattr(vision, "num_channels", 3)), int(height), int(width)
 
 
@@ -131,7 +149,8 @@ def main_requests(model: Any, config: Any, preprocessor: dict[str, Any], accepts
         shape = (BATCH, 2, seq) if task == "multiple-choice" else (BATCH, seq)
         out += text_requests(config, accepts, shape)
     if main == "pixel_values" or "pixel_values" in accepts and out:
-        out.append(Request("pixel_values", (BATCH, *image_shape(config)), FLOAT32))
+        out.append(Request("pixel_values", (BATCH, *image_shape(config, preprocessor)),
+                           FLOAT32))
     elif main == "input_values":
         out.append(Request("input_values", (BATCH, audio_samples(config, preprocessor)),
                            FLOAT32))

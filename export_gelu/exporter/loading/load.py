@@ -386,7 +386,8 @@ def _graph_loaded(path: Path, spec: Any, notes: list[str], task: str) -> LoadedM
 
 def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,
                     inputs: Sequence[str] = (), inputs_npz: str | None = None,
-                    static: bool = False) -> LoadedModel:
+                    static: bool = False, *, sizes_opset: int = 0,
+                    sizes_precision: str = "fp32") -> LoadedModel:
     """A save_pretrained folder: one graph (on the user's inputs when given), or (an
     encoder–decoder) the folder's graphs."""
     from export_gelu.exporter.hf.folder import load_folder
@@ -398,7 +399,7 @@ def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,
     one_graph = fm.task.kind not in (DECODER, SEQ2SEQ) or (fm.task.kind == DECODER
                                                            and not fm.task.with_past)
     given = given_inputs(fm, list(inputs), inputs_npz) if one_graph else None
-    specs = graphs_for(fm, given, static)
+    specs = graphs_for(fm, given, static, sizes_opset, sizes_precision)
     name = fm.task.name
     generation = fm if fm.task.with_past else None
     if len(specs) == 1:
@@ -413,16 +414,19 @@ def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,
 def load_model(path: str | Path, *, allow_pickle: bool = False,
                model_factory: str | None = None, imports: Sequence[str] = (),
                task: str | None = None, inputs: Sequence[str] = (),
-               inputs_npz: str | None = None, static: bool = False) -> LoadedModel:
+               inputs_npz: str | None = None, static: bool = False,
+               sizes_opset: int = 0, sizes_precision: str = "fp32") -> LoadedModel:
     """Load any supported model file, refusing to run pickled code unless allowed.
 
     `imports`: modules to import first (`--import`), whose pytree types an ExportedProgram's
     inputs or outputs use. A folder holding `config.json` is a Hugging Face save_pretrained
     folder, loaded for `task` (optimum's task names; default: from its architectures), its
-    one-graph tasks dynamic in batch and sequence unless `static`."""
+    one-graph tasks dynamic in batch and sequence unless `static` (image and audio sizes too,
+    where the model takes them, when the export's opset `sizes_opset` is 18 or more)."""
     path = Path(path)
     if path.is_dir() and (path / "config.json").is_file():
-        return _load_hf_folder(path, task, allow_pickle, inputs, inputs_npz, static)
+        return _load_hf_folder(path, task, allow_pickle, inputs, inputs_npz, static,
+                               sizes_opset=sizes_opset, sizes_precision=sizes_precision)
     detected = detect_format(path)
     fmt = detected.format
     if fmt is ModelFormat.SAFETENSORS:
