@@ -167,6 +167,32 @@ _DIT_INPUTS = ("--input", "x:1x4x8x8", "--input", "t:1:int64:0,9", "--input", "y
 
 
 @pytest.mark.slow
+@pytest.mark.slow  # two CLI exports; the DiT test below pins the export-time message
+def test_torchscript_traced_in_half_names_the_traced_dtype_as_the_reference(
+        tmp_path: Path) -> None:
+    """A ScriptModule traced after model.half(): exporting it in fp16 works, but its trace
+    cannot run as the float32 reference parity compares with; exit 3 naming that cause
+    (was an internal error, exit 4), nothing written; --no-verify exports it."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(),
+                                torch.nn.Linear(16, 4)).eval().half()
+    torch.jit.trace(model, (torch.randn(2, 8).half(),)).save(str(tmp_path / "half.pt"))
+    out = tmp_path / "out.onnx"
+    flags = ["--target", "ort", "--precision", "fp16", "--input", "x:2x8:float16", "-o", out]
+    res = run_cli(tmp_path / "half.pt", *flags)
+    assert res.code == 3, res.err + res.out
+    line = res.err.strip().splitlines()[-1]
+    assert "the dtype traced into it is the cause" in line and "Float and Half" in line
+    assert "Traceback" not in res.err and not out.exists()
+    res = run_cli(tmp_path / "half.pt", *flags, "--no-verify")
+    assert res.code == 0, res.err + res.out
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    x = torch.randn(2, 8).half()
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    with torch.no_grad():
+        ref = model.float()(x.float()).numpy()
+    assert np.abs(got.astype(np.float32) - ref).max() < 2e-2
+
+
 def test_dit_torchscript_fp16_names_the_traced_dtype(tmp_path: Path) -> None:
     model, args = _tiny_dit()
     with warnings.catch_warnings():

@@ -13,6 +13,8 @@ from polygraphy.backend.base import BaseRunner
 from polygraphy.common import TensorMetadata
 from polygraphy.datatype import DataType
 
+from export_gelu.errors import TargetUnmetError
+from export_gelu.exporter.capture.fallback import mixes_dtypes
 from export_gelu.exporter.inputs.call_plan import call
 
 
@@ -71,8 +73,14 @@ class TorchRunner(BaseRunner):
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
             start = time.perf_counter()
-            out = self.module(*args) if self.plan is None else \
-                call(self.module, self.plan, tuple(args))
+            try:
+                out = self.module(*args) if self.plan is None else \
+                    call(self.module, self.plan, tuple(args))
+            except RuntimeError as exc:
+                cause = traced_reference_error(self.module, args, exc)
+                if cause is None:
+                    raise
+                raise cause from exc
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
             self.inference_time = time.perf_counter() - start
@@ -101,3 +109,22 @@ def dtype_metadata(arrays: dict[str, np.ndarray]) -> TensorMetadata:
     for name, arr in arrays.items():
         meta.add(name, dtype=DataType.from_dtype(arr.dtype), shape=arr.shape)
     return meta
+
+
+def traced_reference_error(module: Any, args: Sequence[Any], exc: RuntimeError
+                           ) -> TargetUnmetError | None:
+    """A ScriptModule whose trace fixed one float type cannot run as a reference in another:
+    the error naming that cause (exit 3), or None for any other failure."""
+    if not isinstance(module, torch.jit.ScriptModule) or not mixes_dtypes(str(exc)):
+        return None
+    given = sorted({str(a.dtype).removeprefix("torch.") for a in args
+                    if isinstance(a, torch.Tensor) and a.is_floating_point()})
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    first = next((ln for ln in lines if mixes_dtypes(ln)), lines[0] if lines else "")
+    return TargetUnmetError(
+        f"PyTorch cannot run this ScriptModule as the reference parity compares with "
+        f"(inputs {', '.join(given) or 'given'}): the dtype traced into it is the cause, "
+        f"torch.jit.trace/script recorded the float type of the tensors it made, and run "
+        f"in another it mixes the two ({first}); trace the float32 model and export with "
+        f"--precision fp16, or save the model with torch.export.save and export that, or "
+        f"check this one with --no-verify")

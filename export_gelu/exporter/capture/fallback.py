@@ -132,6 +132,11 @@ _MIXED_DTYPES = re.compile(r"(Float and (Half|BFloat16)|(Half|BFloat16) and Floa
                            r"|dtype.{0,40}(Half|BFloat16|float16|bfloat16))")
 
 
+def mixes_dtypes(message: str) -> bool:
+    """Whether torch's error says an op was given float32 and fp16/bf16 together."""
+    return bool(_MIXED_DTYPES.search(message))
+
+
 def traced_dtype_cause(module: Any, failures: Sequence[str]) -> str:
     """For a ScriptModule cast to fp16/bf16 whose export failed mixing float32 with the
     low precision: the message naming the dtype its trace recorded as the cause, or ""."""
