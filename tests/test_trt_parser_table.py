@@ -244,7 +244,8 @@ def test_inspect_says_where_an_engine_can_be_built(tmp_path):
         assert engines[p.name] == {"here": why is None, "reason": why or "",
                                    "device_only": version_key(p.trt_version) < (8, 5, 0)}
     for name in ("trt7.0", "trt8.4"):
-        assert not engines[name]["here"] and "--bundle" in engines[name]["reason"]
+        assert not engines[name]["here"] and engines[name]["device_only"]
+        assert "polygraphy supports TensorRT 8.5 and newer only" in engines[name]["reason"]
     table = run_cli("inspect", path, "--no-dry-run").out.splitlines()
     rows = {line.split()[0]: line.split() for line in table[2:2 + len(PROFILES)]}
     assert rows["trt8.2"][3] == "device" and rows["onnx"][3] == "-"
