@@ -25,6 +25,7 @@ from export_gelu.device.trtexec_flags import LINE_TAGS, accepted_flags
 from export_gelu.targets import PROFILES
 from tests.conftest import run_cli
 from tests.test_trt import dynamic_batch_model
+from tests.trtexec_standin import times_entry
 
 VERSIONS = ("trt7.0", "trt8.2", "trt8.6", "trt10")
 EXPECTED_FILES = {"model.onnx", "inputs", "inputs.json", "inputs.npz", "manifest.json",
@@ -81,11 +82,7 @@ def write_trtexec_times(bundle: Path, path: Path, runs: int, warmups: int) -> li
         start = time.perf_counter()
         sess.run(None, feed)
         ms = float(f"{(time.perf_counter() - start) * 1e3:g}")
-        entries.append('{ "startEnqMs" : %g, "endEnqMs" : %g, "startH2dMs" : %g, '
-                       '"endH2dMs" : %g, "startComputeMs" : %g, "endComputeMs" : %g, '
-                       '"startD2hMs" : %g, "endD2hMs" : %g, "h2dMs" : 0, "computeMs" : %g, '
-                       '"d2hMs" : 0, "latencyMs" : %g, "endToEndMs" : %g }'
-                       % ((clock,) * 5 + (clock + ms,) * 3 + (ms,) * 3))
+        entries.append(times_entry(clock, ms))
         clock += ms
         if i >= warmups:
             timed.append(ms)

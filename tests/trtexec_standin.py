@@ -67,6 +67,16 @@ def write_outputs(outputs: dict[str, np.ndarray], path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def times_entry(clock: float, ms: float) -> str:
+    """One inference in --exportTimes' JSON, as trtexec prints it: started at `clock` (ms),
+    taking `ms` of GPU compute."""
+    return ('{ "startEnqMs" : %g, "endEnqMs" : %g, "startH2dMs" : %g, '
+            '"endH2dMs" : %g, "startComputeMs" : %g, "endComputeMs" : %g, '
+            '"startD2hMs" : %g, "endD2hMs" : %g, "h2dMs" : 0, "computeMs" : %g, '
+            '"d2hMs" : 0, "latencyMs" : %g, "endToEndMs" : %g }'
+            % ((clock,) * 5 + (clock + ms,) * 3 + (ms,) * 3))
+
+
 def write_times(path: Path, median_ms: float, runs: int, warmup_ms: float, seed: str) -> None:
     """--exportTimes as trtexec 8.2 writes it: warm-up entries (starting before `warmup_ms`)
     first, then `runs` timed ones around `median_ms`."""
@@ -78,11 +88,7 @@ def write_times(path: Path, median_ms: float, runs: int, warmup_ms: float, seed:
         if i == warmups:
             clock = max(clock, warmup_ms)
         ms = median_ms * (1.0 + rng.uniform(-jitter, jitter))
-        entries.append('{ "startEnqMs" : %g, "endEnqMs" : %g, "startH2dMs" : %g, '
-                       '"endH2dMs" : %g, "startComputeMs" : %g, "endComputeMs" : %g, '
-                       '"startD2hMs" : %g, "endD2hMs" : %g, "h2dMs" : 0, "computeMs" : %g, '
-                       '"d2hMs" : 0, "latencyMs" : %g, "endToEndMs" : %g }'
-                       % ((clock,) * 5 + (clock + ms,) * 3 + (ms,) * 3))
+        entries.append(times_entry(clock, ms))
         clock += ms
     path.write_text("[\n  " + "\n, ".join(entries) + "\n]\n")
 

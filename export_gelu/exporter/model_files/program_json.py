@@ -95,16 +95,19 @@ def sympy_expression(text: Any) -> bool:
         if isinstance(node, ast.Call):
             if not (isinstance(node.func, ast.Name) and node.func.id in SYMPY_CALLS):
                 return False
-        elif isinstance(node, ast.Name):
-            if not identifier(node.id):
-                return False
-        elif isinstance(node, ast.Constant):
-            if not isinstance(node.value, (int, float, bool, type(None))) and \
-                    not identifier(node.value):
+        elif isinstance(node, (ast.Name, ast.Constant)):
+            if not _plain_leaf(node):
                 return False
         elif not isinstance(node, _ARITHMETIC):
             return False
     return True
+
+
+def _plain_leaf(node: ast.Name | ast.Constant) -> bool:
+    """A name that is an identifier, or a number, bool, None or identifier-like string."""
+    if isinstance(node, ast.Name):
+        return identifier(node.id)
+    return isinstance(node.value, (int, float, bool, type(None))) or identifier(node.value)
 
 
 def guard_expression(text: Any) -> bool:
@@ -128,14 +131,10 @@ def guard_expression(text: Any) -> bool:
             if node.attr not in GUARD_METHODS and not (
                     isinstance(node.value, ast.Name) and node.value.id == "math"):
                 return False
-        elif isinstance(node, ast.Name):
-            if not identifier(node.id):
-                return False
         elif isinstance(node, ast.Subscript):
             continue
-        elif isinstance(node, ast.Constant):
-            if not isinstance(node.value, (int, float, bool, type(None))) and \
-                    not identifier(node.value):
+        elif isinstance(node, (ast.Name, ast.Constant)):
+            if not _plain_leaf(node):
                 return False
         elif not isinstance(node, _ARITHMETIC):
             return False
