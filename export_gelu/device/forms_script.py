@@ -81,19 +81,7 @@ if [ "${{1:-trtexec}}" != trtexec ]; then
     exit 2
 fi
 
-TRTEXEC=${{TRTEXEC:-}}
-if [ -z "$TRTEXEC" ]; then
-    if command -v trtexec >/dev/null 2>&1; then
-        TRTEXEC=trtexec
-    elif [ -x {ds.JETSON_TRTEXEC} ]; then
-        TRTEXEC={ds.JETSON_TRTEXEC}
-    else
-        echo "run_on_device.sh: trtexec is neither on PATH nor at" \\
-            "{ds.JETSON_TRTEXEC}; set TRTEXEC=/path/to/trtexec" >&2
-        exit 127
-    fi
-fi
-
+{ds.FIND_TRTEXEC}
 {functions}
 rm -rf outputs
 mkdir -p outputs

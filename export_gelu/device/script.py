@@ -77,6 +77,20 @@ BASE_FLAGS = ("--onnx=model.onnx", "--loadInputs={load_inputs}", "--saveEngine=m
 
 #: Where JetPack installs trtexec (not on PATH there).
 JETSON_TRTEXEC = "/usr/src/tensorrt/bin/trtexec"
+#: The script's trtexec: $TRTEXEC, else the one on PATH, else JetPack's; else exit 127.
+FIND_TRTEXEC = f"""TRTEXEC=${{TRTEXEC:-}}
+if [ -z "$TRTEXEC" ]; then
+    if command -v trtexec >/dev/null 2>&1; then
+        TRTEXEC=trtexec
+    elif [ -x {JETSON_TRTEXEC} ]; then
+        TRTEXEC={JETSON_TRTEXEC}
+    else
+        echo "run_on_device.sh: trtexec is neither on PATH nor at" \\
+            "{JETSON_TRTEXEC}; set TRTEXEC=/path/to/trtexec" >&2
+        exit 127
+    fi
+fi
+"""
 
 
 def dims_text(shape: Sequence[int]) -> str:
@@ -281,19 +295,7 @@ if {known}; then
     exit 2
 fi
 
-TRTEXEC=${{TRTEXEC:-}}
-if [ -z "$TRTEXEC" ]; then
-    if command -v trtexec >/dev/null 2>&1; then
-        TRTEXEC=trtexec
-    elif [ -x {JETSON_TRTEXEC} ]; then
-        TRTEXEC={JETSON_TRTEXEC}
-    else
-        echo "run_on_device.sh: trtexec is neither on PATH nor at" \\
-            "{JETSON_TRTEXEC}; set TRTEXEC=/path/to/trtexec" >&2
-        exit 127
-    fi
-fi
-{_localize_mode(localize, plugin)}
+{FIND_TRTEXEC}{_localize_mode(localize, plugin)}
 set -- {_quote(trtexec)}
 if [ -n "${{PLUGIN_LIB:-}}" ]; then
     set -- "$@" "{plugin}=$PLUGIN_LIB"
