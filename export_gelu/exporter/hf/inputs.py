@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -96,18 +95,9 @@ def feature_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, ...]:
     return SEQUENCE * 4, size
 
 
-@dataclass(frozen=True)
-class Request:
-    """One input to make: its name, shape, dtype, and an explicit range (None: by role)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    low: float | None = None
-    high: float | None = None
-
-    def spec(self) -> InputSpec:
-        return InputSpec(self.name, self.shape, self.dtype, self.low, self.high)
+#: One input to make: the `--input` record (name, shape, dtype, an explicit range or None:
+#: by role).
+Request = InputSpec
 
 
 def hints(config: Any, names: list[str]) -> ModelHints:
@@ -122,8 +112,7 @@ def make(requests: list[Request], config: Any, seed: int = 0) -> OrderedDict[str
     """The inputs as torch tensors, in request order."""
     import torch
 
-    feed = generate_inputs([r.spec() for r in requests], hints(config, [r.name for r in requests]),
-                           seed)
+    feed = generate_inputs(list(requests), hints(config, [r.name for r in requests]), seed)
     return OrderedDict((n, torch.from_numpy(np.ascontiguousarray(a))) for n, a in feed.items())
 
 
