@@ -61,7 +61,9 @@ def _root_field(node: ast.expr, names: set[str]) -> str | None:
 
 
 def _fields(name: str) -> tuple[str, ...]:
-    return PROPERTIES.get(name, (name,) if name in FIELDS else ())
+    """The fields `state.<name>` reads: a property's, else the name itself (a name that is no
+    field, such as a new property not in PROPERTIES, then fails the declared-names test)."""
+    return PROPERTIES.get(name, (name,))
 
 
 def _local_imports(tree: ast.AST) -> dict[str, Any]:
