@@ -22,6 +22,7 @@ from export_gelu.options import (
     FormsOptions,
     InspectOptions,
     VerifyOptions,
+    recorded_forms,
 )
 from export_gelu.output_plan import default_output
 from export_gelu.pipeline import forms, forms_bundle
@@ -134,8 +135,9 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
     name it after). The other keywords are the CLI's flags by one rule (`export-gelu
     --help`): dashes as underscores (`--report-md` → report_md), `--no-verify` →
     `verify=False`, `--import` → `imports` (import is a Python keyword); so `input` takes
-    the `--input` specs and `inputs` the `--inputs` file. `options` (an ExportOptions, as the
-    CLI builds it) replaces them. A keyword that is not one raises KeywordError (a
+    the `--input` specs and `inputs` the `--inputs` file; `gelu='auto'` measures every form
+    first, as `--gelu auto` does. `options` (an ExportOptions, as the CLI builds it)
+    replaces them. A keyword that is not one raises KeywordError (a
     TypeError) naming the right one.
 
     Raises ExportGeluError subclasses for bad input (exit 2) or unmet targets (exit 3); a
@@ -160,6 +162,8 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
         if args is not None or kwargs is not None:
             raise BadInputError("args= and kwargs= are the example inputs of an in-memory "
                                 "model; for a file give input=['NAME:SHAPE[:DTYPE]', ...]")
+        if opts.gelu == "auto":  # as `export-gelu MODEL --gelu auto`
+            return export_with_best_form(model, opts, progress)
         return run_stages(EXPORT, new_state(opts, model, progress)).report
     return _in_memory(model, args, kwargs,
                       lambda loaded: run_stages(EXPORT, new_state(opts, loaded.path, progress,
@@ -223,14 +227,8 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
         save_inputs=_str(save_inputs), save_outputs=_str(save_outputs), calibrate=calibration,
         bundle=_str(bundle), bundle_target=target, device_outputs=_str(device_outputs),
         device_times=_str(device_times), localize=localize, output=_str(output))
-    if opts.device_outputs is None and deployed is None:
-        raise BadInputError("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
-    stages = (DEVICE_FORMS_VERIFY if opts.device_outputs and Path(opts.device_outputs).is_dir()
+    stages = (DEVICE_FORMS_VERIFY if recorded_forms(opts)
               else DEVICE_VERIFY if opts.device_outputs else VERIFY)
-    if opts.output and stages is not DEVICE_FORMS_VERIFY:
-        raise BadInputError("-o writes the GELU form the device chose: it needs a bundle of "
-                            "forms and the folder its device wrote (--bundle DIR "
-                            "--device-outputs DIR/outputs)")
     if not is_in_memory(model):
         if args is not None or kwargs is not None:
             raise BadInputError("args= and kwargs= are the example inputs of an in-memory "
@@ -264,7 +262,7 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
     """`--gelu auto`: measure every form on `options.target`, then export with the fastest
     one whose end-to-end error stays within `options.atol` (default: the precision's); the
     model is loaded once for both."""
-    new_state(dataclasses.replace(options, gelu="keep"), model)  # checked before measuring
+    new_state(options, model)  # checked before measuring
     compared = run_stages(COMPARE_FORMS, new_state(forms.auto_options(options), model, progress))
     rep = forms.best_form_export(compared, dataclasses.replace(options, bundle=None)).report
     assert rep is not None  # an export run always ends with its report

@@ -33,6 +33,7 @@ from export_gelu.options import (  # noqa: E402
     FormsOptions,
     RunOptions,
     VerifyOptions,
+    check_compare_forms_flags,
 )
 from export_gelu.targets import TARGET_NAMES  # noqa: E402
 
@@ -358,13 +359,6 @@ def verify_options(args: argparse.Namespace) -> VerifyOptions:
 def _run_verify(argv: Sequence[str]) -> int:
     parser = verify_parser()
     args = parser.parse_args(argv)
-    if args.device_times and not args.device_outputs:
-        parser.error("--device-times needs --device-outputs from the same run")
-    if args.device_outputs and (args.input or args.save_inputs or args.save_outputs):
-        parser.error("--device-outputs judges recorded outputs: drop --input, --save-inputs "
-                     "and --save-outputs")
-    if not args.deployed and not args.device_outputs:
-        parser.error("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
     from export_gelu import api
     from export_gelu.progress import Progress
 
@@ -412,11 +406,8 @@ def _run_export(argv: Sequence[str]) -> int:
     from export_gelu.progress import Progress
 
     work_begins()
-    if args.compare_forms and (args.output or args.gelu not in ("keep", "auto")):
-        parser.error("--compare-forms exports every form itself and writes no model: "
-                     "drop -o and --gelu")
-    if args.cast_down and (args.compare_forms or args.gelu == "auto"):
-        parser.error("--cast-down applies to one export: drop --compare-forms / --gelu auto")
+    if args.compare_forms:  # flags the comparison's record has no field for
+        check_compare_forms_flags(output=args.output, gelu=args.gelu, cast_down=args.cast_down)
     if args.compare_forms or args.gelu == "auto":
         return _run_forms(args)
     rep = api.export(args.model, options=export_options(args),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,14 @@ MIN_OPSET = 7
 #: What each command has always said for the same refusal; verify's words predate export's.
 _WORDING = {
     "export": {"runs": "--iterations and --warmup cannot be negative",
-               "tolerance": "{flag} {value}: a tolerance must be a finite number >= 0"},
+               "tolerance": "{flag} {value}: a tolerance must be a finite number >= 0",
+               "both_inputs": "give either --input specs or --inputs FILE.npz, not both"},
     "verify": {"runs": "--iterations and --warmup must not be negative",
-               "tolerance": "{flag} must be a finite number ≥ 0"},
+               "tolerance": "{flag} must be a finite number ≥ 0",
+               "both_inputs": "give either --input specs or --inputs FILE, not both"},
 }
+#: `--cast-down` with a command that exports every form (the CLI's --compare-forms too).
+CAST_DOWN_ONE_EXPORT = "--cast-down applies to one export: drop --compare-forms / --gelu auto"
 
 
 def _plain(value: Any) -> Any:
@@ -219,7 +223,9 @@ def _check_export(o: ExportOptions) -> Checked:
 
     names = parse_output_names(o.output_names)
     profile, note = resolve_target(o.target)
-    check_form(o.gelu, profile)
+    if o.gelu == "auto" and o.cast_down:
+        raise BadInputError(CAST_DOWN_ONE_EXPORT)
+    check_form("keep" if o.gelu == "auto" else o.gelu, profile)  # auto: every form is measured
     _check_precision(o.precision)
     if o.precision not in profile.precisions:
         raise TargetUnmetError(f"{profile.name} does not take {o.precision}")
@@ -238,6 +244,8 @@ def _check_export(o: ExportOptions) -> Checked:
         raise BadInputError("--localize compares the graph with PyTorch: drop --no-verify")
     if o.bundle:
         _check_bundle_target(profile)
+    _check_inputs(o, o.inputs_npz, _WORDING["export"], named_dims=True)
+    _check_loading(o)
     return Checked(profile, note, names, flags)
 
 
@@ -247,7 +255,101 @@ def _check_bundle_target(profile: Any) -> None:
                             "runs in ONNX Runtime here")
 
 
-def _check_verify(o: VerifyOptions) -> Checked:
+def _check_input_specs(specs: Sequence[str], named_dims: bool) -> None:
+    """Each `--input` spec parsed as the run parses it (with `named_dims`, export's, a dim
+    named for `--dynamic` stands for a size: whether a range names it is the model's), and
+    no input named twice."""
+    if not specs:
+        return
+    from export_gelu.exporter.feeds.dynamic import split_named_dims
+    from export_gelu.exporter.inputs.specs import parse_input_spec
+
+    names = []
+    for spec in specs:
+        named = split_named_dims(spec)[1] if named_dims else {}
+        parts = spec.split(":")
+        if named:  # a placeholder size, as the dynamic plan parses it
+            parts[1] = "x".join("1" if i in named else d for i, d in enumerate(parts[1].split("x")))
+        names.append(parse_input_spec(":".join(parts)).name)
+    if len(set(names)) != len(names):
+        raise BadInputError(f"--input: the same name is given twice ({', '.join(names)})")
+
+
+def _check_inputs(o: RunOptions, inputs_file: str | None, wording: Mapping[str, str],
+                  named_dims: bool = False) -> None:
+    """`--input` specs or `--inputs FILE`, not both; the specs' syntax."""
+    if o.inputs and inputs_file:
+        raise BadInputError(wording["both_inputs"])
+    _check_input_specs(o.inputs, named_dims)
+
+
+def _check_loading(o: RunOptions) -> None:
+    """`--model-factory PKG.MODULE:FUNC` and `--task` by their form (importing the factory and
+    matching the task to a folder's config happen when the model loads)."""
+    if o.model_factory is not None:
+        from export_gelu.exporter.loading.load import factory_parts
+
+        factory_parts(o.model_factory)
+    if o.task:
+        from export_gelu.exporter.hf.tasks import task_by_name
+
+        task_by_name(o.task)
+
+
+def check_compare_forms_flags(*, output: str | None, gelu: str, cast_down: bool) -> None:
+    """`export-gelu MODEL --compare-forms` with export flags its record (FormsOptions) has no
+    field for: refused, not dropped (the API's compare_forms() takes no such keyword)."""
+    if output or gelu not in ("keep", "auto"):
+        raise BadInputError("--compare-forms exports every form itself and writes no model: "
+                            "drop -o and --gelu")
+    if cast_down:
+        raise BadInputError(CAST_DOWN_ONE_EXPORT)
+
+
+def recorded_forms(o: VerifyOptions) -> bool:
+    """`--device-outputs DIR`: the folder a bundle of GELU forms' device wrote (a file: one
+    graph's outputs)."""
+    return bool(o.device_outputs) and Path(str(o.device_outputs)).is_dir()
+
+
+def _check_device_verify(o: VerifyOptions, deployed: str | Path | None) -> None:
+    """Which flags go together in verify: DEPLOYED or recorded outputs, a bundle or --inputs,
+    and what a bundle of GELU forms takes."""
+    if o.device_times and not o.device_outputs:
+        raise BadInputError("--device-times needs --device-outputs from the same run")
+    if o.device_outputs and (o.inputs or o.save_inputs or o.save_outputs):
+        raise BadInputError("--device-outputs judges recorded outputs: drop --input, "
+                            "--save-inputs and --save-outputs")
+    if not o.device_outputs and deployed is None:
+        raise BadInputError("DEPLOYED is required (or --bundle DIR --device-outputs FILE)")
+    forms = recorded_forms(o)
+    if o.output and not forms:
+        raise BadInputError("-o writes the GELU form the device chose: it needs a bundle of "
+                            "forms and the folder its device wrote (--bundle DIR "
+                            "--device-outputs DIR/outputs)")
+    if not o.device_outputs:
+        return
+    if o.bundle and o.inputs_file:
+        raise BadInputError("--inputs: the bundle holds the inputs the device ran; give one or "
+                            "the other")
+    if not o.bundle and (deployed is None or not o.inputs_file):
+        raise BadInputError("--device-outputs without --bundle needs DEPLOYED (the ONNX graph "
+                            "the device ran) and --inputs (the inputs it ran on)")
+    if not forms:
+        return
+    if not o.bundle:
+        raise BadInputError(f"--device-outputs {Path(o.device_outputs)} is a folder: the "
+                            "outputs of a bundle of GELU forms; give the bundle too "
+                            "(--bundle DIR)")
+    if o.device_times:
+        raise BadInputError("--device-times: each form's times are read from its folder under "
+                            "--device-outputs; drop --device-times")
+    if o.localize:
+        raise BadInputError("--localize: a bundle of GELU forms has no marked graph; make a "
+                            "one-graph bundle of the form to localize (--gelu FORM --bundle)")
+
+
+def _check_verify(o: VerifyOptions, deployed: str | Path | None) -> Checked:
     from export_gelu.targets import resolve_target
 
     _check_threads(o)
@@ -255,6 +357,9 @@ def _check_verify(o: VerifyOptions) -> Checked:
     _check_runs(o, _WORDING["verify"])
     _check_precision(o.precision, optional=True)
     _check_tolerances(o, _WORDING["verify"])
+    _check_device_verify(o, deployed)
+    _check_inputs(o, o.inputs_file, _WORDING["verify"])
+    _check_loading(o)
     if not o.bundle:
         return Checked()
     profile, note = resolve_target(o.bundle_target)  # --target: the bundle's TensorRT version
@@ -277,6 +382,10 @@ def _check_forms(o: FormsOptions) -> Checked:
             raise BadInputError("--bundle with --compare-forms: give one TensorRT --target "
                                 "(the device's)")
         _check_bundle_target(resolve_target(o.targets[0])[0])
+    if o.workdir is not None and not Path(o.workdir).is_dir():
+        raise BadInputError(f"{o.workdir}: not a directory")
+    _check_inputs(o, o.inputs_npz, _WORDING["export"])
+    _check_loading(o)
     return Checked()
 
 
@@ -313,8 +422,10 @@ def check_types(options: RunOptions) -> None:
                             f"{type(value).__name__}")
 
 
-def validate(options: RunOptions) -> Checked:
-    """Check every option of one command before any work (the only place they are checked).
+def validate(options: RunOptions, *, deployed: str | Path | None = None) -> Checked:
+    """Check every option of one command before any work (the only place they are checked):
+    each value, its syntax (`--input`, `--dynamic`, `--output-names`, `--model-factory`,
+    `--task`) and the flags' combinations; `deployed` is verify's DEPLOYED (None: not given).
 
     Bad values raise BadInputError (exit 2), values the target cannot take TargetUnmetError
     (exit 3), each naming the flag. The files a run writes are checked against each other and
@@ -325,7 +436,7 @@ def validate(options: RunOptions) -> Checked:
     if isinstance(options, ExportOptions):
         return _check_export(options)
     if isinstance(options, VerifyOptions):
-        return _check_verify(options)
+        return _check_verify(options, deployed)
     if isinstance(options, FormsOptions):
         return _check_forms(options)
     if isinstance(options, InspectOptions):

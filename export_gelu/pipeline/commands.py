@@ -93,10 +93,10 @@ def _refuse_for_in_memory(options: RunOptions, loaded: Any) -> None:
         return
     if isinstance(options, VerifyOptions) and not (options.device_outputs or options.bundle):
         return  # verify runs the module as it is against DEPLOYED
-    if not isinstance(options, ExportOptions):
+    if not isinstance(options, ExportOptions) or options.gelu == "auto":
         raise BadInputError(f"{loaded.path}: a model in memory can be exported and verified; "
-                            "save it (torch.export.save) for --compare-forms or a device "
-                            "bundle")
+                            "save it (torch.export.save) for --compare-forms, --gelu auto or "
+                            "a device bundle")
     if not options.output or names_folder(options.output):
         raise BadInputError(f"{loaded.path} has no file to name the output after: pass "
                             "output='model.onnx'")
@@ -112,7 +112,7 @@ def new_state(options: RunOptions, model: str | Path, progress: Progress | None 
     checked first (exit 2/3 before any work). `loaded`: a model already in memory
     (exporter/loading/in_memory.py), exported as it is; `model` is then its label."""
     _refuse_for_in_memory(options, loaded)
-    checked = validate(options)
+    checked = validate(options, deployed=deployed)
     options, threads_note = bound_threads(options)
     if threads_note:
         checked = dataclasses.replace(checked, notes=(*checked.notes,

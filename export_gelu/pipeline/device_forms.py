@@ -121,19 +121,10 @@ def read_forms_run(state: RunState) -> None:
     """The forms bundle, each form's graph (unchanged) and what the device wrote for it."""
     o = _options(state)
     bundle, returned = Path(o.bundle or ""), Path(o.device_outputs or "")
-    if not o.bundle:
-        raise BadInputError(f"--device-outputs {returned} is a folder: the outputs of a bundle "
-                            "of GELU forms; give the bundle too (--bundle DIR)")
-    manifest = read_manifest(bundle)
+    manifest = read_manifest(bundle)  # --bundle given with the folder: options.validate
     if not is_forms_bundle(manifest):
         raise BadInputError(f"--device-outputs {returned} is a folder, but {bundle} holds one "
                             f"graph: give the file the device wrote ({bundle}/outputs.json)")
-    if o.device_times:
-        raise BadInputError("--device-times: each form's times are read from its folder under "
-                            "--device-outputs; drop --device-times")
-    if o.localize:
-        raise BadInputError("--localize: a bundle of GELU forms has no marked graph; make a "
-                            "one-graph bundle of the form to localize (--gelu FORM --bundle)")
     check_model(manifest, bundle, state.model_path)
     npz = bundle / "inputs.npz"
     if not npz.is_file():

@@ -34,19 +34,13 @@ from export_gelu.report.report import Report
 from export_gelu.tolerances import resolve_tolerances
 
 
-@stage_io(reads=("model_path", "options", "output"), writes=())
+@stage_io(reads=("model_path", "options"), writes=())
 def plan_device_verify(state: RunState) -> None:
-    """options → the combination checked (a bundle, or DEPLOYED with --inputs), the outputs
-    checked against MODEL; an empty report."""
+    """MODEL is a file (the flags' combination, a bundle or DEPLOYED with --inputs, was
+    checked by options.validate); an empty report."""
     o = state.options
     if not state.model_path.is_file():
         raise BadInputError(f"{state.model_path}: no such file")
-    if o.bundle and o.inputs_file:
-        raise BadInputError("--inputs: the bundle holds the inputs the device ran; give one or "
-                            "the other")
-    if not o.bundle and (state.output is None or not o.inputs_file):
-        raise BadInputError("--device-outputs without --bundle needs DEPLOYED (the ONNX graph "
-                            "the device ran) and --inputs (the inputs it ran on)")
     state.report = Report(model=str(state.model_path), target="tensorrt (device)",
                           gelu_form="", threads=o.threads, command="verify",
                           options=o.to_json())

@@ -8,18 +8,20 @@ from pathlib import Path
 from export_gelu.check.calibration import gelu_input_ranges
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
+from export_gelu.pipeline.checking import export_tolerances
 from export_gelu.pipeline.localize import bundle_tensors
 from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
 from export_gelu.report.write import write_reports
-from export_gelu.tolerances import resolve_tolerances
 
 
 @stage_io(reads=("dynamic", "feeds", "graph", "loaded", "model_path", "options", "output",
-                "profile", "reference", "reference_module"),
+                "profile", "reference", "reference_module", "run_precision"),
           writes=())
 def bundle(state: RunState) -> None:
-    """output, feed, reference → the device bundle (`--bundle DIR`), noted in the report."""
+    """output, feed, reference → the device bundle (`--bundle DIR`), noted in the report; it
+    records the precision and tolerances the check here used (a float64 graph: fp64's), which
+    `verify --device-outputs` judges the device's outputs with."""
     o, rep, profile = state.options, state.report, state.profile
     state.progress.step(f"writing the device bundle {o.bundle}")
     feed = deployed_feed(state.feed, state.graph)
@@ -30,11 +32,10 @@ def bundle(state: RunState) -> None:
         reference = reference_runner(state.loaded, state.reference_module, state.feed,
                                      state.graph, o.threads)
     name, outputs = reference_outputs(rep, lambda: reference, feed)
-    added = max((s.added_max_error for s in rep.gelu_sites), default=0.0)
-    tol = resolve_tolerances(o.precision, added_error=added, atol=o.atol, rtol=o.rtol)
+    tol = export_tolerances(state)
     req = BundleRequest(model_path=state.model_path, graph_path=state.output,
                         target=profile.name, trt_version=profile.trt_version,
-                        precision=o.precision, feed=feed, reference=outputs,
+                        precision=state.run_precision, feed=feed, reference=outputs,
                         reference_name=name, atol=tol.atol, rtol=tol.rtol,
                         dynamic=state.dynamic.axes() if state.dynamic else (),
                         fp32_layers=[n for i in rep.parity.islands or [] for n in i["nodes"]],

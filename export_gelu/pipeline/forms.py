@@ -75,8 +75,6 @@ def form_state(state: RunState, options: ExportOptions) -> RunState:
 def plan_forms(state: RunState) -> None:
     """options → the folder for the graphs, the device; the report to fill."""
     o = state.options
-    if o.workdir is not None and not Path(o.workdir).is_dir():
-        raise BadInputError(f"{o.workdir}: not a directory")
     state.device = resolve_device(o.device)
     state.report = Report(model=str(state.model_path), target=", ".join(o.targets),
                           command="compare-forms", threads=o.threads, precision=o.precision,

@@ -61,6 +61,7 @@ def write_device_forms(state: RunState, base: ExportOptions, bundle_dir: str) ->
     parts: list[FormPart] = []
     seen: dict[str, FormPart] = {}
     left_out: list[tuple[str, str]] = []
+    precision = base.precision or "fp32"  # what the checks here ran at (fp64: a float64 model)
     with tempfile.TemporaryDirectory(prefix="gelu-forms-bundle-") as name:
         tmp = Path(name)
         (tmp / "parts").mkdir()
@@ -72,6 +73,7 @@ def write_device_forms(state: RunState, base: ExportOptions, bundle_dir: str) ->
                 left_out.append((form, (str(exc).splitlines() or [""])[0]))
                 continue
             assert sub.output is not None and sub.report is not None
+            precision = sub.run_precision or precision
             key = fingerprint(onnx.load(str(sub.output), load_external_data=False))
             if key in seen:
                 seen[key].same_as.append(form)
@@ -81,7 +83,7 @@ def write_device_forms(state: RunState, base: ExportOptions, bundle_dir: str) ->
         if not parts:
             raise ExportGeluError("no GELU form could be exported for the device bundle: "
                                   + "; ".join(f"{f}: {why}" for f, why in left_out))
-        tol = resolve_tolerances(base.precision or "fp32", atol=base.atol, rtol=base.rtol)
+        tol = resolve_tolerances(precision, atol=base.atol, rtol=base.rtol)
         out = write_forms_bundle(parts, bundle_dir, atol=tol.atol, rtol=tol.rtol,
                                  left_out=left_out)
     return FormsBundle(out, parts, left_out)

@@ -67,9 +67,7 @@ def open_artifact(state: RunState) -> None:
 def _feeds(state: RunState) -> tuple[list[Any], str, bool]:
     """(feeds in forward() order, where they came from, whether they are real data)."""
     o, loaded, dep = state.options, state.loaded, state.deployed
-    if o.inputs and o.inputs_file:
-        raise BadInputError("give either --input specs or --inputs FILE, not both")
-    if o.inputs_file:
+    if o.inputs_file:  # not with --input specs: options.validate
         path = Path(o.inputs_file)
         if path.suffix.lower() == ".npz" or path.read_bytes()[:2] == b"PK":
             feeds = [resolve_feed(loaded, [], path)]

@@ -188,9 +188,7 @@ def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray
 def _given_feed(specs: list[str], npz: str | Path | None, float_dtype: np.dtype | None = None,
                 hints: ModelHints | None = None) -> OrderedDict[str, np.ndarray] | None:
     """The arrays `--input` specs (made by generate_inputs) or `--inputs FILE.npz` give; None
-    when neither is given."""
-    if specs and npz:
-        raise BadInputError("give either --input specs or --inputs FILE.npz, not both")
+    when neither is given (never both: options.validate)."""
     if npz:
         return OrderedDict(load_npz(npz))
     if specs:

@@ -129,19 +129,27 @@ def _task_of_class(class_name: str) -> Task | None:
     return None
 
 
+def task_by_name(given: str) -> tuple[Task, bool]:
+    """`--task NAME` → (the task, whether it is the `-with-past` one); exit 2 naming the tasks
+    when it is none (options.validate asks before any work)."""
+    base = SYNONYMS.get(given, given)
+    with_past = base.endswith(WITH_PAST)
+    base = base[: -len(WITH_PAST)] if with_past else base
+    task = _BY_NAME.get(base)
+    if task is None or (with_past and task.kind == SINGLE):
+        raise BadInputError(f"--task {given!r}: not a task export-gelu knows; choose one of "
+                            f"{', '.join(task_names())}")
+    return task, with_past
+
+
 def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
     """The task for a folder's config: `given` (optimum's name, `--task`), else the task of
     `config.architectures[0]`. Exit 2 naming the tasks when neither works."""
     model_type = getattr(config, "model_type", "") or ""
     archs = list(getattr(config, "architectures", None) or [])
     if given:
-        base = SYNONYMS.get(given, given)
-        with_past = base.endswith(WITH_PAST)
-        base = base[: -len(WITH_PAST)] if with_past else base
-        task = _BY_NAME.get(base)
-        if task is None or (with_past and task.kind == SINGLE):
-            raise BadInputError(f"--task {given!r}: not a task export-gelu knows; choose one of "
-                                f"{', '.join(task_names())}")
+        task, with_past = task_by_name(given)
+        base = task.name
         cls = (archs[0] if archs and _task_of_class(archs[0]) is task else
                class_for(task, model_type))
         if cls is None:
@@ -154,8 +162,8 @@ def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
     if not archs:
         raise BadInputError(f"{folder}/config.json names no architectures; pass --task (one of "
                             f"{', '.join(task_names())})")
-    task = _task_of_class(archs[0])
-    if task is None:  # a class no task mapping holds (ElectraForPreTraining): its own outputs
+    found = _task_of_class(archs[0])
+    if found is None:  # a class no task mapping holds (ElectraForPreTraining): its own outputs
         import transformers
 
         if getattr(transformers, archs[0], None) is None:
@@ -163,6 +171,6 @@ def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
                                 "transformers class; pass --task")
         return ResolvedTask(_BY_NAME["feature-extraction"].name, _BY_NAME["feature-extraction"],
                             archs[0], False, inferred=True)
-    with_past = task.kind != SINGLE and not archs[0].endswith("ForCTC")
-    name = task.name + (WITH_PAST if with_past else "")
-    return ResolvedTask(name, task, archs[0], with_past, inferred=True)
+    with_past = found.kind != SINGLE and not archs[0].endswith("ForCTC")
+    name = found.name + (WITH_PAST if with_past else "")
+    return ResolvedTask(name, found, archs[0], with_past, inferred=True)

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.errors import BadInputError
 from export_gelu.exporter.inputs.specs import DEFAULT_INT_RANGE, InputSpec, make_input
 
 TOKEN_IDS, MASK, TOKEN_TYPES, POSITIONS = "token ids", "attention mask", "token types", "positions"
@@ -155,9 +154,6 @@ def generate_inputs(requests: Sequence[InputSpec], hints: ModelHints | None = No
                     seed: int = 0) -> GeneratedFeed:
     """The arrays for `requests` (name, shape, dtype and an optional explicit range), each made
     by its role; `.generated` says how. The same requests and seed give the same arrays."""
-    names = [r.name for r in requests]
-    if len(set(names)) != len(names):
-        raise BadInputError(f"--input: the same name is given twice ({', '.join(names)})")
     hints = hints or ModelHints()
     kinds = [role(r.name, r.dtype, hints) for r in requests]
     if hints.input_vocab and TOKEN_IDS not in kinds:  # e.g. forward(x) with x the token ids

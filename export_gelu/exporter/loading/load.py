@@ -89,12 +89,19 @@ def _first_line(exc: BaseException, limit: int = 200) -> str:
     return (text[0] if text else type(exc).__name__)[:limit]
 
 
-def _import_callable(spec: str) -> Any:
-    """Resolve 'pkg.module:function' to a callable, with the working directory importable."""
+def factory_parts(spec: str) -> tuple[str, str]:
+    """`--model-factory PKG.MODULE:FUNC` → (module, attribute); exit 2 when it is not of that
+    form (options.validate asks before any work)."""
     if not _FACTORY_FORM.match(spec or ""):
         raise BadInputError(f"--model-factory {spec!r}: expected the form pkg.module:function "
                             "(a module importable from the working directory)")
     mod_name, _, attr = spec.partition(":")
+    return mod_name, attr
+
+
+def _import_callable(spec: str) -> Any:
+    """Resolve 'pkg.module:function' to a callable, with the working directory importable."""
+    mod_name, attr = factory_parts(spec)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
