@@ -57,7 +57,6 @@ def _state(program: Path, graph: Path, folder: Path, scale: float = 1.0) -> RunS
 def test_plan_device_verify_starts_the_report(tiny: tuple[Path, Path], tmp_path: Path) -> None:
     program, graph = tiny
     state = _state(program, graph, tmp_path)
-    state.report = None
     plan_device_verify(state)
     rep = state.report
     assert (rep.command, rep.target, rep.model) == ("verify", "tensorrt (device)", str(program))

@@ -40,7 +40,6 @@ def _forms_state(model: Path, **options: object) -> RunState:
 
 def test_plan_forms_starts_the_comparison_report(program: Path, tmp_path: Path) -> None:
     state = _forms_state(program, targets=("onnx", "trt8.6"), device="cpu")
-    state.report = None
     plan_forms(state)
     assert state.device.device == "cpu"
     rep = state.report

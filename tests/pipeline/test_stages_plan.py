@@ -15,7 +15,6 @@ from tests.pipeline.stage_states import export_state, onnx_model, with_loaded
 def test_plan_export_sets_profile_output_device_and_starts_the_report(tmp_path: Path) -> None:
     model = onnx_model(tmp_path)
     state = export_state(model, tmp_path, target="ort", gelu="tanh", threads=2)
-    state.report = None  # plan_export makes the report
     plan_export(state)
     assert state.profile.name == "ort" and state.profile is state.checked.profile
     assert state.output == tmp_path / "out.onnx"

@@ -64,7 +64,6 @@ def _ready(model: Path, deployed: Path, **options: object) -> RunState:
 def test_plan_verify_starts_a_verify_report(tmp_path: Path) -> None:
     model, dep = onnx_model(tmp_path), onnx_model(tmp_path, name="dep.onnx")
     state = verify_state(model, dep, threads=2)
-    state.report = None
     plan_verify(state)
     rep = state.report
     assert (rep.command, rep.model, rep.output, rep.target) == ("verify", str(model), str(dep), "")
