@@ -3,6 +3,7 @@ export), calibrate (GELU input ranges on real data) and write_report (JSON and M
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -66,8 +67,8 @@ def test_write_report_writes_json_and_markdown_listing_what_was_written(
     state = export_state(onnx_model(tmp_path), tmp_path, report=str(tmp_path / "r.json"),
                          report_md=str(tmp_path / "r.md"))
     state.report.output = str(tmp_path / "out.onnx")
-    state.checked = type(state.checked)(**{**state.checked.__dict__,
-                                           "notes": (Note("threads clamped", "threads-clamped"),)})
+    state.checked = dataclasses.replace(state.checked,
+                                        notes=(Note("threads clamped", "threads-clamped"),))
     write_report(state)
     written = json.loads((tmp_path / "r.json").read_text())
     assert written["model"] == str(tmp_path / "hand.onnx") and written["target"] == "ort"

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from export_gelu.errors import BadInputError
 from export_gelu.options import ExportOptions
 from export_gelu.pipeline.sources import export_inputs, load
 from tests.pipeline.stage_states import (
     TINY_SHAPE,
-    Tiny,
     export_state,
     onnx_model,
     state_for,
@@ -57,13 +57,15 @@ def test_load_keeps_a_model_already_loaded(program: Path, tmp_path: Path) -> Non
 
 
 def test_load_refuses_a_multi_graph_task_outside_export(tmp_path: Path) -> None:
-    """A folder task with several graphs is export's only: the stage says so (exit 2)."""
-    state = verify_state(onnx_model(tmp_path), onnx_model(tmp_path, name="dep.onnx"))
-    load(state)
-    state.loaded.graphs = {"decoder": object(), "encoder": object()}  # as a seq2seq folder
-    state.loaded.task = "text2text-generation"
-    with pytest.raises(BadInputError, match="exports 2 graphs; verify and --compare-forms "
-                                            "take a one-graph task"):
+    """A folder task with several graphs (a BART with past: encoder, decoder, decoder with
+    past) is export's only: the stage says so (exit 2)."""
+    from examples.hf_folders import save_folder
+
+    folder = save_folder("bart", tmp_path / "bart")
+    state = verify_state(folder, onnx_model(tmp_path, name="dep.onnx"))
+    with pytest.raises(BadInputError, match="task text2text-generation-with-past exports 3 "
+                                            "graphs; verify and --compare-forms take a "
+                                            "one-graph task"):
         load(state)
 
 
@@ -89,7 +91,7 @@ def test_export_inputs_of_a_program_uses_its_example_and_module(program: Path,
     export_inputs(state)
     assert state.feed["x"].shape == TINY_SHAPE
     assert state.report.generated_inputs == {}  # the model's own example, not made up
-    assert isinstance(state.reference_module, torch_module_type())
+    assert isinstance(state.reference_module, torch.nn.Module)
     assert state.run_precision == "fp32"
 
 
@@ -103,13 +105,3 @@ def test_export_inputs_from_an_npz_is_real_data(tmp_path: Path) -> None:
     export_inputs(state)
     assert state.real_inputs is True and state.report.generated_inputs == {}
     np.testing.assert_array_equal(state.feed["x"], data)
-
-
-def torch_module_type() -> type:
-    import torch
-
-    return torch.nn.Module
-
-
-def test_tiny_is_the_module_the_program_holds() -> None:
-    assert [n for n, _ in Tiny().named_children()] == ["fc", "act"]
