@@ -84,7 +84,7 @@ test-gpu: $(STAMP)
 # property; failures are kept in .hypothesis/ and replayed first on the next run).
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
-	EXPORT_GELU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -rs tests/test_fuzz_rewrites.py
+	EXPORT_GELU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -rs tests/passes/test_fuzz_rewrites.py
 
 # Every benchmark that writes benchmarks/RESULTS.md, one after another (long: run it on a
 # quiet machine). Each runs to the end; the exit status is non-zero if any target was not met.

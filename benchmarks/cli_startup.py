@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             + "\n".join(v.line() for v in checks) + "\n\n" + table(samples) + "\n\n"
             "`export-gelu` imports argparse, its target table (with numpy) and its error "
             "mapping to answer these; torch, onnx and onnxruntime are imported only when a "
-            "command runs (tests/test_cli_startup.py checks that no heavy library is "
+            "command runs (tests/cli/test_cli_startup.py checks that no heavy library is "
             "imported).")
     print(body)
     results.write_section("cli_startup", body)

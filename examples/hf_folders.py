@@ -1,5 +1,5 @@
 """Tiny Hugging Face save_pretrained folders built from configs (random weights, no hub access):
-what tests/test_hf_folders.py and benchmarks/hf_vs_optimum.py export.
+what tests/exporter/test_hf_folders.py and benchmarks/hf_vs_optimum.py export.
 
 Sizes: hidden 32, two layers, vocabulary 100, so a folder exports in seconds on two CPU cores.
 Generation models get a wide weight init so greedy decoding picks varied tokens (with the

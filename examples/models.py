@@ -151,7 +151,7 @@ EXAMPLES: dict[str, Example] = {
 
 #: More architectures, one per GELU spelling family (CLIP's QuickGELU, Bloom's hand-written
 #: tanh, Gemma's F.gelu tanh). Kept out of EXAMPLES so the every-format end-to-end matrix
-#: stays fast; tests/test_fx_models.py exports them.
+#: stays fast; tests/e2e/test_fx_models.py exports them.
 MORE_EXAMPLES: dict[str, Example] = {
     "clip": Example("clip", "examples.models:clip", f"x:2x{SEQ}:int64:0,{VOCAB}", 2, "quick"),
     "bloom": Example("bloom", "examples.models:bloom", f"x:2x{SEQ}:int64:0,{VOCAB}", 2, "tanh"),

@@ -3,7 +3,7 @@
     python -m export_gelu.cli_docs            # print the tables
     python -m export_gelu.cli_docs --write    # rewrite them in docs/cli.md
 
-One source: the parsers in export_gelu/cli.py. tests/test_cli_docs.py fails when the committed
+One source: the parsers in export_gelu/cli.py. tests/cli/test_cli_docs.py fails when the committed
 tables differ from what this renders.
 """
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # In a pipe every step prints a progress line on stderr; the tests read stderr for the one-line
 # errors and notes, so they run quiet (as `--quiet`), here and in the CLIs they start.
-# tests/test_progress.py checks the progress lines with it unset.
+# tests/cli/test_progress.py checks the progress lines with it unset.
 os.environ.setdefault("EXPORT_GELU_QUIET", "1")
 
 

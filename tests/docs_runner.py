@@ -2,7 +2,7 @@
 
 The convention (docs/README.md, "Runnable examples"): a fenced block preceded by the line
 `<!-- run -->` (or `<!-- run slow -->` for a block that takes long: its test is marked
-`slow`) is run by tests/test_docs_run.py.
+`slow`) is run by tests/cli/test_docs_run.py.
 
 - ```` ```console ````: each line starting with `$ ` is a command (a line ending in `\\`
   continues it), run by bash in a fresh folder; the lines after it, up to the next command,

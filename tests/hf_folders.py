@@ -1,5 +1,6 @@
-"""The GELUs a model's forward really calls, counted while it runs (tests/test_hf_folders.py
-compares them with the sites export-gelu finds); the folders are examples/hf_folders.py's."""
+"""The GELUs a model's forward really calls, counted while it runs
+(tests/exporter/test_hf_folders.py compares them with the sites export-gelu finds); the folders
+are examples/hf_folders.py's."""
 
 from __future__ import annotations
 

@@ -32,7 +32,8 @@ def listed(path: Path = LIST) -> frozenset[str]:
 
 
 def durations(junit: Path) -> dict[str, float]:
-    """Test id → seconds, from pytest's JUnit XML (`classname` tests.test_x → tests/test_x.py)."""
+    """Test id → seconds, from pytest's JUnit XML (`classname` tests.cli.test_x →
+    tests/cli/test_x.py)."""
     out: dict[str, float] = {}
     for case in ET.parse(junit).iter("testcase"):
         if case.find("skipped") is not None:

@@ -3,7 +3,7 @@
 Every `Stage` declares the `RunState` fields it reads and writes (pipeline/commands.py,
 export_command.py, inspect_command.py); `stage_accesses(fn)` finds them in the function's
 source and in every export-gelu function it hands the state to, so a test holds each
-declaration to the code (tests/test_stage_dataflow.py) and docs/architecture.md's stage
+declaration to the code (tests/pipeline/test_stage_dataflow.py) and docs/architecture.md's stage
 tables are generated from the declarations (`python -m export_gelu.pipeline.dataflow
 --write`). The progress channel, the clock and the report are every stage's and are not
 listed.

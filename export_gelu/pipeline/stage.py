@@ -30,7 +30,8 @@ class Clock:
 @dataclass(frozen=True)
 class StageIO:
     """The state fields a stage function reads and writes (RunState's names), as it declares
-    them with `stage_io`; tests/test_stage_dataflow.py holds the declaration to its code."""
+    them with `stage_io`; tests/pipeline/test_stage_dataflow.py holds the declaration to its
+    code."""
 
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()

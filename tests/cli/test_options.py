@@ -13,7 +13,7 @@ import pytest
 from export_gelu import compare_forms, export, verify
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.options import ExportOptions, FormsOptions, VerifyOptions, validate
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.onnx_graphs import hand_graph
 
 #: (CLI flags, the same as API keywords, exit code, message) for export; the model file does
@@ -90,7 +90,7 @@ def test_cli_api_and_validate_refuse_a_compare_forms_option_alike(tmp_path):
 
 def test_each_refusal_is_written_once():
     """The checks live in options.py only: no command keeps its own copy."""
-    package = Path(__file__).resolve().parent.parent / "export_gelu"
+    package = ROOT / "export_gelu"
     phrases = ["--threads must be", "--iterations must be", "cannot be negative",
                "must not be negative", "a tolerance must be", "must be a finite number",
                "does not take {", "emit start at", "to compare forms", "compare takes"]
@@ -154,7 +154,7 @@ def test_an_unknown_device_is_refused_before_any_work_by_every_command(tmp_path)
     assert _raised(validate, FormsOptions(device="gpu")) == (2, message)
     res = run_cli(missing, "--device", "gpu")
     assert res.code == 2 and "--device: invalid choice: 'gpu'" in res.err
-    package = Path(__file__).resolve().parent.parent / "export_gelu"
+    package = ROOT / "export_gelu"
     homes = [p.relative_to(package).as_posix() for p in package.rglob("*.py")
              if "--device {" in p.read_text(encoding="utf-8")]
     assert homes == ["options.py"]

@@ -224,7 +224,7 @@ def test_no_exporter_works_one_clean_line_exit_3(tmp_path: Path) -> None:
     weights = tmp_path / "eigh.sd.pt"
     torch.save({}, weights)
     out = tmp_path / "eigh.onnx"
-    res = run_cli(weights, "--model-factory", "tests.test_real_models:unexportable",
+    res = run_cli(weights, "--model-factory", "tests.e2e.test_real_models:unexportable",
                   "--input", "x:2x4x4", "--target", "onnx", "-o", out, *NO_TIMING)
     assert res.code == 3, res.err
     lines = res.err.strip().splitlines()

@@ -29,7 +29,7 @@ import torch
 
 from examples.models import VOCAB, bert_model, gpt2_model, vit_model
 from tests.conftest import run_cli
-from tests.test_dynamic_shapes import baked_sizes
+from tests.exporter.test_dynamic_shapes import baked_sizes
 
 TARGETS = ["onnx", "ort", "trt8.2", "trt8.6", "trt10"]
 FORMATS = ["exported", "pickle", "state_dict"]
@@ -234,7 +234,7 @@ def test_one_export_serves_every_shape(case_id, matrix_file, eager_models, tmp_p
 @pytest.mark.slow
 @pytest.mark.skipif(not FULL, reason="the rest of the full product (141 exports, about 20 "
                     "minutes on two cores): EXPORT_GELU_FULL_MATRIX=1 pytest "
-                    "tests/test_dynamic_matrix.py")
+                    "tests/e2e/test_dynamic_matrix.py")
 @pytest.mark.parametrize("case_id", REST, ids=["-".join(c) for c in REST])
 def test_the_full_product(case_id, matrix_file, eager_models, tmp_path):
     _run(case_id, matrix_file, eager_models, tmp_path)

@@ -5,7 +5,6 @@ stage tables are generated from the declarations."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,8 @@ from export_gelu.pipeline import dataflow
 from export_gelu.pipeline.dataflow import Accesses, stage_accesses
 from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import RunState
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 STAGES = [(name, st) for name, lst in dataflow._command_lists().items() for st in lst]
 
 

@@ -22,10 +22,9 @@ from export_gelu.device.choice import DeviceFormRow, DeviceForms, choose_device_
 from export_gelu.device.outputs import read_trtexec_outputs
 from export_gelu.device.trtexec_flags import accepted_flags
 from export_gelu.report.plots import matplotlib_missing
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.trtexec_standin import install, write_outputs, write_times
 
-ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 #: trt8.6: the plugin form is in the bundle too (its parser creates CustomGeluPluginDynamic).
 TARGET = "trt8.6"

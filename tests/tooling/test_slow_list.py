@@ -22,13 +22,13 @@ def test_junit_names_become_pytest_node_ids(tmp_path: Path):
     xml = tmp_path / "t.xml"
     xml.write_text(
         '<testsuites><testsuite>'
-        '<testcase classname="tests.test_slow_list" name="test_a[x-1]" time="2.5"/>'
-        '<testcase classname="tests.test_slow_list.TestThing" name="test_b" time="0.5"/>'
-        '<testcase classname="tests.test_slow_list" name="test_c" time="9">'
+        '<testcase classname="tests.tooling.test_slow_list" name="test_a[x-1]" time="2.5"/>'
+        '<testcase classname="tests.tooling.test_slow_list.TestThing" name="test_b" time="0.5"/>'
+        '<testcase classname="tests.tooling.test_slow_list" name="test_c" time="9">'
         '<skipped message="no GPU"/></testcase>'
         '</testsuite></testsuites>')
-    assert durations(xml) == {"tests/test_slow_list.py::test_a[x-1]": 2.5,
-                              "tests/test_slow_list.py::TestThing::test_b": 0.5}
+    assert durations(xml) == {"tests/tooling/test_slow_list.py::test_a[x-1]": 2.5,
+                              "tests/tooling/test_slow_list.py::TestThing::test_b": 0.5}
 
 
 def test_the_list_reads_ids_and_skips_comments(tmp_path: Path):

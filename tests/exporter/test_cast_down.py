@@ -1,6 +1,6 @@
 """A float64 model cast down on request (`--cast-down`, or `--precision fp16`): the graph is
 float32 (fp16), parity is measured against the float64 model, and the report states the
-measured error; without the request a float64 model stays float64 (tests/test_real_models.py).
+measured error; without the request a float64 model stays float64 (tests/e2e/test_real_models.py).
 """
 
 from __future__ import annotations

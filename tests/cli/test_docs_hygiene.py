@@ -1,6 +1,6 @@
 """The docs point somewhere real: every relative link resolves, every `.py` file a page names
 exists (this repository's, or one of another project's named as such), every Python example
-is a runnable block (run whole by tests/test_docs_run.py), and no tracked file holds an
+is a runnable block (run whole by tests/cli/test_docs_run.py), and no tracked file holds an
 absolute path of the machine it was written on. `export-gelu --help` names the commands."""
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_the_python_file_check_catches_a_missing_name() -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=_rel)
 def test_every_python_example_is_run_whole(page: Path) -> None:
-    """A ```python block is preceded by a run marker, so tests/test_docs_run.py runs it as a
+    """A ```python block is preceded by a run marker, so tests/cli/test_docs_run.py runs it as a
     script: no fragment that needs names from elsewhere."""
     lines = page.read_text(encoding="utf-8").splitlines()
     unrun = [i + 1 for i, line in enumerate(lines) if line.strip().startswith("```python")
@@ -99,7 +99,7 @@ def test_no_tracked_file_holds_a_machine_path() -> None:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
-        if name == "tests/test_docs_hygiene.py":
+        if name == "tests/cli/test_docs_hygiene.py":
             continue  # its pattern and examples
         found += [f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
                   for m in _MACHINE_PATH.finditer(text)]

@@ -144,7 +144,7 @@ def test_dims_torch_makes_equal_with_different_ranges_exit_2_naming_both():
 
 def readme_commands() -> list[list[str]]:
     """The shell commands (`$ ` lines) of the README's dynamic-shapes task, continuation lines
-    joined (tests/test_docs_run.py also runs them and compares their output)."""
+    joined (tests/cli/test_docs_run.py also runs them and compares their output)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("Dynamic shapes (`--dynamic`)\n", 1)[1].split("\n### ", 1)[0]
     blocks = re.findall(r"```console\n(.*?)```", section, flags=re.S)

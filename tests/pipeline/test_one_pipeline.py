@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,9 @@ from export_gelu import api
 from export_gelu.options import FormsOptions
 from export_gelu.pipeline.commands import COMPARE_FORMS, DEVICE_VERIFY, EXPORT, INSPECT, VERIFY
 from export_gelu.progress import Progress
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
-PACKAGE = Path(__file__).resolve().parent.parent / "export_gelu"
+PACKAGE = ROOT / "export_gelu"
 
 
 class StepLog(Progress):
@@ -99,7 +98,7 @@ def test_inspect_is_a_list_of_stages_sharing_the_load_stage(saved_model, tmp_pat
 @pytest.fixture(scope="module")
 def vit_bundle(tmp_path_factory):
     """A trt8.2 bundle of a small model, and the device outputs ONNX Runtime gives for it."""
-    from tests.test_bundle import ort_outputs, write_trtexec_outputs
+    from tests.device.test_bundle import ort_outputs, write_trtexec_outputs
 
     folder = tmp_path_factory.mktemp("device")
     from examples.save_model import save

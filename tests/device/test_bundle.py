@@ -23,8 +23,8 @@ from export_gelu.device.bundle import read_raw
 from export_gelu.device.script import trtexec_args
 from export_gelu.device.trtexec_flags import LINE_TAGS, accepted_flags
 from export_gelu.targets import PROFILES
+from tests.check.test_trt import dynamic_batch_model
 from tests.conftest import run_cli
-from tests.test_trt import dynamic_batch_model
 from tests.trtexec_standin import times_entry
 
 VERSIONS = ("trt7.0", "trt8.2", "trt8.6", "trt10")

@@ -12,9 +12,9 @@ import pytest
 
 from export_gelu.notes import UNCLASSIFIED, Note, tagged
 from export_gelu.report.report import SCHEMA_VERSION
-from tests.conftest import note_codes, run_cli
+from tests.conftest import ROOT, note_codes, run_cli
 
-SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" /
+SCHEMA = json.loads((ROOT / "docs" /
                      "report.schema.json").read_text())
 
 

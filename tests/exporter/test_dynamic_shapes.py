@@ -266,7 +266,7 @@ def test_bad_ranges_exit_2(saved, kind, flags, message, tmp_path):
 
 
 def test_static_onnx_axis_cannot_be_ranged(tmp_path):
-    from tests.test_trt import dynamic_batch_model
+    from tests.check.test_trt import dynamic_batch_model
 
     src = tmp_path / "dyn.onnx"
     dynamic_batch_model(src)
@@ -307,7 +307,7 @@ def test_reshape_allowzero_with_a_shape_built_from_sizes_comes_down():
     """Dynamo's dynamic Reshape: shape = Concat(Shape(x)[0:2], [4, -1]), allowzero=1."""
     from onnx import helper
 
-    from tests.test_downconvert import assert_same_after, one_node_model
+    from tests.passes.test_downconvert import assert_same_after, one_node_model
 
     x = np.random.default_rng(0).standard_normal((3, 5, 8)).astype(np.float32)
     extra = [helper.make_node("Shape", ["x"], ["s"]),
@@ -324,7 +324,7 @@ def test_reshape_allowzero_with_a_size_reshaped_into_the_shape_comes_down():
     the Concat that makes the shape; a Reshape passes its values through."""
     from onnx import helper
 
-    from tests.test_downconvert import assert_same_after, one_node_model
+    from tests.passes.test_downconvert import assert_same_after, one_node_model
 
     x = np.random.default_rng(0).standard_normal((3, 5, 8)).astype(np.float32)
     extra = [helper.make_node("Shape", ["x"], ["s"]),
@@ -342,7 +342,7 @@ def test_reshape_allowzero_with_a_shape_that_may_hold_zero_is_refused():
 
     from export_gelu.errors import TargetUnmetError
     from export_gelu.passes.compat.opset.downconvert import downconvert
-    from tests.test_downconvert import one_node_model
+    from tests.passes.test_downconvert import one_node_model
 
     x = np.zeros((3, 5), np.float32)
     extra = [helper.make_node("Shape", ["x"], ["s"]),
@@ -356,7 +356,7 @@ def test_reshape_allowzero_with_a_shape_that_may_hold_zero_is_refused():
 def test_integer_or_equal_comparisons_come_down_to_opset_11(op):
     from onnx import helper
 
-    from tests.test_downconvert import assert_same_after, one_node_model, ops
+    from tests.passes.test_downconvert import assert_same_after, one_node_model, ops
 
     a = np.array([[0, 1, 2, 3]], np.int64)
     b = np.array([[1], [2]], np.int64)
@@ -370,7 +370,7 @@ def test_float_or_equal_comparisons_are_refused_below_12():
 
     from export_gelu.errors import TargetUnmetError
     from export_gelu.passes.compat.opset.downconvert import downconvert
-    from tests.test_downconvert import one_node_model
+    from tests.passes.test_downconvert import one_node_model
 
     a = np.array([0.0, np.nan], np.float32)
     model = one_node_model(helper.make_node("GreaterOrEqual", ["a", "a"], ["y"]), {"a": a}, 16)

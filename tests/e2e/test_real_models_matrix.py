@@ -52,7 +52,7 @@ TARGETS: dict[tuple[str, ...], float] = {
 #: three minutes on two cores. A TorchScript file bound for `onnx`, `ort` or `trt` takes one
 #: path (converted to an ExportedProgram, exported by dynamo at opset 20; only the lowering
 #: differs, and that is covered by the ExportedProgram cases): it is run once, on `trt`.
-#: T5's exported `onnx` and `trt8.2` runs are in tests/test_real_models.py.
+#: T5's exported `onnx` and `trt8.2` runs are in tests/e2e/test_real_models.py.
 #: Swin as TorchScript (its trace returns a dict) converts to an ExportedProgram only with
 #: grad enabled (exporter/capture/capture.py `script_to_program`), and dynamo cannot export that
 #: program at opset 20, so `onnx`/`ort`/`trt` take the TorchScript exporter at opset 20

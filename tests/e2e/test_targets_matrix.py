@@ -19,7 +19,7 @@ from export_gelu import export
 from export_gelu.graph import load, walk
 from export_gelu.parse_check import incompatibilities, model_opset
 from export_gelu.targets import PROFILES, TRT_PROFILES
-from tests.test_downconvert import unread_constants
+from tests.passes.test_downconvert import unread_constants
 
 MATRIX_EXAMPLES = ("bert", "gpt2", "vit")
 _EAGER: dict[str, np.ndarray] = {}

@@ -254,7 +254,7 @@ def test_a_device_bundle_localizes_from_the_module_outputs_it_hands_back(files, 
     import onnxruntime as ort
 
     from export_gelu.device.script import check_flags
-    from tests.test_bundle import bundle_feed, write_trtexec_outputs
+    from tests.device.test_bundle import bundle_feed, write_trtexec_outputs
 
     bad, bundle = tmp_path / "bad.onnx", tmp_path / "bundle"
     corrupt(exported(files, "dynamo18"), bad, "layernorm")
