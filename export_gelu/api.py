@@ -288,7 +288,9 @@ def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
     """
     options = InspectOptions(targets=tuple(targets or ()), dry_run=dry_run,
                              nodes=tuple(nodes))
-    return run_stages(INSPECT, new_state(options, model, progress)).inspection
+    inspection = run_stages(INSPECT, new_state(options, model, progress)).inspection
+    assert inspection is not None  # inspect's census made it
+    return inspection
 
 
 __all__ = ["export", "verify", "compare_forms", "forms_report", "export_with_best_form",
