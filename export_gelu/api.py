@@ -249,7 +249,9 @@ def compare_forms(model: str | Path, *, options: FormsOptions | None = None,
     one row). The keywords are FormsOptions' fields (targets, forms, inputs, precision, ...,
     workdir to keep the graphs); `options` replaces them."""
     opts = options or FormsOptions(**keywords)
-    return run_stages(COMPARE_FORMS, new_state(opts, model, progress)).report.forms
+    compared = run_stages(COMPARE_FORMS, new_state(opts, model, progress)).forms
+    assert compared is not None  # the forms stage made it
+    return compared
 
 
 def forms_report(model: str | Path, options: FormsOptions, *,

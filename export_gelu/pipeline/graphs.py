@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+import numpy as np
 
 from export_gelu.check import greedy_decode as gd
 from export_gelu.check.parity import ParityResult, skipped
@@ -41,7 +42,7 @@ def _judged(state: ExportState) -> bool:
     return state.options.gelu == "keep" and state.run_precision in ("fp32", "fp64")
 
 
-def _prompt(loaded: LoadedModel) -> dict[str, Any]:
+def _prompt(loaded: LoadedModel) -> dict[str, np.ndarray]:
     """The first row of the example inputs (batch 1), as numpy."""
     return {n: t[:1].detach().cpu().numpy() for n, t in
             zip(loaded.input_names, loaded.example_inputs or ())}

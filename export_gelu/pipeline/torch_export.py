@@ -3,7 +3,7 @@ and the export itself at the target's opset (dynamo from 18, TorchScript below).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,13 +27,16 @@ from export_gelu.passes.fx import run_fx_passes
 from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import ExportState, need
 
+if TYPE_CHECKING:
+    import torch
+
 #: Why a big model meant for an opset below 18 is exported at 18 and converted down.
 BIG_DOWNCONVERT_NOTE = ("big model: exported with the dynamo exporter at opset {opset}, which "
                         "writes the weights a tensor at a time, then converted down to opset "
                         "{target} (the TorchScript exporter holds a second copy of the weights)")
 
 
-def torch_args(state: ExportState, module: Any) -> tuple[Any, ...]:
+def torch_args(state: ExportState, module: torch.nn.Module | None) -> tuple[torch.Tensor, ...]:
     """The main feed as torch tensors, floats in the precision `module` computes in."""
     import torch
 
@@ -84,7 +87,7 @@ def fx_passes(state: ExportState) -> None:
     rep.notes.extend(tagged("attention-lowered", prepare_program_for_opset(state.program, opset)))
 
 
-def _module_to_export(state: ExportState) -> Any:
+def _module_to_export(state: ExportState) -> torch.nn.Module | None:
     """What the TorchScript exporter takes when capture failed (None: export the program)."""
     if state.program is not None:
         return None
@@ -114,15 +117,16 @@ def export(state: ExportState) -> None:
     axes = dyn.torchscript_dynamic_axes(dplan) if state.program is None else None
     with exporting_weights_to(weights_workdir(need(state.output, "output")) if state.big
                               else None):
-        model, rep.exporter, notes = export_with_fallback(
+        model, exporter, notes = export_with_fallback(
             _module_to_export(state), args, list(state.feed), opset,
             program=state.program, plan=state.call_plan, dynamic_axes=axes)
+    rep.exporter = exporter
     rep.notes.extend(tagged("exporter-fallback", notes))
     dyn.name_graph_dims(model, dplan.dims)
     rep.notes.extend(tagged("output-dims", [dyn.name_output_dims(model, dplan.ranged)]))
     baked = dyn.static_ranged_axes(model, dplan.dims)
     if baked:
-        raise TargetUnmetError(f"the {rep.exporter} exporter made ranged axes static "
+        raise TargetUnmetError(f"the {exporter} exporter made ranged axes static "
                                f"({', '.join(baked)}): the model computes with that size as a "
                                "Python constant; export an nn.Module or ExportedProgram instead")
     own = model_output_names(state.loaded, state.module, state.program, state.call_plan, args)

@@ -7,11 +7,10 @@ from __future__ import annotations
 import gc
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import onnx
 
-from export_gelu.check.calibration import gelu_input_ranges
+from export_gelu.check.calibration import Calibration, gelu_input_ranges
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import deployed_runner, feed_for, open_deployed
 from export_gelu.check.devices import DeviceChoice, ready_runners, resolve_device
@@ -257,7 +256,7 @@ def calibrate_verify(state: VerifyState) -> None:
     state.calibrated = True
 
 
-def _calibration_notes(calibration: Any, precision: str) -> list[str]:
+def _calibration_notes(calibration: Calibration, precision: str) -> list[str]:
     return [Note(f"GELU {s.module or s.name} sees |x| > 40 ({s.share_abs_gt_40:.2%} of values): "
                  "a Pow-based tanh form overflows fp16 there (x³ > 65504)", "fp16-overflow-risk")
             for s in calibration.sites if s.share_abs_gt_40 > 0 and precision == "fp16"]
