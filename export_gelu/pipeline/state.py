@@ -172,6 +172,6 @@ def need(value: T | None, name: str) -> T:
     "graph")`) or an option the command's checks require; its absence is a bug (a stage list
     out of order), said in one line (exit 4)."""
     if value is None:
-        raise RuntimeError(f"internal error: {name} is missing where a stage needs it (a bug in "
-                           "export-gelu; please report it)")
+        raise RuntimeError(f"{name} is missing where a stage needs it (a stage list out of "
+                           "order: a bug in export-gelu; please report it)")
     return value
