@@ -65,10 +65,17 @@ def _decode(state: ExportState, graphs: dict[str, Path], first: LoadedModel
 
 
 @stage_io(reads=("loaded", "options", "output", "run_precision"), writes=())
-def generation_check(state: ExportState, graphs: dict[str, Path] | None = None,
-                     first: LoadedModel | None = None) -> None:
-    """output(s) → greedy decoding in ONNX Runtime vs generate, in the report's
-    `generation`; tokens that differ fail the run (exit 1) when the math is the model's."""
+def generation_check(state: ExportState) -> None:
+    """output → greedy decoding in ONNX Runtime vs generate, in the report's `generation`;
+    tokens that differ fail the run (exit 1) when the math is the model's."""
+    decode_and_compare(state)
+
+
+def decode_and_compare(state: ExportState, graphs: dict[str, Path] | None = None,
+                       first: LoadedModel | None = None) -> None:
+    """The generation check of `graphs` (default: the output as decoder_with_past), prompted
+    with `first`'s example inputs (default: the loaded model's); also run by the several-graphs
+    stage on its graphs."""
     rep, loaded = state.report, need(state.loaded, "loaded")
     missing = ort_missing()
     if missing:
@@ -159,7 +166,7 @@ def export_graphs(state: ExportState, stages: Sequence[Stage[ExportState]]) -> N
         roles = {g.file_name: g for g in loaded.graphs}
         by_role = {_role(name): need(sub.output, "output") for name, sub in subs.items()
                    if name in roles}
-        generation_check(state, by_role, loaded.graphs[0])
+        decode_and_compare(state, by_role, loaded.graphs[0])
 
 
 def _role(file_name: str) -> str:

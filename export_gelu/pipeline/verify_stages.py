@@ -154,7 +154,7 @@ def verify_reference(state: VerifyState) -> None:
                                    device.device, onnx_name="reference-onnx")
     if dep.kind == "onnx" and not fits_beside_reference(dep.path):
         if o.calibrate and not state.is_onnx:  # it needs the model: before it goes
-            calibrate_verify(state)
+            record_ranges(state)
         state.progress.step(f"running {state.reference.name} before loading DEPLOYED "
                             "(a big model)")
         state.reference = record_reference(state.reference, dep_feeds, o.iterations, o.warmup)
@@ -245,6 +245,12 @@ def calibrates(state: VerifyState) -> bool:
           writes=("calibrated",))
 def calibrate_verify(state: VerifyState) -> None:
     """GELU input ranges of the model on the feeds, and what they say about the forms."""
+    record_ranges(state)
+
+
+def record_ranges(state: VerifyState) -> None:
+    """The calibration stage's work (also done by the reference stage for a big model, before
+    the model is freed): the ranges and their notes into the report; `calibrated`."""
     rep = state.report
     state.progress.step("recording GELU input ranges")
     label = (state.inputs_label if state.real_inputs
