@@ -4,10 +4,11 @@ result), with the report the results are written into.
 
 Options typed per command: `RunState` is generic in its options record, and each stage takes
 the state of the command(s) it serves (`ExportState`, `VerifyState`, `FormsState`,
-`InspectState`; `RunState[ExportOptions | VerifyOptions]` for one two commands share, `AnyState`
-for one every command runs). The options are set once, at construction, so a state of a
-narrower record is one of a wider (the type parameter is covariant) and a stage of every
-command fits any command's list, while a verify stage in the export list is a type error.
+`InspectState`; `RunState[ExportOptions | VerifyOptions]` for a stage export and verify share,
+`AnyState` for one every command runs), so it reads its own command's options without
+`getattr`. The options are set once, at construction, so a state of a narrower record is one
+of a wider (the type parameter is covariant): a stage every command runs fits any command's
+list, while a verify stage in the export list is a type error.
 
 Fields are None (or empty) until the stage that makes them has run; `need(state.X, "X")` says
 so, in one line, where a stage finds one missing (a stage list out of order is a bug). The
