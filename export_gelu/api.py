@@ -247,7 +247,9 @@ def compare_forms(model: str | Path, *, options: FormsOptions | None = None,
     one row). The keywords are FormsOptions' fields (targets, forms, inputs, precision, ...,
     workdir to keep the graphs); `options` replaces them."""
     opts = options or FormsOptions(**keywords)
-    return run_stages(COMPARE_FORMS, new_state(opts, model, progress)).report.forms
+    compared = run_stages(COMPARE_FORMS, new_state(opts, model, progress)).forms
+    assert compared is not None  # the forms stage made it
+    return compared
 
 
 def forms_report(model: str | Path, options: FormsOptions, *,
@@ -265,7 +267,6 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
     new_state(options, model)  # checked before measuring
     compared = run_stages(COMPARE_FORMS, new_state(forms.auto_options(options), model, progress))
     rep = forms.best_form_export(compared, dataclasses.replace(options, bundle=None)).report
-    assert rep is not None  # an export run always ends with its report
     if options.bundle:  # every form, for the device to time: verify --device-outputs chooses
         written = forms_bundle.write_device_forms(compared, options, options.bundle)
         forms_bundle.note_forms_bundle(rep, written, Path(model))
@@ -286,7 +287,9 @@ def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
     """
     options = InspectOptions(targets=tuple(targets or ()), dry_run=dry_run,
                              nodes=tuple(nodes))
-    return run_stages(INSPECT, new_state(options, model, progress)).inspection
+    inspection = run_stages(INSPECT, new_state(options, model, progress)).inspection
+    assert inspection is not None  # inspect's census made it
+    return inspection
 
 
 __all__ = ["export", "verify", "compare_forms", "forms_report", "export_with_best_form",

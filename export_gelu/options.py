@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.passes.forms import GELU_FORMS, check_form_name  # noqa: F401 - re-exported
@@ -205,7 +205,10 @@ def machine_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def bound_threads(options: RunOptions) -> tuple[RunOptions, str | None]:
+_Options = TypeVar("_Options", bound=RunOptions)
+
+
+def bound_threads(options: _Options) -> tuple[_Options, str | None]:
     """`options` with `--threads` at most the CPUs this process may use, and the note saying
     so when it was more (thread pools of 100 000 threads never finish starting)."""
     cpus = machine_cpus()

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from export_gelu.device import script as ds
 from export_gelu.errors import BadInputError
 from export_gelu.notes import Note
 from export_gelu.trt_parser.versions import in_range
+
+if TYPE_CHECKING:
+    from export_gelu.check.parity import ParityResult
 
 MANIFEST = "manifest.json"
 BUNDLE_FORMAT = "export-gelu device bundle"
@@ -506,12 +509,12 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
     return data
 
 
-def reference_outputs(report: Any, make_runner: Any, feed: Mapping[str, np.ndarray]
-                      ) -> tuple[str, OrderedDict[str, np.ndarray]]:
-    """(runner name, outputs) of the reference on `feed`: from the parity run when it ran on
-    exactly this feed, else by running the reference once."""
-    results = getattr(report.parity, "run_results", None)
-    if results is not None and report.parity.iterations == 1:
+def reference_outputs(parity: ParityResult | None, make_runner: Any,
+                      feed: Mapping[str, np.ndarray]) -> tuple[str, OrderedDict[str, np.ndarray]]:
+    """(runner name, outputs) of the reference on `feed`: from the parity run (`parity`, its
+    verdict) when it ran on exactly this feed, else by running the reference once."""
+    results = parity.run_results if parity is not None else None
+    if parity is not None and results is not None and parity.iterations == 1:
         name, iterations = results[0]
         return name, OrderedDict((k, np.asarray(v)) for k, v in iterations[0].items())
     runner = make_runner()

@@ -11,8 +11,12 @@ floor (2.5%) and to the range of the medians of consecutive blocks of the run
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from export_gelu.check.latency import Latency
 
@@ -54,6 +58,17 @@ class DeviceFormRow:
                 "spread_pct": lat.spread_pct if lat else None,
                 "latency": lat.to_json() if lat else None, "rounds": self.rounds,
                 "warmups_dropped": self.dropped, "chosen": self.chosen}
+
+
+@dataclass
+class FormRun:
+    """What the device left for one form: its row, its graph, its outputs."""
+
+    row: DeviceFormRow
+    graph: Path
+    external_data: list[str] = field(default_factory=list)
+    outputs: list[OrderedDict[str, np.ndarray]] | None = None  # per feed; None: not built
+    outputs_file: Path | None = None
 
 
 @dataclass

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.notes import Note
-from export_gelu.options import ExportOptions, RunOptions, VerifyOptions, bound_threads, validate
+from export_gelu.options import (
+    ExportOptions,
+    FormsOptions,
+    RunOptions,
+    VerifyOptions,
+    bound_threads,
+    validate,
+)
 from export_gelu.output_plan import check_outputs, names_folder
 from export_gelu.pipeline import (
     device_forms,
@@ -24,19 +31,19 @@ from export_gelu.pipeline import (
 from export_gelu.pipeline.export_command import EXPORT
 from export_gelu.pipeline.inspect_command import INSPECT
 from export_gelu.pipeline.stage import Stage
-from export_gelu.pipeline.state import RunState
+from export_gelu.pipeline.state import FormsState, OptionsT, RunState, VerifyState
 from export_gelu.progress import Progress
 
 
-def _bundles_verified(state: RunState) -> bool:
+def _bundles_verified(state: RunState[VerifyOptions | FormsOptions]) -> bool:
     return bool(state.options.bundle)
 
 
-def _saves_data(state: RunState) -> bool:
+def _saves_data(state: VerifyState) -> bool:
     return bool(state.options.save_inputs or state.options.save_outputs)
 
 
-VERIFY = (
+VERIFY: tuple[Stage[VerifyState], ...] = (
     Stage("plan", verify_stages.plan_verify, timed_as=None),
     Stage("open", verify_stages.open_artifact, timed_as="load"),
     Stage("load", sources.load),
@@ -51,7 +58,7 @@ VERIFY = (
     Stage("report", finish.write_report, timed_as=None),
 )
 
-DEVICE_VERIFY = (
+DEVICE_VERIFY: tuple[Stage[VerifyState], ...] = (
     Stage("plan", device_stages.plan_device_verify, timed_as=None),
     Stage("device_run", device_stages.read_device_run, timed_as="load"),
     Stage("load", sources.load),
@@ -63,7 +70,7 @@ DEVICE_VERIFY = (
 
 #: `verify --bundle DIR --device-outputs DIR/outputs` of a bundle of GELU forms: each judged,
 #: one chosen (and written with -o).
-DEVICE_FORMS_VERIFY = (
+DEVICE_FORMS_VERIFY: tuple[Stage[VerifyState], ...] = (
     Stage("plan", device_stages.plan_device_verify, timed_as=None),
     Stage("device_run", device_forms.read_forms_run, timed_as="load"),
     Stage("load", sources.load),
@@ -76,18 +83,19 @@ DEVICE_FORMS_VERIFY = (
 
 #: `--compare-forms`: the model loaded once, a graph per form, checked and timed together;
 #: with `--bundle DIR`, every form's graph in a device bundle too.
-COMPARE_FORMS = (
+COMPARE_FORMS: tuple[Stage[FormsState], ...] = (
     Stage("plan", forms.plan_forms, timed_as=None),
     Stage("load", sources.load),
     Stage("inputs", forms.forms_inputs, timed_as="load"),
     Stage("forms", forms.compare_forms_stage),
     Stage("bundle", forms_bundle.compare_forms_bundle, applies=_bundles_verified),
 )
-FORMS_REPORT = (*COMPARE_FORMS, Stage("calibration", forms.calibrate_forms),
-                Stage("report", finish.write_report, timed_as=None))
+FORMS_REPORT: tuple[Stage[FormsState], ...] = (
+    *COMPARE_FORMS, Stage("calibration", forms.calibrate_forms),
+    Stage("report", finish.write_report, timed_as=None))
 
 
-def _refuse_for_in_memory(options: RunOptions, loaded: Any) -> None:
+def _refuse_for_in_memory(options: RunOptions, loaded: LoadedModel | None) -> None:
     """What a model without a file cannot do: a default output name, a device bundle."""
     if loaded is None:
         return
@@ -106,8 +114,9 @@ def _refuse_for_in_memory(options: RunOptions, loaded: Any) -> None:
                             "torch.export.save and export that file")
 
 
-def new_state(options: RunOptions, model: str | Path, progress: Progress | None = None, *,
-              deployed: str | Path | None = None, loaded: Any = None) -> RunState:
+def new_state(options: OptionsT, model: str | Path, progress: Progress | None = None, *,
+              deployed: str | Path | None = None, loaded: LoadedModel | None = None
+              ) -> RunState[OptionsT]:
     """A fresh state for `model` (and the artifact `deployed` that verify checks), its options
     checked first (exit 2/3 before any work). `loaded`: a model already in memory
     (exporter/loading/in_memory.py), exported as it is; `model` is then its label."""
@@ -117,9 +126,10 @@ def new_state(options: RunOptions, model: str | Path, progress: Progress | None 
     if threads_note:
         checked = dataclasses.replace(checked, notes=(*checked.notes,
                                                       Note(threads_note, "threads-clamped")))
+    verify = options if isinstance(options, VerifyOptions) else None
     outputs = check_outputs(options, model, deployed=deployed,
-                            device_outputs=getattr(options, "device_outputs", None),
-                            device_times=getattr(options, "device_times", None))
+                            device_outputs=verify.device_outputs if verify else None,
+                            device_times=verify.device_times if verify else None)
     checked = dataclasses.replace(checked, outputs=outputs)
     return RunState(options, checked, Path(model), progress or Progress(enabled=False),
                     output=Path(deployed) if deployed is not None else None, loaded=loaded)

@@ -9,7 +9,8 @@ tables are generated from the declarations (`python -m export_gelu.pipeline.data
 listed.
 
 What counts: `state.X` read; `state.X = …`, `state.X[…] = …`, `state.X.attr = …` or a
-mutating call (`state.X.append(…)`, `.update`, …) written; a function handed the state, or
+mutating call (`state.X.append(…)`, `.update`, …) written, also through
+`need(state.X, …)` (state.py: the field, narrowed); a function handed the state, or
 handed over together with it, is read too. A property reads the fields it is made of
 (`state.feed` reads `feeds`). What it cannot see: a field's object changed through another
 name (`rep = state.report; rep.x = …`) — one reason the report is not listed.
@@ -51,8 +52,14 @@ class Accesses:
 
 
 def _root_field(node: ast.expr, names: set[str]) -> str | None:
-    """The state field an expression chain starts from (`state.X...` → X), else None."""
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
+    """The state field an expression chain starts from (`state.X...` → X, and
+    `need(state.X, …)...`: the field, narrowed), else None."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        if isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Name) and node.func.id == "need" and node.args):
+                return None
+            node = node.args[0]
+            continue
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id in names):
             return node.attr

@@ -8,11 +8,8 @@ from __future__ import annotations
 import re
 import shutil
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from export_gelu.atomic import written_file
 from export_gelu.check.checker import CheckJob, run_check
@@ -22,7 +19,7 @@ from export_gelu.check.recorded import RecordedRunner
 from export_gelu.check.reference import model_runner
 from export_gelu.check.torch_runner import dtype_metadata
 from export_gelu.device.bundle import read_manifest
-from export_gelu.device.choice import DeviceFormRow, DeviceForms, choose_device_form
+from export_gelu.device.choice import DeviceFormRow, DeviceForms, FormRun, choose_device_form
 from export_gelu.device.forms_bundle import is_forms_bundle
 from export_gelu.device.outputs import read_device_outputs, read_device_times
 from export_gelu.device.returned import (
@@ -41,28 +38,10 @@ from export_gelu.exporter.inputs.specs import load_npz
 from export_gelu.exporter.saving.save import save_onnx_streaming
 from export_gelu.notes import Note
 from export_gelu.onnx_weights import load_graph
-from export_gelu.options import VerifyOptions
 from export_gelu.pipeline.stage import stage_io
-from export_gelu.pipeline.state import RunState
+from export_gelu.pipeline.state import VerifyState, need
 
 _TIMES = re.compile(r"times\.(\d+)\.json")
-
-
-def _options(state: RunState) -> VerifyOptions:
-    assert isinstance(state.options, VerifyOptions)
-    return state.options
-
-
-@dataclass
-class FormRun:
-    """What the device left for one form."""
-
-    row: DeviceFormRow
-    graph: Path
-    external_data: list[str] = field(default_factory=list)
-    outputs: list[OrderedDict[str, np.ndarray]] | None = None  # per feed; None: not built
-    outputs_file: Path | None = None
-    times: list[float] = field(default_factory=list)
 
 
 def _times(folder: Path, warmup: float) -> tuple[list[float], int, int]:
@@ -117,9 +96,9 @@ def _form_run(bundle: Path, returned: Path, entry: dict[str, Any], warmup: float
 
 @stage_io(reads=("deployed", "feeds", "model_path", "options"),
           writes=("deployed", "device_format", "device_forms", "feeds", "inputs_label", "manifest"))
-def read_forms_run(state: RunState) -> None:
+def read_forms_run(state: VerifyState) -> None:
     """The forms bundle, each form's graph (unchanged) and what the device wrote for it."""
-    o = _options(state)
+    o = state.options
     bundle, returned = Path(o.bundle or ""), Path(o.device_outputs or "")
     manifest = read_manifest(bundle)  # --bundle given with the folder: options.validate
     if not is_forms_bundle(manifest):
@@ -150,21 +129,21 @@ def read_forms_run(state: RunState) -> None:
 
 @stage_io(reads=("deployed", "device", "device_forms", "feeds", "loaded", "manifest", "options",
                 "tolerances"),
-          writes=())
-def forms_check(state: RunState) -> None:
+          writes=("chosen", "parity"))
+def forms_check(state: VerifyState) -> None:
     """Every built form against the reference (run once), the choice, the table."""
-    o, rep, dep = _options(state), state.report, state.deployed
-    assert rep is not None
+    o, rep, dep = state.options, state.report, need(state.deployed, "deployed")
+    tol = need(state.tolerances, "tolerances")
     feeds = [feed_for(dep, f) for f in state.feeds]
     reference = model_runner(state.loaded, feeds[0], dep.outputs, o.threads,
-                             state.device.device, onnx_name="reference-onnx")
+                             need(state.device, "device").device, onnx_name="reference-onnx")
     runs: list[FormRun] = list(state.device_forms.values())
     built = [r for r in runs if r.outputs is not None]
     runners = [RecordedRunner(f"{DEVICE_RUNNER}[{r.row.form}]", feeds, r.outputs or [],
                               dtype_metadata(dict(feeds[0]))) for r in built]
     state.progress.step(f"running {reference.name}; judging {len(built)} form(s)")
     try:
-        outcome = run_check(CheckJob(reference, runners, feeds, state.tolerances))
+        outcome = run_check(CheckJob(reference, runners, feeds, tol))
     except (RuntimeError, ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"running MODEL on these inputs failed: {first}") from exc
@@ -179,12 +158,12 @@ def forms_check(state: RunState) -> None:
         run.row.max_abs = max(errors) if errors else None
         run.row.reason = parity.reason or ""
     version = state.manifest.get("tensorrt", "")
-    table = DeviceForms(f"tensorrt {version} (device)", state.tolerances.atol,
-                        state.tolerances.rtol, [r.row for r in runs])
-    chosen = choose_device_form(table)
+    table = DeviceForms(f"tensorrt {version} (device)", tol.atol, tol.rtol, [r.row for r in runs])
+    chosen = state.chosen = choose_device_form(table)
     first_failed = next((verdicts[r.row.form] for r in built if not r.row.passed), None)
-    rep.parity = verdicts[chosen.form] if chosen else first_failed or outcome.verdict
-    if chosen is None and rep.parity.status == "passed":  # passed, but never timed
+    parity = state.parity = rep.parity = (verdicts[chosen.form] if chosen
+                                          else first_failed or outcome.verdict)
+    if chosen is None and parity.status == "passed":  # passed, but never timed
         raise BadInputError(f"--device-outputs {o.device_outputs}: no times.<round>.json for "
                             "the forms that passed; run_on_device.sh writes them")
     rep.forms = table
@@ -193,9 +172,8 @@ def forms_check(state: RunState) -> None:
     _describe(state, table, chosen)
 
 
-def _describe(state: RunState, table: DeviceForms, chosen: DeviceFormRow | None) -> None:
-    o, rep, manifest = _options(state), state.report, state.manifest
-    assert rep is not None
+def _describe(state: VerifyState, table: DeviceForms, chosen: DeviceFormRow | None) -> None:
+    o, rep, manifest = state.options, state.report, state.manifest
     version = manifest.get("tensorrt", "")
     rep.target = f"tensorrt {version} (device)" if version else "tensorrt (device)"
     rep.gelu_form = f"device choice → {chosen.form}" if chosen else "device choice: none"
@@ -222,18 +200,16 @@ def _describe(state: RunState, table: DeviceForms, chosen: DeviceFormRow | None)
                                                                     / "outputs.json", version))
 
 
-@stage_io(reads=("device_forms", "options"), writes=())
-def write_chosen(state: RunState) -> None:
+@stage_io(reads=("chosen", "device_forms", "options"), writes=())
+def write_chosen(state: VerifyState) -> None:
     """-o BEST.onnx: the chosen form's graph (its weights, when they lie beside it in the
     bundle, in BEST.onnx.data: never under the bundle's file name, which might be taken)."""
-    o, rep = _options(state), state.report
-    assert rep is not None and o.output
-    chosen = rep.forms.chosen if rep.forms is not None else None
+    o, rep, chosen = state.options, state.report, state.chosen
+    out = Path(need(o.output, "-o"))  # writes_chosen: -o was given
     if chosen is None:
         rep.notes.append(Note(f"-o {o.output} not written: no form was chosen", "no-choice"))
         return
     run = state.device_forms[chosen.form]
-    out = Path(o.output)
     if run.external_data:  # weights beside it: streamed into OUT.data, as an export writes them
         save_onnx_streaming(load_graph(run.graph), out, external_data=True)
     else:
@@ -244,5 +220,5 @@ def write_chosen(state: RunState) -> None:
                           "chosen-written"))
 
 
-def writes_chosen(state: RunState) -> bool:
-    return bool(getattr(state.options, "output", None))
+def writes_chosen(state: VerifyState) -> bool:
+    return bool(state.options.output)

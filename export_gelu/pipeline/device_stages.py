@@ -29,49 +29,46 @@ from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError
 from export_gelu.notes import Note, tagged
 from export_gelu.pipeline.stage import stage_io
-from export_gelu.pipeline.state import RunState
-from export_gelu.report.report import Report
+from export_gelu.pipeline.state import VerifyState, need
 from export_gelu.tolerances import resolve_tolerances
 
 
 @stage_io(reads=("model_path", "options"), writes=())
-def plan_device_verify(state: RunState) -> None:
+def plan_device_verify(state: VerifyState) -> None:
     """MODEL is a file (the flags' combination, a bundle or DEPLOYED with --inputs, was
-    checked by options.validate); an empty report."""
-    o = state.options
+    checked by options.validate); the report says what is verified."""
     if not state.model_path.is_file():
         raise BadInputError(f"{state.model_path}: no such file")
-    state.report = Report(model=str(state.model_path), target="tensorrt (device)",
-                          gelu_form="", threads=o.threads, command="verify",
-                          options=o.to_json())
-    state.report.stage_seconds = state.clock.stages
+    rep = state.report
+    rep.target, rep.gelu_form, rep.command = "tensorrt (device)", "", "verify"
 
 
 @stage_io(reads=("deployed", "feeds", "manifest", "model_path", "options", "output"),
           writes=("deployed", "device_format", "device_module_outputs", "device_outputs",
                   "device_times", "feeds", "inputs_label", "manifest"))
-def read_device_run(state: RunState) -> None:
+def read_device_run(state: VerifyState) -> None:
     """The bundle (or DEPLOYED and --inputs), the graph the device ran, and what it wrote."""
     o = state.options
     if o.bundle:
         state.manifest, graph, state.feeds = from_bundle(Path(o.bundle), state.model_path,
                                                          state.output)
         state.inputs_label = f"the bundle's inputs ({Path(o.bundle).name}/inputs.npz)"
-    else:
-        graph = state.output
-        state.feeds = load_inputs_file(o.inputs_file)
-        state.inputs_label = (f"real data from {Path(o.inputs_file).name} "
+    else:  # plan_device_verify: DEPLOYED and --inputs are given
+        graph, inputs_file = need(state.output, "output"), need(o.inputs_file, "--inputs")
+        state.feeds = load_inputs_file(inputs_file)
+        state.inputs_label = (f"real data from {Path(inputs_file).name} "
                               f"({len(state.feeds)} feed(s))")
     state.deployed = open_deployed(graph)
     if state.deployed.kind != "onnx":
         raise BadInputError(f"{graph}: with --device-outputs, DEPLOYED is the ONNX graph the "
                             "device built its engine from")
-    outputs, state.device_format = read_device_outputs(o.device_outputs)
+    device_outputs = need(o.device_outputs, "--device-outputs")
+    outputs, state.device_format = read_device_outputs(device_outputs)
     marked = set(state.manifest.get("localize", {}).get("outputs", []))
     if marked:  # the marked graph's run (run_on_device.sh localize): its extra tensors aside
         state.device_module_outputs = {n: a for n, a in outputs[0].items() if n in marked}
         outputs = [type(it)((n, a) for n, a in it.items() if n not in marked) for it in outputs]
-    check_pairing(outputs, state.deployed.outputs, Path(o.device_outputs), len(state.feeds))
+    check_pairing(outputs, state.deployed.outputs, Path(device_outputs), len(state.feeds))
     state.device_outputs = cast_to_graph(outputs, output_dtypes(graph))
     if o.device_times:
         warmup = state.manifest.get("trtexec", {}).get("warmup_ms", WARMUP_MS)
@@ -80,10 +77,10 @@ def read_device_run(state: RunState) -> None:
 
 @stage_io(reads=("deployed", "device", "inputs_label", "manifest", "options", "run_precision"),
           writes=("device", "run_precision", "tolerances"))
-def device_inputs(state: RunState) -> None:
+def device_inputs(state: VerifyState) -> None:
     """The precision and tolerances (the bundle's, unless --precision/--atol/--rtol say
     otherwise) and the device the reference runs on (--device)."""
-    o, rep, dep = state.options, state.report, state.deployed
+    o, rep, dep = state.options, state.report, need(state.deployed, "deployed")
     state.run_precision = o.precision or state.manifest.get("precision") or dep.precision
     recorded = None if o.precision else state.manifest.get("tolerances")
     state.tolerances = resolve_tolerances(state.run_precision, atol=o.atol, rtol=o.rtol,
@@ -95,29 +92,30 @@ def device_inputs(state: RunState) -> None:
     rep.device = state.device.to_json()
 
 
-@stage_io(reads=("deployed", "device", "device_format", "device_outputs", "device_times",
-                "feeds", "loaded", "manifest", "options", "tolerances"),
-          writes=())
-def device_check(state: RunState) -> None:
+@stage_io(reads=("deployed", "device", "device_format", "device_outputs", "device_times", "feeds",
+                "loaded", "manifest", "options", "tolerances"),
+          writes=("parity",))
+def device_check(state: VerifyState) -> None:
     """The reference on the feeds the device ran, against the device's recorded outputs."""
-    o, rep, dep = state.options, state.report, state.deployed
+    o, rep, dep = state.options, state.report, need(state.deployed, "deployed")
     feeds = [feed_for(dep, f) for f in state.feeds]
     reference = model_runner(state.loaded, feeds[0], dep.outputs, o.threads,
-                             state.device.device, onnx_name="reference-onnx")
+                             need(state.device, "device").device, onnx_name="reference-onnx")
     device = RecordedRunner(DEVICE_RUNNER, feeds, state.device_outputs,
                             dtype_metadata(dict(feeds[0])))
     state.progress.step(f"running {reference.name} on {len(feeds)} feed(s)")
     try:
-        outcome = run_check(CheckJob(reference, [device], feeds, state.tolerances))
+        outcome = run_check(CheckJob(reference, [device], feeds,
+                                     need(state.tolerances, "tolerances")))
     except (RuntimeError, ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"running MODEL on these inputs failed: {first}") from exc
-    check_shapes(outcome.verdict, Path(o.device_outputs))
-    rep.parity = outcome.verdict
+    check_shapes(outcome.verdict, Path(need(o.device_outputs, "--device-outputs")))
+    state.parity = rep.parity = outcome.verdict
     _describe_device_run(state)
 
 
-def _describe_device_run(state: RunState) -> None:
+def _describe_device_run(state: VerifyState) -> None:
     o, rep, manifest = state.options, state.report, state.manifest
     version = manifest.get("tensorrt", "")
     rep.target = f"tensorrt {version} (device)" if version else "tensorrt (device)"
@@ -139,5 +137,5 @@ def _describe_device_run(state: RunState) -> None:
         rep.notes.append(Note(f"bundle for {manifest.get('target')} (TensorRT "
                               f"{manifest.get('tensorrt')}); outputs read from "
                               f"{state.device_format} JSON", "bundle-read"))
-    rep.notes += tagged("device-tensorrt", device_version_notes(rep, Path(o.device_outputs),
-                                                                version))
+    outputs_file = Path(need(o.device_outputs, "--device-outputs"))
+    rep.notes += tagged("device-tensorrt", device_version_notes(rep, outputs_file, version))

@@ -10,20 +10,22 @@ from export_gelu.check.trt_runner import build_engine, build_engine_loader, inst
 from export_gelu.notes import Note
 from export_gelu.pipeline.plan import local_engine_blocker_of
 from export_gelu.pipeline.stage import stage_io
-from export_gelu.pipeline.state import RunState
+from export_gelu.pipeline.state import ExportState, need
 
 
 @stage_io(reads=("dynamic", "feeds", "graph", "options", "output", "profile"), writes=("engine",))
-def trt_build(state: RunState) -> None:
+def trt_build(state: ExportState) -> None:
     """output → engine, built with the installed TensorRT (`builds_engine` says when)."""
-    rep, profile, o = state.report, state.profile, state.options
+    rep, profile, o = state.report, need(state.profile, "profile"), state.options
+    output = need(state.output, "output")
     blocker = local_engine_blocker_of(profile)
     builder = installed_profile()
     shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph).items()}
     state.progress.step("building the TensorRT engine")
-    loader = build_engine_loader(state.output, o.precision, shapes, list(state.dynamic.axes()),
+    loader = build_engine_loader(output, need(o.precision, "precision"), shapes,
+                                 list(need(state.dynamic, "dynamic").axes()),
                                  Path(o.engine) if o.engine else None, builder)
-    state.engine = build_engine(loader, state.output)
+    state.engine = build_engine(loader, output)
     rep.trt = {"status": "built", "reason": "", "engine": str(o.engine) if o.engine else None,
                "tensorrt": builder.trt_version if builder else "?",
                "precision_api": builder.precision_api if builder else "",

@@ -8,22 +8,27 @@ from pathlib import Path
 from export_gelu.check.calibration import gelu_input_ranges
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
+from export_gelu.options import ExportOptions, FormsOptions, VerifyOptions
 from export_gelu.pipeline.checking import export_tolerances
 from export_gelu.pipeline.localize import bundle_tensors
 from export_gelu.pipeline.stage import stage_io
-from export_gelu.pipeline.state import RunState
+from export_gelu.pipeline.state import ExportState, RunState, need
 from export_gelu.report.write import write_reports
 
+#: The state of a command that writes a report (--report, --report-md).
+ReportingState = RunState[ExportOptions | VerifyOptions | FormsOptions]
 
-@stage_io(reads=("dynamic", "feeds", "graph", "loaded", "model_path", "options", "output",
-                "profile", "reference", "reference_module", "run_precision"),
+
+@stage_io(reads=("dynamic", "feeds", "gelu_sites", "graph", "loaded", "model_path", "options",
+                "output", "parity", "profile", "reference", "reference_module", "run_precision"),
           writes=())
-def bundle(state: RunState) -> None:
+def bundle(state: ExportState) -> None:
     """output, feed, reference → the device bundle (`--bundle DIR`), noted in the report; it
     records the precision and tolerances the check here used (a float64 graph: fp64's), which
     `verify --device-outputs` judges the device's outputs with."""
-    o, rep, profile = state.options, state.report, state.profile
-    state.progress.step(f"writing the device bundle {o.bundle}")
+    o, rep, profile = state.options, state.report, need(state.profile, "profile")
+    output, bundle_dir = need(state.output, "output"), need(o.bundle, "--bundle")
+    state.progress.step(f"writing the device bundle {bundle_dir}")
     feed = deployed_feed(state.feed, state.graph)
     reference = state.reference
     if reference is None:
@@ -31,28 +36,30 @@ def bundle(state: RunState) -> None:
 
         reference = reference_runner(state.loaded, state.reference_module, state.feed,
                                      state.graph, o.threads)
-    name, outputs = reference_outputs(rep, lambda: reference, feed)
+    name, outputs = reference_outputs(state.parity, lambda: reference, feed)
     tol = export_tolerances(state)
-    req = BundleRequest(model_path=state.model_path, graph_path=state.output,
+    islands = (state.parity.islands if state.parity is not None else None) or []
+    req = BundleRequest(model_path=state.model_path, graph_path=output,
                         target=profile.name, trt_version=profile.trt_version,
                         precision=state.run_precision, feed=feed, reference=outputs,
                         reference_name=name, atol=tol.atol, rtol=tol.rtol,
                         dynamic=state.dynamic.axes() if state.dynamic else (),
-                        fp32_layers=[n for i in rep.parity.islands or [] for n in i["nodes"]],
-                        module_tensors=bundle_tensors(state, state.output))
-    out = write_bundle(req, o.bundle)
+                        fp32_layers=[n for i in islands for n in i["nodes"]],
+                        module_tensors=bundle_tensors(state, output))
+    out = write_bundle(req, bundle_dir)
     note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
 
 
 @stage_io(reads=("feeds", "loaded", "options"), writes=())
-def calibrate(state: RunState) -> None:
+def calibrate(state: ExportState) -> None:
     """loaded, feeds → where each GELU site's inputs lie on the user's real data."""
     state.progress.step("recording GELU input ranges")
-    state.report.calibration = gelu_input_ranges(
-        state.loaded, state.feeds, f"real data from {Path(state.options.inputs_npz).name}")
+    data = Path(need(state.options.inputs_npz, "--inputs"))  # _calibrates: it was given
+    state.report.calibration = gelu_input_ranges(state.loaded, state.feeds,
+                                                 f"real data from {data.name}")
 
 
-def written_paths(state: RunState) -> list[str]:
+def written_paths(state: ReportingState) -> list[str]:
     """Every file (and folder) the run wrote: graphs and their data, engine, bundle, reports."""
     rep, o = state.report, state.options
     found: list[str] = []
@@ -61,17 +68,16 @@ def written_paths(state: RunState) -> list[str]:
     if not rep.graphs and rep.command == "export":
         found += [p for p in (rep.output, rep.external_data) if p]
     found += [p for p in (rep.trt.get("engine"), rep.trt.get("bundle")) if p]
-    report_md = getattr(o, "report_md", None)
-    found += [str(p) for p in (getattr(o, "report", None), report_md) if p]
+    found += [str(p) for p in (o.report, o.report_md) if p]
     return list(dict.fromkeys(found))  # the plots are added as they are written
 
 
 @stage_io(reads=("checked", "options"), writes=())
-def write_report(state: RunState) -> None:
+def write_report(state: ReportingState) -> None:
     """report → `--report` (JSON) and `--report-md` (Markdown with plots), atomically; the
     report lists what the run wrote (`written`)."""
     state.progress.done()
     o = state.options
     state.report.notes.extend(n for n in state.checked.notes if n not in state.report.notes)
     state.report.written = written_paths(state)
-    write_reports(state.report, getattr(o, "report", None), getattr(o, "report_md", None))
+    write_reports(state.report, o.report, o.report_md)

@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import onnx
 
@@ -31,8 +30,8 @@ from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, val
 from export_gelu.pipeline.export_command import EXPORT, MAKE_GRAPH
 from export_gelu.pipeline.sources import export_inputs
 from export_gelu.pipeline.stage import Stage, run_stages, stage_io
-from export_gelu.pipeline.state import RunState
-from export_gelu.report.report import Report
+from export_gelu.pipeline.state import AnyState, ExportState, FormsState, need, sub_state
+from export_gelu.targets import TargetProfile
 from export_gelu.tolerances import Tolerances, resolve_tolerances
 
 #: Compare-forms notes that hold for every comparison.
@@ -41,7 +40,7 @@ ORT_FUSES_NOTE = ("ONNX Runtime's own optimizer may fuse an expanded GELU at loa
 NO_PLUGIN_NOTE = "plugin form not compared: ONNX Runtime cannot run CustomGeluPluginDynamic"
 
 
-def bundle_forms(profile: Any) -> tuple[str, ...]:
+def bundle_forms(profile: TargetProfile) -> tuple[str, ...]:
     """The forms a device bundle holds for a TensorRT target: those `--compare-forms`
     measures, and the plugin where that version's parser can create it."""
     return (*COMPARED_FORMS, *(("plugin",) if profile.plugin_usable else ()))
@@ -55,35 +54,32 @@ def form_options(o: FormsOptions, target: str, form: str, out: Path) -> ExportOp
                          threads=o.threads, imports=o.imports)
 
 
-def form_state(state: RunState, options: ExportOptions) -> RunState:
+def form_state(state: AnyState, options: ExportOptions) -> ExportState:
     """A state for one form's graph over the already loaded model: its own copy of an
     ExportedProgram (the fx passes rewrite it in place), the same feed."""
-    loaded = state.loaded
+    loaded = need(state.loaded, "loaded")
     if loaded.exported is not None:
         loaded = dataclasses.replace(loaded, exported=copy_program(loaded.exported),
                                      notes=list(loaded.notes))
-    sub = RunState(options, validate(options), state.model_path, state.progress,
-                   loaded=loaded, output=Path(options.output) if options.output else None)
+    sub = sub_state(state, options, validate(options), loaded=loaded,
+                    output=Path(options.output) if options.output else None)
     sub.profile = sub.checked.profile
-    sub.report = Report(model=str(state.model_path), target=sub.profile.name,
-                        precision=options.precision, gelu_form=options.gelu,
-                        threads=options.threads, options=options.to_json())
     return sub
 
 
-@stage_io(reads=("model_path", "options"), writes=("device",))
-def plan_forms(state: RunState) -> None:
-    """options → the folder for the graphs, the device; the report to fill."""
+@stage_io(reads=("options",), writes=("device",))
+def plan_forms(state: FormsState) -> None:
+    """options → the folder for the graphs, the device; the report says what is compared."""
     o = state.options
     state.device = resolve_device(o.device)
-    state.report = Report(model=str(state.model_path), target=", ".join(o.targets),
-                          command="compare-forms", threads=o.threads, precision=o.precision,
-                          options=o.to_json())
-    state.report.stage_seconds = state.clock.stages
+    rep = state.report
+    rep.target, rep.command = ", ".join(o.targets), "compare-forms"
+    if o.precision is not None:  # (None is refused by each form's export, exit 2)
+        rep.precision = o.precision
 
 
 @stage_io(reads=("feeds", "loaded", "model_path", "options"), writes=("feeds",))
-def forms_inputs(state: RunState) -> None:
+def forms_inputs(state: FormsState) -> None:
     """loaded → the feed every form is checked and timed on."""
     import torch
 
@@ -93,12 +89,14 @@ def forms_inputs(state: RunState) -> None:
         raise BadInputError(f"{state.model_path}: comparing GELU forms needs the PyTorch model "
                             "(forms are applied while exporting it)")
     o = state.options
+    assert state.loaded is not None  # the load stage made it
     state.feeds = [resolve_feed(state.loaded, list(o.inputs), o.inputs_npz)]
     state.report.generated_inputs = generated_inputs(state.feed)
     torch.set_num_threads(o.threads)
 
 
-def _make_graph(state: RunState, target: str, form: str, folder: Path) -> Any:
+def _make_graph(state: FormsState, target: str, form: str, folder: Path
+                ) -> FormRow | ExportState:
     """One form's graph, made by the export stages; the row, or the error it ended in."""
     out = folder / f"{state.model_path.stem}.{form}.{target}.onnx"
     sub = form_state(state, form_options(state.options, target, form, out))
@@ -109,11 +107,11 @@ def _make_graph(state: RunState, target: str, form: str, folder: Path) -> Any:
     return sub
 
 
-def compare(state: RunState, folder: Path) -> FormsComparison:
+def compare(state: FormsState, folder: Path) -> FormsComparison:
     """Every form on every target: the graphs (identical ones measured once), checked and
     timed together."""
     o = state.options
-    where = ("onnxruntime (CPU EP)" if state.device.device == "cpu"
+    where = ("onnxruntime (CPU EP)" if need(state.device, "device").device == "cpu"
              else "onnxruntime (CUDA EP)")
     result = FormsComparison(str(state.model_path), where, o.threads, o.iterations)
     seen: dict[str, FormRow] = {}
@@ -137,24 +135,24 @@ def compare(state: RunState, folder: Path) -> FormsComparison:
     return result
 
 
-def measure(state: RunState, result: FormsComparison) -> None:
+def measure(state: FormsState, result: FormsComparison) -> None:
     """Each graph's end-to-end error against the model and the latency of all of them with
     the model's, one interleaved run: the one checker at zero tolerance."""
-    o = state.options
+    o, device = state.options, need(state.device, "device").device
     rows = [r for r in result.rows if r.path]
     if not rows:
         raise BadInputError("no GELU form could be exported: "
                             + "; ".join(f"{r.form}@{r.target}: {r.error}" for r in result.rows))
-    deployed = [open_deployed(r.path) for r in rows]
+    paths = [need(r.path, "a form's graph") for r in rows]
+    deployed = [open_deployed(p) for p in paths]
     feed = feed_for(deployed[0], state.feed)
     runners = []
-    for row in rows:
-        run = next(r for r in ready_runners(row.path, state.device.device, o.precision,
+    for row, path in zip(rows, paths):  # (a form was exported: its precision was checked)
+        run = next(r for r in ready_runners(path, device, need(o.precision, "precision"),
                                             o.threads) if r.status == "ready")
         run.runner.name = row.key
         runners.append(run.runner)
-    reference = model_runner(state.loaded, feed, deployed[0].outputs, o.threads,
-                             state.device.device)
+    reference = model_runner(state.loaded, feed, deployed[0].outputs, o.threads, device)
     state.progress.step("checking every form against PyTorch and timing them (interleaved)")
     outcome = run_check(CheckJob(reference, runners, [feed], Tolerances(0.0, 0.0),
                                  o.iterations, o.warmup,
@@ -175,7 +173,7 @@ def measure(state: RunState, result: FormsComparison) -> None:
 
 
 def _ratios_and_notes(result: FormsComparison, rows: list[FormRow]) -> None:
-    fastest = result.fastest()
+    fastest = need(result.fastest(), "the fastest form")  # rows were measured
     assert fastest.latency is not None  # fastest() picks among the measured rows
     for r in result.measured:
         assert r.latency is not None  # measured rows carry their latency
@@ -187,17 +185,17 @@ def _ratios_and_notes(result: FormsComparison, rows: list[FormRow]) -> None:
     result.notes += [ORT_FUSES_NOTE, NO_PLUGIN_NOTE]
 
 
-@stage_io(reads=("device", "feeds", "loaded", "model_path", "options"), writes=())
-def compare_forms_stage(state: RunState) -> None:
+@stage_io(reads=("device", "feeds", "loaded", "model_path", "options"), writes=("forms",))
+def compare_forms_stage(state: FormsState) -> None:
     """The comparison, its graphs in `--workdir` or a temporary folder."""
     with contextlib.ExitStack() as stack:
         folder = (Path(state.options.workdir) if state.options.workdir is not None else
                   Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gelu-forms-"))))
-        state.report.forms = compare(state, folder)
+        state.forms = state.report.forms = compare(state, folder)
 
 
 @stage_io(reads=("feeds", "loaded", "options"), writes=())
-def calibrate_forms(state: RunState) -> None:
+def calibrate_forms(state: FormsState) -> None:
     """The GELU input ranges on the feed the forms were compared on."""
     o = state.options
     label = ("real data from " + Path(o.inputs_npz).name if o.inputs_npz
@@ -216,18 +214,17 @@ def auto_options(options: ExportOptions) -> FormsOptions:
                         device=options.device, task=options.task)
 
 
-def best_form_export(compared: RunState, options: ExportOptions) -> RunState:
+def best_form_export(compared: FormsState, options: ExportOptions) -> ExportState:
     """`--gelu auto`: the export with the fastest form whose measured error stays within
     `options.atol` (default: the precision's), on the model `compared` already loaded; the
     report says what was picked and why."""
-    comparison = compared.report.forms
-    limit = (resolve_tolerances(options.precision).atol if options.atol is None
-             else options.atol)
+    comparison = need(compared.forms, "the forms compared")
+    limit = (resolve_tolerances(need(options.precision, "precision")).atol
+             if options.atol is None else options.atol)
     chosen, comparison.choice = choose_form(comparison, limit)
     chosen_options = dataclasses.replace(options, gelu=chosen.form, atol=limit, report=None,
                                          report_md=None)
     state = form_state(compared, chosen_options)
-    state.report = None  # the export's plan stage makes it
     run_stages(EXPORT, state)
     rep = state.report
     rep.gelu_form, rep.forms = f"auto → {chosen.form}", comparison

@@ -13,6 +13,7 @@ from typing import Any
 import onnx
 
 from export_gelu.check.compare_forms import fingerprint
+from export_gelu.check.parity import ParityResult
 from export_gelu.device.forms_bundle import FormPart, write_forms_bundle
 from export_gelu.errors import ExportGeluError
 from export_gelu.notes import Note
@@ -20,7 +21,8 @@ from export_gelu.options import ExportOptions, FormsOptions
 from export_gelu.pipeline.export_command import EXPORT
 from export_gelu.pipeline.forms import bundle_forms, form_options, form_state
 from export_gelu.pipeline.stage import run_stages, stage_io
-from export_gelu.pipeline.state import RunState
+from export_gelu.pipeline.state import AnyState, ExportState, FormsState, need
+from export_gelu.report.report import Report
 from export_gelu.targets import resolve_target
 from export_gelu.tolerances import resolve_tolerances
 
@@ -34,26 +36,24 @@ class FormsBundle:
     left_out: list[tuple[str, str]]
 
 
-def _local_parity(report: Any) -> dict[str, Any]:
-    parity = report.parity
+def _local_parity(parity: ParityResult) -> dict[str, Any]:
     errors = [e.max_abs for e in parity.outputs.values()]
     return {"status": parity.status, "max_abs": max(errors) if errors else None,
             "atol": parity.atol, "rtol": parity.rtol}
 
 
-def _one_form(state: RunState, base: ExportOptions, form: str, tmp: Path) -> RunState:
+def _one_form(state: AnyState, base: ExportOptions, form: str, tmp: Path) -> ExportState:
     """`--gelu FORM --bundle tmp/parts/FORM` on the already loaded model."""
     options = dataclasses.replace(base, gelu=form, output=str(tmp / f"{form}.onnx"),
                                   bundle=str(tmp / "parts" / form), verify=True, iterations=0,
                                   warmup=0, report=None, report_md=None, engine=None,
                                   localize=False)
     sub = form_state(state, options)
-    sub.report = None  # the export's plan stage makes it
     run_stages(EXPORT, sub)
     return sub
 
 
-def write_device_forms(state: RunState, base: ExportOptions, bundle_dir: str) -> FormsBundle:
+def write_device_forms(state: AnyState, base: ExportOptions, bundle_dir: str) -> FormsBundle:
     """Export every form `bundle_forms` lists for `base.target`, check each here, and write
     the forms bundle; identical graphs (keep = erf, often) are one form of the bundle."""
     profile = resolve_target(base.target)[0]
@@ -72,13 +72,14 @@ def write_device_forms(state: RunState, base: ExportOptions, bundle_dir: str) ->
             except ExportGeluError as exc:
                 left_out.append((form, (str(exc).splitlines() or [""])[0]))
                 continue
-            assert sub.output is not None and sub.report is not None
+            output = need(sub.output, "output")
             precision = sub.run_precision or precision
-            key = fingerprint(onnx.load(str(sub.output), load_external_data=False))
+            key = fingerprint(onnx.load(str(output), load_external_data=False))
             if key in seen:
                 seen[key].same_as.append(form)
                 continue
-            seen[key] = FormPart(form, tmp / "parts" / form, local=_local_parity(sub.report))
+            seen[key] = FormPart(form, tmp / "parts" / form,
+                                 local=_local_parity(need(sub.parity, "parity")))
             parts.append(seen[key])
         if not parts:
             raise ExportGeluError("no GELU form could be exported for the device bundle: "
@@ -89,7 +90,7 @@ def write_device_forms(state: RunState, base: ExportOptions, bundle_dir: str) ->
     return FormsBundle(out, parts, left_out)
 
 
-def note_forms_bundle(report: Any, written: FormsBundle, model_path: Path) -> None:
+def note_forms_bundle(report: Report, written: FormsBundle, model_path: Path) -> None:
     """Say where the bundle is, what it holds, and the round trip."""
     report.trt["bundle"] = str(written.path)
     labels = [" = ".join([p.form, *p.same_as]) for p in written.parts]
@@ -111,12 +112,11 @@ def forms_base_options(o: FormsOptions) -> ExportOptions:
     return dataclasses.replace(base, atol=o.atol, rtol=o.rtol, device=o.device)
 
 
-@stage_io(reads=("loaded", "model_path", "options"), writes=())
-def compare_forms_bundle(state: RunState) -> None:
+@stage_io(reads=("forms", "loaded", "model_path", "options"), writes=("forms",))
+def compare_forms_bundle(state: FormsState) -> None:
     """The `--compare-forms --bundle DIR` stage, after the comparison."""
     o, rep = state.options, state.report
-    assert isinstance(o, FormsOptions) and o.bundle and rep is not None
-    written = write_device_forms(state, forms_base_options(o), o.bundle)
+    written = write_device_forms(state, forms_base_options(o), need(o.bundle, "--bundle"))
     before = len(rep.notes)
     note_forms_bundle(rep, written, state.model_path)
-    rep.forms.notes += [str(n) for n in rep.notes[before:]]
+    need(state.forms, "forms").notes += [str(n) for n in rep.notes[before:]]

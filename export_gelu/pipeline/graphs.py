@@ -12,41 +12,45 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+import numpy as np
 
 from export_gelu.check import greedy_decode as gd
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.notes import Note
+from export_gelu.options import ExportOptions
 from export_gelu.pipeline.checking import ort_missing
 from export_gelu.pipeline.stage import Stage, run_stages, stage_io
-from export_gelu.pipeline.state import RunState
+from export_gelu.pipeline.state import ExportState, need, sub_state
 
 
-def is_many(state: RunState) -> bool:
+def is_many(state: ExportState) -> bool:
     """The loaded model exports several graphs (into the folder -o names)."""
     return bool(state.loaded is not None and state.loaded.graphs)
 
 
-def checks_generation(state: RunState) -> bool:
+def checks_generation(state: ExportState) -> bool:
     """A with-past export is checked by decoding, when parity is checked at all."""
     return bool(state.options.verify and state.loaded is not None
                 and state.loaded.generation is not None)
 
 
-def _judged(state: RunState) -> bool:
+def _judged(state: ExportState) -> bool:
     """Tokens must agree when the graphs compute the model's own math in float32."""
     return state.options.gelu == "keep" and state.run_precision in ("fp32", "fp64")
 
 
-def _prompt(loaded: Any) -> dict[str, Any]:
+def _prompt(loaded: LoadedModel) -> dict[str, np.ndarray]:
     """The first row of the example inputs (batch 1), as numpy."""
     return {n: t[:1].detach().cpu().numpy() for n, t in
             zip(loaded.input_names, loaded.example_inputs or ())}
 
 
-def _decode(state: RunState, graphs: dict[str, Path], first: Any) -> gd.DecodeResult:
-    fm = state.loaded.generation
+def _decode(state: ExportState, graphs: dict[str, Path], first: LoadedModel
+            ) -> gd.DecodeResult:
+    fm = need(state.loaded, "loaded").generation
     prompt = _prompt(first)
     threads = state.options.threads
     if "encoder" in graphs:
@@ -61,21 +65,28 @@ def _decode(state: RunState, graphs: dict[str, Path], first: Any) -> gd.DecodeRe
 
 
 @stage_io(reads=("loaded", "options", "output", "run_precision"), writes=())
-def generation_check(state: RunState, graphs: dict[str, Path] | None = None,
-                     first: Any = None) -> None:
-    """output(s) → greedy decoding in ONNX Runtime vs generate, in the report's
-    `generation`; tokens that differ fail the run (exit 1) when the math is the model's."""
-    rep = state.report
+def generation_check(state: ExportState) -> None:
+    """output → greedy decoding in ONNX Runtime vs generate, in the report's `generation`;
+    tokens that differ fail the run (exit 1) when the math is the model's."""
+    decode_and_compare(state)
+
+
+def decode_and_compare(state: ExportState, graphs: dict[str, Path] | None = None,
+                       first: LoadedModel | None = None) -> None:
+    """The generation check of `graphs` (default: the output as decoder_with_past), prompted
+    with `first`'s example inputs (default: the loaded model's); also run by the several-graphs
+    stage on its graphs."""
+    rep, loaded = state.report, need(state.loaded, "loaded")
     missing = ort_missing()
     if missing:
         rep.generation = gd.DecodeResult("skipped", reason=missing).to_json()
         return
-    if state.loaded.generation.model is None:
+    if loaded.generation.model is None:
         rep.generation = gd.DecodeResult("skipped", reason="the model was freed").to_json()
         return
     state.progress.step(f"greedy decoding {gd.STEPS} tokens in ONNX Runtime and with generate")
-    graphs = graphs or {"decoder_with_past": state.output}
-    result = _decode(state, graphs, first or state.loaded)
+    graphs = graphs or {"decoder_with_past": need(state.output, "output")}
+    result = _decode(state, graphs, first or loaded)
     rep.generation = result.to_json()
     if result.status == "differs":
         rep.notes.append(Note(f"greedy decoding differs from generate ({result.reason}); not "
@@ -85,7 +96,7 @@ def generation_check(state: RunState, graphs: dict[str, Path] | None = None,
 
 # -- several graphs ----------------------------------------------------------------------------
 
-def refuse_flags_for_many(state: RunState) -> None:
+def refuse_flags_for_many(state: ExportState) -> None:
     """Flags that name one graph's inputs or files do not fit several graphs."""
     o = state.options
     given = [flag for flag, value in (("--input", o.inputs), ("--inputs", o.inputs_npz),
@@ -93,64 +104,69 @@ def refuse_flags_for_many(state: RunState) -> None:
                                       ("--bundle", o.bundle), ("--output-names", o.output_names))
              if value]
     if given:
-        raise BadInputError(f"{state.model_path}: task {state.loaded.task} exports "
-                            f"{len(state.loaded.graphs)} graphs, each with its own inputs and "
+        loaded = need(state.loaded, "loaded")
+        raise BadInputError(f"{state.model_path}: task {loaded.task} exports "
+                            f"{len(loaded.graphs)} graphs, each with its own inputs and "
                             f"files; drop {', '.join(given)}")
 
 
-def _graph_options(state: RunState, graph: Any) -> Any:
-    return dataclasses.replace(state.options, output=str(state.output / graph.file_name),
+def _graph_options(state: ExportState, graph: LoadedModel) -> ExportOptions:
+    return dataclasses.replace(state.options,
+                               output=str(need(state.output, "output") / graph.file_name),
                                report=None, report_md=None, bundle=None, engine=None)
 
 
-def _sum_parity(reports: dict[str, Any]) -> ParityResult:
-    """One verdict for the graphs: failed if any failed, passed if all passed."""
-    results = list(reports.values())
-    failed = [(n, r.parity) for n, r in reports.items() if r.parity.status == "failed"]
+def _sum_parity(verdicts: dict[str, ParityResult]) -> ParityResult:
+    """One verdict for the graphs (file name → its verdict): failed if any failed, passed if
+    all passed."""
+    results = list(verdicts.values())
+    failed = [(n, p) for n, p in verdicts.items() if p.status == "failed"]
     if failed:
         name, parity = failed[0]
         return dataclasses.replace(parity, reason=f"{name}: {parity.reason}")
-    if any(r.parity.status != "passed" for r in results):
-        reasons = {r.parity.reason for r in results if r.parity.status == "skipped"}
+    if any(p.status != "passed" for p in results):
+        reasons = {p.reason for p in results if p.status == "skipped"}
         return skipped("; ".join(sorted(reasons)) or "not every graph was checked")
-    first = results[0].parity
-    outputs = {f"{n}/{o}": e for n, r in reports.items() for o, e in r.parity.outputs.items()}
+    first = results[0]
+    outputs = {f"{n}/{o}": e for n, p in verdicts.items() for o, e in p.outputs.items()}
     return ParityResult("passed", f"all {len(results)} graphs passed", first.atol, first.rtol,
                         list(first.runners), outputs, first.iterations)
 
 
-def export_graphs(state: RunState, stages: Sequence[Stage]) -> None:
+def export_graphs(state: ExportState, stages: Sequence[Stage[ExportState]]) -> None:
     """loaded.graphs → each exported and checked by `stages` (export's own, per graph) into
     the folder `output`; the report sums them up (and lists each under `graphs`)."""
     refuse_flags_for_many(state)
-    rep = state.report
-    state.output.mkdir(parents=True, exist_ok=True)
-    reports, paths, subs = {}, {}, []
-    for graph in state.loaded.graphs:
+    rep, loaded, output = state.report, need(state.loaded, "loaded"), need(state.output, "output")
+    output.mkdir(parents=True, exist_ok=True)
+    subs: dict[str, ExportState] = {}
+    for graph in loaded.graphs:
         state.progress.step(f"graph {graph.file_name}")
         options = _graph_options(state, graph)
         checked = dataclasses.replace(state.checked, outputs=None)  # checked for the folder
-        sub = RunState(options, checked, state.model_path, state.progress, clock=state.clock,
-                       loaded=graph)
+        sub = sub_state(state, options, checked, loaded=graph, clock=state.clock)
         run_stages(stages, sub)
-        reports[graph.file_name] = sub.report
-        paths[graph.file_name] = sub.output
-        subs.append(sub)
-    rep.output = str(state.output)
-    rep.task = state.loaded.task
+        subs[graph.file_name] = sub
+    reports = {n: sub.report for n, sub in subs.items()}
+    rep.output = str(output)
+    rep.task = loaded.task
     rep.graphs = {n: r.to_json() for n, r in reports.items()}
-    rep.gelu_sites = [dataclasses.replace(s, module=f"{Path(n).stem}:{s.module or s.name}")
-                      for n, r in reports.items() for s in r.gelu_sites]
-    rep.parity = _sum_parity(reports) if state.options.verify else rep.parity
+    state.gelu_sites = rep.gelu_sites = [
+        dataclasses.replace(s, module=f"{Path(n).stem}:{s.module or s.name}")
+        for n, sub in subs.items() for s in sub.gelu_sites]
+    if state.options.verify:  # each graph was checked (GRAPH_STAGES' verify)
+        state.parity = rep.parity = _sum_parity({n: need(sub.parity, "parity")
+                                                 for n, sub in subs.items()})
     first = next(iter(reports.values()))
     rep.opset, rep.exporter = first.opset, first.exporter
     rep.compatibility = {k: v for r in reports.values() for k, v in r.compatibility.items()}
     rep.notes.extend(dict.fromkeys(n for r in reports.values() for n in r.notes))
-    state.run_precision = subs[0].run_precision
+    state.run_precision = next(iter(subs.values())).run_precision
     if checks_generation(state):
-        roles = {g.file_name: g for g in state.loaded.graphs}
-        by_role = {_role(name): path for name, path in paths.items() if name in roles}
-        generation_check(state, by_role, state.loaded.graphs[0])
+        roles = {g.file_name: g for g in loaded.graphs}
+        by_role = {_role(name): need(sub.output, "output") for name, sub in subs.items()
+                   if name in roles}
+        decode_and_compare(state, by_role, loaded.graphs[0])
 
 
 def _role(file_name: str) -> str:

@@ -5,29 +5,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from export_gelu.check.deployed import deployed_feed, feed_for
 from export_gelu.check.divergence import Localization, localize, module_tensors
 from export_gelu.check.node_divergence import localize_nodes
+from export_gelu.options import ExportOptions, VerifyOptions
 from export_gelu.pipeline.stage import stage_io
-from export_gelu.pipeline.state import RunState
+from export_gelu.pipeline.state import AnyState, RunState, VerifyState, need
+
+#: The state of a command that localizes a parity failure (export, verify).
+LocalizingState = RunState[ExportOptions | VerifyOptions]
+_S = TypeVar("_S", bound=AnyState)
 
 
-def localizes(state: RunState) -> bool:
+def localizes(state: LocalizingState) -> bool:
     """Parity ran on a graph and failed, or `--localize` was given and it ran at all."""
-    status = state.report.parity.status
-    return status == "failed" or (bool(getattr(state.options, "localize", False))
-                                  and status == "passed")
+    status = state.parity.status if state.parity is not None else None
+    return status == "failed" or (state.options.localize and status == "passed")
 
 
-def _why_not(state: RunState) -> str:
+def _why_not(state: LocalizingState) -> str:
     """Why this run cannot be localized at all, or ""."""
     if state.deployed is not None and state.deployed.kind != "onnx":
         return "DEPLOYED is a TensorRT engine: its intermediates cannot be marked as outputs"
     return ""
 
 
-def _has_modules(state: RunState) -> bool:
+def _has_modules(state: LocalizingState) -> bool:
     """The PyTorch model is still in memory (a big one is freed once its outputs are
     recorded) and is not an ONNX file."""
     loaded = state.loaded
@@ -40,7 +45,7 @@ def _failed(exc: Exception) -> Localization:
     return Localization(method="none", reason=f"localizing failed: {first}")
 
 
-def _as_diagnosis(state: RunState, work: Callable[[RunState], None]) -> None:
+def _as_diagnosis(state: _S, work: Callable[[_S], None]) -> None:
     """Run `work`, a diagnosis: what goes wrong in it is said in report.divergence, and the
     verdict stands (running out of memory is still the world's fault, exit 2)."""
     try:
@@ -51,16 +56,16 @@ def _as_diagnosis(state: RunState, work: Callable[[RunState], None]) -> None:
         state.report.divergence = _failed(exc)
 
 
-@stage_io(reads=("deployed", "device", "feeds", "graph", "loaded", "options", "output",
-                "run_precision", "tolerances"),
+@stage_io(reads=("deployed", "device", "feeds", "gelu_sites", "graph", "loaded", "options",
+                "output", "run_precision", "tolerances"),
           writes=())
-def localize_stage(state: RunState) -> None:
+def localize_stage(state: LocalizingState) -> None:
     """loaded, the graph (DEPLOYED or the written output), the main feed, the tolerances →
     report.divergence."""
     _as_diagnosis(state, _localize)
 
 
-def _localize(state: RunState) -> None:
+def _localize(state: LocalizingState) -> None:
     rep = state.report
     why = _why_not(state)
     if why:
@@ -70,7 +75,7 @@ def _localize(state: RunState) -> None:
     if state.deployed is not None:  # verify
         path, feed = state.deployed.path, feed_for(state.deployed, state.feed)
     else:  # export: the graph just written
-        path, feed = Path(state.output), deployed_feed(state.feed, state.graph)
+        path, feed = need(state.output, "output"), deployed_feed(state.feed, state.graph)
     tol = state.tolerances
     if tol is None:
         from export_gelu.pipeline.checking import export_tolerances
@@ -85,7 +90,7 @@ def _localize(state: RunState) -> None:
     rep.divergence = found
 
 
-def bundle_tensors(state: RunState, graph_path: Path) -> list[str]:
+def bundle_tensors(state: LocalizingState, graph_path: Path) -> list[str]:
     """The module-boundary tensors a device bundle asks the device for ([] without modules:
     an ONNX MODEL, a graph without provenance, a big model already freed)."""
     return module_tensors(state.loaded, Path(graph_path)) if _has_modules(state) else []
@@ -94,13 +99,13 @@ def bundle_tensors(state: RunState, graph_path: Path) -> list[str]:
 @stage_io(reads=("deployed", "device", "device_module_outputs", "device_outputs", "feeds",
                 "loaded", "options", "tolerances"),
           writes=())
-def localize_device(state: RunState) -> None:
+def localize_device(state: VerifyState) -> None:
     """`verify --bundle DIR --device-outputs F`: the module-boundary tensors the device handed
     back (F from `run_on_device.sh localize`) against PyTorch's modules, on the first feed."""
     _as_diagnosis(state, _localize_device)
 
 
-def _localize_device(state: RunState) -> None:
+def _localize_device(state: VerifyState) -> None:
     recorded = state.device_module_outputs
     if not recorded:
         state.report.divergence = Localization(
@@ -112,9 +117,11 @@ def _localize_device(state: RunState) -> None:
                                                                      "modules to compare with")
         return
     state.progress.step("comparing the device's module outputs with PyTorch (first divergence)")
-    feed = feed_for(state.deployed, state.feed)
+    dep = need(state.deployed, "deployed")
+    feed = feed_for(dep, state.feed)
     device = state.device.device if state.device else "cpu"
     recorded = {**state.device_outputs[0], **recorded}  # the graph's outputs end modules too
-    state.report.divergence = localize(state.loaded, state.deployed.path, feed,
-                                       state.tolerances, threads=state.options.threads,
-                                       device=device, recorded=recorded)
+    state.report.divergence = localize(state.loaded, dep.path, feed,
+                                       need(state.tolerances, "tolerances"),
+                                       threads=state.options.threads, device=device,
+                                       recorded=recorded)

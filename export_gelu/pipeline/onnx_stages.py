@@ -30,13 +30,13 @@ from export_gelu.passes.gc_pause import gc_paused
 from export_gelu.passes.onnx import merge_sites, run_onnx_passes
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.stage import stage_io
-from export_gelu.pipeline.state import RunState
+from export_gelu.pipeline.state import ExportState, need
 from export_gelu.targets import TRT_PROFILES
 
 
 @stage_io(reads=("checked", "dynamic", "feeds", "loaded", "options", "profile"),
           writes=("graph", "profile"))
-def onnx_input(state: RunState) -> None:
+def onnx_input(state: ExportState) -> None:
     """An ONNX input → graph (dims named, outputs renamed on request), at the opset it is
     exported at; the profile capped there when `--opset` asks for a lower one.
 
@@ -44,10 +44,11 @@ def onnx_input(state: RunState) -> None:
     floor), else as it is. With `--opset N`: converted up to N (exit 3 when that cannot be
     done soundly) or down to N (by the target fit)."""
     o, rep = state.options, state.report
-    model = load_onnx_model(state.loaded.path)
+    plan, profile = need(state.dynamic, "dynamic"), need(state.profile, "profile")
+    model = load_onnx_model(need(state.loaded, "loaded").path)
     name_scopes_from_names(model.graph)  # a TorchScript export's scoped names, as torch's key
-    dyn.name_graph_dims(model, state.dynamic.dims)
-    rep.notes.extend(tagged("output-dims", [dyn.name_output_dims(model, state.dynamic.ranged)]))
+    dyn.name_graph_dims(model, plan.dims)
+    rep.notes.extend(tagged("output-dims", [dyn.name_output_dims(model, plan.ranged)]))
     rep.exporter = "none (ONNX input)"
     if plugin_nodes(model) and o.verify:
         rep.notes.append(Note(STANDIN_NOTE.format(which="the input (the parity reference)"),
@@ -57,14 +58,14 @@ def onnx_input(state: RunState) -> None:
             model, state.checked.output_names, forced=True)))
     have = model_opset(model)
     if o.opset is None:
-        model, notes = convert_up_for(model, state.profile, o.gelu, state.feed)
+        model, notes = convert_up_for(model, profile, o.gelu, state.feed)
     elif o.opset > have:
         model, notes = convert_up(model, o.opset, state.feed, f"--opset {o.opset}", strict=True)
     else:
         notes = [f"--opset {o.opset}: the opset-{have} input converted down to opset "
                  f"{o.opset}"] if o.opset < have else []
     if o.opset is not None:
-        state.profile = state.profile.at_opset(o.opset)
+        state.profile = profile.at_opset(o.opset)
     rep.notes.extend(tagged("opset-conversion", notes))
     if o.precision == "fp16" and _float32_inputs(model):
         rep.notes.append(Note(FP32_ONNX_NOTE, "onnx-precision-kept"))
@@ -83,49 +84,50 @@ def _float32_inputs(model: onnx.ModelProto) -> bool:
     return any(i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for i in model.graph.input)
 
 
-@stage_io(reads=("fx_sites", "graph", "gs_graph", "options", "profile"), writes=("gs_graph",))
-def onnx_passes(state: RunState) -> None:
-    """graph → every GELU rewritten for the target, then the graph fitted to it."""
-    rep = state.report
+@stage_io(reads=("fx_sites", "graph", "options", "profile"), writes=("gelu_sites", "gs_graph"))
+def onnx_passes(state: ExportState) -> None:
+    """graph → every GELU rewritten for the target (gelu_sites), then the graph fitted to
+    it."""
+    rep, model, profile = state.report, need(state.graph, "graph"), need(state.profile, "profile")
     state.progress.step("rewriting GELU sites for the target (ONNX)")
     with gc_paused():  # the one graph: loaded once for the passes and the checks after them
-        state.gs_graph = one_graph.load(state.graph)
-        onnx_sites = run_onnx_passes(state.gs_graph, state.profile, state.options.gelu,
-                                     state.options.precision)[1]
-        fit_notes = fit_to_profile(state.gs_graph, state.profile)[1]
-        one_graph.save(state.gs_graph, state.graph)
+        graph = state.gs_graph = one_graph.load(model)
+        onnx_sites = run_onnx_passes(graph, profile, state.options.gelu,
+                                     need(state.options.precision, "precision"))[1]
+        fit_notes = fit_to_profile(graph, profile)[1]
+        one_graph.save(graph, model)
     rep.notes.extend(tagged("target-fit", fit_notes))
-    rep.gelu_sites = merge_sites(state.fx_sites, onnx_sites)
-    rep.opset = model_opset(state.graph)
-    rep.op_counts = dict(op_counts(state.graph))
+    state.gelu_sites = rep.gelu_sites = merge_sites(state.fx_sites, onnx_sites)
+    rep.opset = model_opset(model)
+    rep.op_counts = dict(op_counts(model))
 
 
 @stage_io(reads=("dynamic", "feeds", "graph", "gs_graph", "profile"), writes=("gs_graph",))
-def target_check(state: RunState) -> None:
+def target_check(state: ExportState) -> None:
     """graph → the target's static verdict (a failure is export-gelu's bug: exit 3), which
     TensorRT versions parse it as is, and the dynamic profile's fit."""
     try:
         _target_check(state)
     finally:  # done with it: the graph must not keep the model's weights alive after this
-        one_graph.close(state.gs_graph)
+        one_graph.close(need(state.gs_graph, "gs_graph"))
         state.gs_graph = None
 
 
-def _target_check(state: RunState) -> None:
-    rep, profile = state.report, state.profile
-    problems = incompatibilities(state.graph, profile, graph=state.gs_graph)
+def _target_check(state: ExportState) -> None:
+    rep, profile, model = state.report, need(state.profile, "profile"), need(state.graph, "graph")
+    problems = incompatibilities(model, profile, graph=state.gs_graph)
     rep.compatibility = {profile.name: problems}
     if problems:
         raise TargetUnmetError(f"the produced graph does not fit {profile.name}: "
                                f"{'; '.join(problems)} (a bug in export-gelu; please report it)")
     if profile.runtime == "trt":
-        takers = [n for n, r in compatibility_table(state.graph, list(TRT_PROFILES),
+        takers = [n for n, r in compatibility_table(model, list(TRT_PROFILES),
                                                     graph=state.gs_graph).items() if not r]
         rep.notes.append(Note(f"TensorRT versions that parse the output as is: "
                               f"{format_targets(takers)}", "trt-takers"))
-    dplan = state.dynamic
+    dplan = need(state.dynamic, "dynamic")
     if dplan.dims:
-        shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, state.graph).items()}
-        check_dynamic(dplan.axes(), state.graph, shapes)
+        shapes = {n: tuple(a.shape) for n, a in deployed_feed(state.feed, model).items()}
+        check_dynamic(dplan.axes(), model, shapes)
         rep.dynamic = {"dims": dplan.to_json(), "shapes": [],
                        "profile": [dataclasses.asdict(a) for a in dplan.axes()]}

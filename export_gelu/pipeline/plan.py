@@ -16,17 +16,17 @@ from export_gelu.exporter.saving.weight_size import check_disk_for
 from export_gelu.notes import tagged
 from export_gelu.output_plan import export_output
 from export_gelu.pipeline.stage import stage_io
-from export_gelu.pipeline.state import RunState
-from export_gelu.report.report import Report
+from export_gelu.pipeline.state import ExportState, need
 from export_gelu.targets import TargetProfile
 
 
-@stage_io(reads=("checked", "device", "model_path", "options", "output", "profile"),
-          writes=("device", "output", "profile"))
-def plan_export(state: RunState) -> None:
-    """options → output path, device choice; refuses (exit 2/3) what cannot be done here."""
+@stage_io(reads=("checked", "device", "model_path", "options", "output"),
+          writes=("device", "output", "parity", "profile"))
+def plan_export(state: ExportState) -> None:
+    """options → output path, device choice; refuses (exit 2/3) what cannot be done here;
+    the report says what is exported for which target."""
     o = state.options
-    state.profile = state.checked.profile
+    profile = state.profile = state.checked.profile
     planned = state.checked.outputs
     if planned is not None and planned.folder is not None:  # several graphs: into a folder
         state.output = planned.folder
@@ -38,33 +38,32 @@ def plan_export(state: RunState) -> None:
     if wants_engine(state) and o.require_trt and why_not:
         raise TargetUnmetError(f"--require-trt: TensorRT engine build impossible here: "
                                f"{why_not}")
-    state.report = Report(model=str(state.model_path), target=state.profile.name,
-                          target_note=state.checked.target_note, precision=o.precision,
-                          gelu_form=o.gelu, threads=o.threads, options=o.to_json(),
-                          device=state.device.to_json() if state.device else {})
-    state.report.stage_seconds = state.clock.stages
+    rep = state.report
+    rep.target, rep.target_note = profile.name, state.checked.target_note
+    rep.precision, rep.gelu_form = need(o.precision, "precision"), o.gelu
+    rep.device = state.device.to_json() if state.device else {}
     if replaced:  # said in one line, not silently
-        state.report.notes += tagged("output-replaced",
-                                     [f"{state.output} existed and was replaced by this export"])
+        rep.notes += tagged("output-replaced",
+                            [f"{state.output} existed and was replaced by this export"])
     if not o.verify:
-        state.report.parity = skipped("--no-verify")
+        state.parity = rep.parity = skipped("--no-verify")
     if not wants_engine(state):
-        state.report.trt = {"status": "skipped",
-                            "reason": f"target {state.profile.name} is not TensorRT"}
+        rep.trt = {"status": "skipped", "reason": f"target {profile.name} is not TensorRT"}
     elif why_not:
-        state.report.trt = {"status": "skipped", "engine_here": False,
-                            "reason": local_engine_blocker_of(state.profile) or why_not,
-                            "device": DEVICE_ROUTE}
+        rep.trt = {"status": "skipped", "engine_here": False,
+                   "reason": local_engine_blocker_of(profile) or why_not,
+                   "device": DEVICE_ROUTE}
 
 
 @stage_io(reads=("loaded", "output"), writes=())
-def check_disk(state: RunState) -> None:
+def check_disk(state: ExportState) -> None:
     """After load: the output's disk must hold the export (exit 2 before any export work)."""
-    out = state.output
-    check_disk_for(state.loaded, out if out.parent.is_dir() else out.parent)  # -o DIR/ to make
+    out = need(state.output, "output")
+    check_disk_for(need(state.loaded, "loaded"),
+                   out if out.parent.is_dir() else out.parent)  # -o DIR/ to make
 
 
-def builds_engine(state: RunState) -> bool:
+def builds_engine(state: ExportState) -> bool:
     """An engine is wanted and the installed TensorRT can build one here."""
     return wants_engine(state) and trt_unavailable_reason() is None
 
@@ -77,7 +76,7 @@ def local_engine_blocker_of(profile: TargetProfile | None) -> str | None:
     return local_engine_blocker(profile.trt_version)
 
 
-def wants_engine(state: RunState) -> bool:
+def wants_engine(state: ExportState) -> bool:
     """A TensorRT engine is part of the run: a TensorRT target, --engine or --require-trt."""
     o = state.options
     return state.checked.profile.runtime == "trt" or bool(o.engine) or o.require_trt

@@ -7,7 +7,7 @@ import inspect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from export_gelu.atomic import all_or_nothing
 from export_gelu.errors import OutOfMemory, out_of_memory
@@ -48,17 +48,25 @@ def stage_io(*, reads: Sequence[str] = (), writes: Sequence[str] = ()) -> Callab
     return mark
 
 
+#: The state a stage runs on (pipeline/state.py: the RunState of its command).
+S = TypeVar("S")
+
+
+def _always(_state: object) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
-class Stage:
-    """One named step of a run.
+class Stage(Generic[S]):
+    """One named step of a run, on the state `S` of the command(s) it serves.
 
     `run(state)` does the work; `applies(state)` says whether it runs at all for this state
     (a skipped stage is not timed); `timed_as` is the report's `stage_seconds` key it is
     charged to ("": its own name; None: not timed, e.g. writing the report itself)."""
 
     name: str
-    run: Callable[[Any], None]
-    applies: Callable[[Any], bool] = lambda _state: True
+    run: Callable[[S], None]
+    applies: Callable[[S], bool] = _always
     timed_as: str | None = ""
 
     @property
@@ -77,7 +85,17 @@ OOM_HINT = ("try smaller --input shapes or --dynamic ranges, fewer --threads, or
             "with more memory")
 
 
-def run_stages(stages: Sequence[Stage], state: Any) -> Any:
+class _Timed(Protocol):
+    """What the stage runner needs of a state: its clock."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+
+T = TypeVar("T", bound=_Timed)
+
+
+def run_stages(stages: Sequence[Stage[T]], state: T) -> T:
     """Run `stages` in order on `state`, each charged to the state's clock; return `state`.
     All or nothing: when a stage raises, every output the run placed is removed again
     (atomic.py: all_or_nothing); running out of memory is exit 2 naming the stage."""
@@ -90,7 +108,7 @@ def run_stages(stages: Sequence[Stage], state: Any) -> Any:
     return state
 
 
-def _run_one(stage: Stage, state: Any) -> None:
+def _run_one(stage: Stage[T], state: T) -> None:
     try:
         stage.run(state)
     except Exception as exc:

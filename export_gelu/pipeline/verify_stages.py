@@ -7,11 +7,10 @@ from __future__ import annotations
 import gc
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import onnx
 
-from export_gelu.check.calibration import gelu_input_ranges
+from export_gelu.check.calibration import Calibration, gelu_input_ranges
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import deployed_runner, feed_for, open_deployed
 from export_gelu.check.devices import DeviceChoice, ready_runners, resolve_device
@@ -37,36 +36,33 @@ from export_gelu.passes.onnx import find_sites
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.localize import bundle_tensors
 from export_gelu.pipeline.stage import stage_io
-from export_gelu.pipeline.state import RunState
-from export_gelu.report.report import Report
+from export_gelu.pipeline.state import Feed, VerifyState, need
 from export_gelu.tolerances import resolve_tolerances
 
 
-@stage_io(reads=("checked", "model_path", "options", "output"), writes=("profile",))
-def plan_verify(state: RunState) -> None:
-    """options (their paths checked by output_plan) → the bundle's target; an empty report."""
-    o = state.options
+@stage_io(reads=("checked", "output"), writes=("profile",))
+def plan_verify(state: VerifyState) -> None:
+    """options (their paths checked by output_plan) → the bundle's target; the report says
+    what is verified."""
     state.profile = state.checked.profile  # --target: the TensorRT version of --bundle
-    state.report = Report(model=str(state.model_path), target="", output=str(state.output),
-                          gelu_form="", threads=o.threads, command="verify",
-                          options=o.to_json())
-    state.report.stage_seconds = state.clock.stages
+    rep = state.report
+    rep.output, rep.gelu_form, rep.command = str(state.output), "", "verify"
 
 
 @stage_io(reads=("options", "output"), writes=("deployed",))
-def open_artifact(state: RunState) -> None:
+def open_artifact(state: VerifyState) -> None:
     """DEPLOYED → what it takes and gives, and the precision it runs in."""
     state.progress.step(f"opening {state.output}")
-    dep = state.deployed = open_deployed(state.output)
+    dep = state.deployed = open_deployed(need(state.output, "output"))
     if state.options.bundle and dep.kind != "onnx":
         raise BadInputError("--bundle: DEPLOYED must be the ONNX graph (a bundle carries the "
                             "graph; the device builds its own engine)")
     state.report.target = dep.runtime
 
 
-def _feeds(state: RunState) -> tuple[list[Any], str, bool]:
+def _feeds(state: VerifyState) -> tuple[list[Feed], str, bool]:
     """(feeds in forward() order, where they came from, whether they are real data)."""
-    o, loaded, dep = state.options, state.loaded, state.deployed
+    o, loaded, dep = state.options, need(state.loaded, "loaded"), need(state.deployed, "deployed")
     if o.inputs_file:  # not with --input specs: options.validate
         path = Path(o.inputs_file)
         if path.suffix.lower() == ".npz" or path.read_bytes()[:2] == b"PK":
@@ -91,7 +87,7 @@ def _feeds(state: RunState) -> tuple[list[Any], str, bool]:
                         "NAME:SHAPE[:DTYPE[:LOW,HIGH]] per forward() argument, or --inputs FILE")
 
 
-def _device(state: RunState) -> DeviceChoice:
+def _device(state: VerifyState) -> DeviceChoice:
     """Where the reference (and ONNX Runtime) runs; an engine runs on the GPU, and the
     reference goes there with it when it can."""
     requested = state.options.device
@@ -106,10 +102,10 @@ def _device(state: RunState) -> DeviceChoice:
 @stage_io(reads=("deployed", "device", "feeds", "inputs_label", "loaded", "options",
                 "real_inputs", "run_precision"),
           writes=("device", "feeds", "inputs_label", "real_inputs", "run_precision", "tolerances"))
-def verify_inputs(state: RunState) -> None:
+def verify_inputs(state: VerifyState) -> None:
     """loaded, deployed → feeds (as the model and as DEPLOYED takes them), the precision and
     its tolerances, the device."""
-    o, rep, dep = state.options, state.report, state.deployed
+    o, rep, dep = state.options, state.report, need(state.deployed, "deployed")
     state.feeds, state.inputs_label, state.real_inputs = _feeds(state)
     state.run_precision = o.precision or dep.precision
     state.tolerances = resolve_tolerances(state.run_precision, atol=o.atol, rtol=o.rtol)
@@ -120,45 +116,47 @@ def verify_inputs(state: RunState) -> None:
     rep.device = state.device.to_json()
 
 
-@stage_io(reads=("deployed", "loaded"), writes=())
-def describe_deployed(state: RunState) -> None:
+@stage_io(reads=("deployed", "loaded"), writes=("gelu_sites",))
+def describe_deployed(state: VerifyState) -> None:
     """The deployed graph's opset, ops and GELU sites (what it actually computes)."""
-    rep, dep = state.report, state.deployed
+    rep, dep = state.report, need(state.deployed, "deployed")
     if dep.kind == "onnx":
         graph = onnx.load(str(dep.path), load_external_data=False)
         rep.opset = model_opset(graph)
         rep.op_counts = dict(op_counts(graph))
-        rep.gelu_sites = find_sites(graph)
+        state.gelu_sites = rep.gelu_sites = find_sites(graph)
         rep.trt = {"status": "skipped", "reason": "DEPLOYED is an ONNX file (run in ONNX Runtime)"}
         rep.notes += _plugin_notes(graph, "DEPLOYED")
     else:
         rep.trt = {"status": "loaded", "reason": "", "engine": str(dep.path)}
-    if state.is_onnx:
+    if state.loaded is not None and state.loaded.is_onnx:
         rep.notes += _plugin_notes(onnx.load(str(state.loaded.path), load_external_data=False),
                                    "MODEL (the reference)")
 
 
-def _plugin_notes(graph: Any, which: str) -> list[str]:
+def _plugin_notes(graph: onnx.ModelProto, which: str) -> list[str]:
     return [Note(STANDIN_NOTE.format(which=which), "plugin-standin")] if plugin_nodes(graph) \
         else []
 
 
-@stage_io(reads=("deployed", "device", "feeds", "inputs_label", "loaded", "options",
+@stage_io(reads=("deployed", "device", "feeds", "gelu_sites", "inputs_label", "loaded", "options",
                 "real_inputs", "reference", "run_precision"),
           writes=("calibrated", "loaded", "reference"))
-def verify_reference(state: RunState) -> None:
+def verify_reference(state: VerifyState) -> None:
     """The reference runner; a big DEPLOYED is checked with one model in memory at a time:
     the reference runs (and is timed) first, recorded, and freed."""
-    o, rep, dep = state.options, state.report, state.deployed
+    o, rep, dep = state.options, state.report, need(state.deployed, "deployed")
+    loaded, device = need(state.loaded, "loaded"), need(state.device, "device")
     dep_feeds = [feed_for(dep, f) for f in state.feeds]
-    state.reference = model_runner(state.loaded, dep_feeds[0], dep.outputs, o.threads,
-                                   state.device.device, onnx_name="reference-onnx")
+    state.reference = model_runner(loaded, dep_feeds[0], dep.outputs, o.threads,
+                                   device.device, onnx_name="reference-onnx")
     if dep.kind == "onnx" and not fits_beside_reference(dep.path):
         if o.calibrate and not state.is_onnx:  # it needs the model: before it goes
-            calibrate_verify(state)
+            record_ranges(state)
         state.progress.step(f"running {state.reference.name} before loading DEPLOYED "
                             "(a big model)")
         state.reference = record_reference(state.reference, dep_feeds, o.iterations, o.warmup)
+        assert state.loaded is not None  # the reference above runs it
         state.loaded.module = state.loaded.exported = None  # one model in memory at a time
         gc.collect()
         rep.notes.append(Note(IN_TURN_NOTE.format(reference=state.reference.name,
@@ -167,26 +165,30 @@ def verify_reference(state: RunState) -> None:
 
 @stage_io(reads=("deployed", "device", "feeds", "options", "reference", "run_precision",
                 "tolerances"),
-          writes=())
-def verify_check(state: RunState) -> None:
+          writes=("parity",))
+def verify_check(state: VerifyState) -> None:
     """Parity of DEPLOYED (every ONNX Runtime provider for the device, or the engine) against
     the reference on every feed, and latency of both, through the one checker."""
-    o, rep, dep = state.options, state.report, state.deployed
+    o, rep, dep = state.options, state.report, need(state.deployed, "deployed")
+    reference = need(state.reference, "reference")
     dep_feeds = [feed_for(dep, f) for f in state.feeds]
     runs = ([] if dep.kind == "engine" else
-            ready_runners(dep.path, state.device.device, state.run_precision, o.threads))
+            ready_runners(dep.path, need(state.device, "device").device, state.run_precision,
+                          o.threads))
     runners = ([deployed_runner(dep, threads=o.threads)] if dep.kind == "engine"
                else [r.runner for r in runs if r.status == "ready"])
-    state.progress.step(f"running {len(dep_feeds)} feed(s) through {state.reference.name} and "
+    state.progress.step(f"running {len(dep_feeds)} feed(s) through {reference.name} and "
                         f"{runners[0].name}")
     try:
-        outcome = run_check(CheckJob(state.reference, runners, dep_feeds, state.tolerances,
+        outcome = run_check(CheckJob(reference, runners, dep_feeds,
+                                     need(state.tolerances, "tolerances"),
                                      o.iterations, o.warmup, precision=state.run_precision),
                             state.progress)
     except (RuntimeError, ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"running MODEL and DEPLOYED on these inputs failed: {first}") from exc
-    rep.parity, rep.latency = outcome.verdict, outcome.latency
+    state.parity = rep.parity = outcome.verdict
+    rep.latency = outcome.latency
     if runs:
         table = {r.name: r.to_json() for r in runs}
         for i, (name, result) in enumerate(outcome.by_runner.items()):
@@ -194,50 +196,59 @@ def verify_check(state: RunState) -> None:
         rep.providers = table
 
 
-@stage_io(reads=("deployed", "feeds", "options"), writes=())
-def save_data(state: RunState) -> None:
+@stage_io(reads=("deployed", "feeds", "options", "parity"), writes=())
+def save_data(state: VerifyState) -> None:
     """`--save-inputs` / `--save-outputs`: the feeds and both runners' outputs in polygraphy's
     JSON formats."""
     o, rep = state.options, state.report
-    dep_feeds = [feed_for(state.deployed, f) for f in state.feeds]
+    dep = need(state.deployed, "deployed")
+    dep_feeds = [feed_for(dep, f) for f in state.feeds]
     if o.save_inputs:
         save_polygraphy_inputs(dep_feeds, o.save_inputs)
         rep.notes.append(Note(f"inputs saved to {o.save_inputs} (polygraphy run --load-inputs)",
                               "saved-inputs"))
     if o.save_outputs:
-        save_polygraphy_outputs(rep.parity.run_results, o.save_outputs)
-        rep.notes.append(Note(f"outputs of {' and '.join(rep.parity.runners)} saved to "
+        parity = need(state.parity, "parity")
+        save_polygraphy_outputs(parity.run_results, o.save_outputs)
+        rep.notes.append(Note(f"outputs of {' and '.join(parity.runners)} saved to "
                               f"{o.save_outputs} (polygraphy run --load-outputs)",
                               "saved-outputs"))
 
 
-@stage_io(reads=("deployed", "feeds", "loaded", "model_path", "options", "profile", "reference",
-                "run_precision", "tolerances"),
+@stage_io(reads=("deployed", "feeds", "loaded", "model_path", "options", "parity", "profile",
+                "reference", "run_precision", "tolerances"),
           writes=())
-def verify_bundle(state: RunState) -> None:
+def verify_bundle(state: VerifyState) -> None:
     """`verify MODEL DEPLOYED.onnx --bundle DIR`: the bundle of a graph verified here."""
-    o, rep, profile = state.options, state.report, state.profile
-    state.progress.step(f"writing the device bundle {o.bundle}")
-    feed = feed_for(state.deployed, state.feed)
-    name, outputs = reference_outputs(rep, lambda: state.reference, feed)
-    req = BundleRequest(model_path=state.model_path, graph_path=state.deployed.path,
+    o, rep, profile = state.options, state.report, need(state.profile, "profile")
+    dep, tol = need(state.deployed, "deployed"), need(state.tolerances, "tolerances")
+    bundle_dir = need(o.bundle, "--bundle")
+    state.progress.step(f"writing the device bundle {bundle_dir}")
+    feed = feed_for(dep, state.feed)
+    name, outputs = reference_outputs(state.parity, lambda: state.reference, feed)
+    req = BundleRequest(model_path=state.model_path, graph_path=dep.path,
                         target=profile.name, trt_version=profile.trt_version,
                         precision=state.run_precision, feed=feed, reference=outputs,
-                        reference_name=name, atol=state.tolerances.atol,
-                        rtol=state.tolerances.rtol,
-                        module_tensors=bundle_tensors(state, state.deployed.path))
-    out = write_bundle(req, o.bundle)
+                        reference_name=name, atol=tol.atol, rtol=tol.rtol,
+                        module_tensors=bundle_tensors(state, dep.path))
+    out = write_bundle(req, bundle_dir)
     note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
 
 
-def calibrates(state: RunState) -> bool:
+def calibrates(state: VerifyState) -> bool:
     return bool(state.options.calibrate) and state.is_torch and not state.calibrated
 
 
-@stage_io(reads=("feeds", "inputs_label", "loaded", "real_inputs", "run_precision"),
+@stage_io(reads=("feeds", "gelu_sites", "inputs_label", "loaded", "real_inputs", "run_precision"),
           writes=("calibrated",))
-def calibrate_verify(state: RunState) -> None:
+def calibrate_verify(state: VerifyState) -> None:
     """GELU input ranges of the model on the feeds, and what they say about the forms."""
+    record_ranges(state)
+
+
+def record_ranges(state: VerifyState) -> None:
+    """The calibration stage's work (also done by the reference stage for a big model, before
+    the model is freed): the ranges and their notes into the report; `calibrated`."""
     rep = state.report
     state.progress.step("recording GELU input ranges")
     label = (state.inputs_label if state.real_inputs
@@ -245,11 +256,11 @@ def calibrate_verify(state: RunState) -> None:
     rep.calibration = gelu_input_ranges(state.loaded, state.feeds, label)
     rep.notes += _calibration_notes(rep.calibration, state.run_precision)
     rep.notes += _form_notes(Counter(s.kind for s in rep.calibration.sites),
-                             Counter(s.kind for s in rep.gelu_sites))
+                             Counter(s.kind for s in state.gelu_sites))
     state.calibrated = True
 
 
-def _calibration_notes(calibration: Any, precision: str) -> list[str]:
+def _calibration_notes(calibration: Calibration, precision: str) -> list[str]:
     return [Note(f"GELU {s.module or s.name} sees |x| > 40 ({s.share_abs_gt_40:.2%} of values): "
                  "a Pow-based tanh form overflows fp16 there (x³ > 65504)", "fp16-overflow-risk")
             for s in calibration.sites if s.share_abs_gt_40 > 0 and precision == "fp16"]
