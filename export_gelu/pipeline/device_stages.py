@@ -33,7 +33,7 @@ from export_gelu.pipeline.state import VerifyState, need
 from export_gelu.tolerances import resolve_tolerances
 
 
-@stage_io(reads=("model_path", "options"), writes=())
+@stage_io(reads=("model_path",), writes=())
 def plan_device_verify(state: VerifyState) -> None:
     """MODEL is a file (the flags' combination, a bundle or DEPLOYED with --inputs, was
     checked by options.validate); the report says what is verified."""
