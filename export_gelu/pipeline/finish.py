@@ -3,10 +3,9 @@ the report written (JSON and Markdown)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from export_gelu.check.calibration import gelu_input_ranges
 from export_gelu.check.deployed import deployed_feed
+from export_gelu.check.input_resolver import ranges_label
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
 from export_gelu.pipeline.localize import bundle_tensors
 from export_gelu.pipeline.stage import stage_io
@@ -43,12 +42,12 @@ def bundle(state: RunState) -> None:
     note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
 
 
-@stage_io(reads=("feeds", "loaded", "options"), writes=())
+@stage_io(reads=("feeds", "inputs_label", "loaded", "real_inputs"), writes=())
 def calibrate(state: RunState) -> None:
     """loaded, feeds → where each GELU site's inputs lie on the user's real data."""
     state.progress.step("recording GELU input ranges")
     state.report.calibration = gelu_input_ranges(
-        state.loaded, state.feeds, f"real data from {Path(state.options.inputs_npz).name}")
+        state.loaded, state.feeds, ranges_label(state.inputs_label, state.real_inputs))
 
 
 def written_paths(state: RunState) -> list[str]:
