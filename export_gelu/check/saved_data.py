@@ -1,9 +1,8 @@
-"""Input and output files in polygraphy's JSON formats (and `.npz` real data), so a case that
+"""Input and output files in polygraphy's JSON formats, so a case that
 export-gelu checked can be replayed with `polygraphy run --load-inputs/--load-outputs`."""
 
 from __future__ import annotations
 
-import zipfile
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,7 +12,6 @@ import numpy as np
 
 from export_gelu.atomic import written_file
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.inputs.specs import load_npz
 
 Feed = OrderedDict  # name → array, in forward() order
 
@@ -50,21 +48,6 @@ def load_polygraphy_inputs(path: str | Path) -> list[Feed]:
         raise BadInputError(f"--inputs {path}: expected a JSON list of {{name: array}} feeds "
                             "as `polygraphy run --save-inputs` writes")
     return _check_arrays(path, [OrderedDict(d) for d in data])
-
-
-def load_inputs_file(path: str | Path) -> list[Feed]:
-    """Real inputs from `.npz` (one iteration) or polygraphy JSON (one or more iterations)."""
-    path = Path(path)
-    if not path.is_file():
-        raise BadInputError(f"--inputs {path}: no such file")
-    with path.open("rb") as fh:
-        head = fh.read(4)
-    if head.startswith(b"PK") or path.suffix.lower() == ".npz":
-        try:
-            return [OrderedDict(load_npz(path))]
-        except zipfile.BadZipFile as exc:
-            raise BadInputError(f"--inputs {path}: not a readable .npz file ({exc})") from exc
-    return load_polygraphy_inputs(path)
 
 
 def check_json_path(path: str | Path, flag: str) -> Path:

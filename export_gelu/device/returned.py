@@ -23,10 +23,10 @@ def _sha256(path: Path) -> str:
 
 
 def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
-                 ) -> tuple[dict[str, Any], Path, list[OrderedDict[str, np.ndarray]]]:
-    """(manifest, graph, feeds) of a bundle, after checking it belongs to MODEL."""
+                ) -> tuple[dict[str, Any], Path]:
+    """(manifest, graph) of a bundle, after checking it belongs to MODEL (its inputs: the
+    input resolver's)."""
     from export_gelu.device.bundle import GRAPH, read_manifest
-    from export_gelu.exporter.inputs.specs import load_npz
 
     manifest = read_manifest(bundle)
     if isinstance(manifest.get("forms"), list):
@@ -40,11 +40,7 @@ def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
     if deployed is not None and _sha256(deployed) != _sha256(graph):
         raise BadInputError(f"{deployed} is not the bundle's graph ({graph}); drop DEPLOYED "
                             "or give the bundle made from it")
-    npz = bundle / "inputs.npz"
-    if not npz.is_file():
-        raise BadInputError(f"--bundle {bundle}: inputs.npz is missing")
-    feed = OrderedDict(load_npz(npz))
-    return manifest, graph, [feed]
+    return manifest, graph
 
 
 def check_model(manifest: dict[str, Any], bundle: Path, model_path: Path) -> None:

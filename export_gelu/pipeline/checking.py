@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 from export_gelu.check.checker import CheckJob, CheckOutcome, run_check
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.devices import ProviderRun, ready_runners
+from export_gelu.check.input_resolver import InputRequest, resolve_inputs
 from export_gelu.check.ort_runner import ort_runner
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.check.recorded import IN_TURN_NOTE, record_reference
 from export_gelu.check.reference import reference_runner
 from export_gelu.check.trt_runner import trt_runner
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.feeds.feeds import generated_inputs, resolve_feed
 from export_gelu.notes import Note, tagged
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.pipeline.islands import finds_islands, fix_overflow
@@ -181,9 +181,9 @@ def check_shapes(state: ExportState) -> None:
     shapes, failed = [], []
     assert state.loaded is not None and state.output is not None  # the export made them
     for label, sizes in plan.points():
-        feed = resolve_feed(state.loaded, plan.specs(sizes), None)
+        given = resolve_inputs(state.loaded, InputRequest.at_size(plan.specs(sizes), label))
+        feed, made = given.feed, given.generated
         dep_feed = deployed_feed(feed, state.graph)
-        made = generated_inputs(feed)
         for name, how in made.items():
             rep.generated_inputs.setdefault(name, how)
         runners = [ort_runner(state.output, threads=state.options.threads, name="onnxruntime")]

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from export_gelu.atomic import written_file
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import feed_for, open_deployed
+from export_gelu.check.input_resolver import InputRequest, resolve_inputs
 from export_gelu.check.latency import summarize
 from export_gelu.check.recorded import RecordedRunner
 from export_gelu.check.reference import model_runner
@@ -34,7 +34,6 @@ from export_gelu.device.returned import (
 )
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError, TargetUnmetError
-from export_gelu.exporter.inputs.specs import load_npz
 from export_gelu.exporter.saving.save import save_onnx_streaming
 from export_gelu.notes import Note
 from export_gelu.onnx_weights import load_graph
@@ -105,12 +104,9 @@ def read_forms_run(state: VerifyState) -> None:
         raise BadInputError(f"--device-outputs {returned} is a folder, but {bundle} holds one "
                             f"graph: give the file the device wrote ({bundle}/outputs.json)")
     check_model(manifest, bundle, state.model_path)
-    npz = bundle / "inputs.npz"
-    if not npz.is_file():
-        raise BadInputError(f"--bundle {bundle}: inputs.npz is missing")
+    given = resolve_inputs(None, InputRequest(bundle=bundle))  # as its graphs take them
     state.manifest = manifest
-    state.feeds = [OrderedDict(load_npz(npz))]
-    state.inputs_label = f"the bundle's inputs ({bundle.name}/inputs.npz)"
+    state.feeds, state.inputs_label = given.feeds, given.source
     warmup = float(manifest.get("trtexec", {}).get("warmup_ms", WARMUP_MS))
     forms = manifest["forms"]
     if not forms:

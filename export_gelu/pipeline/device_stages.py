@@ -10,10 +10,10 @@ from pathlib import Path
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import feed_for, open_deployed
 from export_gelu.check.devices import resolve_device
+from export_gelu.check.input_resolver import InputRequest, resolve_inputs
 from export_gelu.check.latency import summarize
 from export_gelu.check.recorded import RecordedRunner
 from export_gelu.check.reference import model_runner
-from export_gelu.check.saved_data import load_inputs_file
 from export_gelu.check.torch_runner import dtype_metadata
 from export_gelu.device.outputs import read_device_outputs, read_device_times
 from export_gelu.device.returned import (
@@ -50,14 +50,13 @@ def read_device_run(state: VerifyState) -> None:
     """The bundle (or DEPLOYED and --inputs), the graph the device ran, and what it wrote."""
     o = state.options
     if o.bundle:
-        state.manifest, graph, state.feeds = from_bundle(Path(o.bundle), state.model_path,
-                                                         state.output)
-        state.inputs_label = f"the bundle's inputs ({Path(o.bundle).name}/inputs.npz)"
-    else:  # plan_device_verify: DEPLOYED and --inputs are given
+        state.manifest, graph = from_bundle(Path(o.bundle), state.model_path, state.output)
+        request = InputRequest(bundle=Path(o.bundle))
+    else:  # options.validate: DEPLOYED and --inputs are given
         graph, inputs_file = need(state.output, "output"), need(o.inputs_file, "--inputs")
-        state.feeds = load_inputs_file(inputs_file)
-        state.inputs_label = (f"real data from {Path(inputs_file).name} "
-                              f"({len(state.feeds)} feed(s))")
+        request = InputRequest(inputs_file=Path(inputs_file), json_ok=True)
+    given = resolve_inputs(None, request)  # the device's feeds, as DEPLOYED takes them
+    state.feeds, state.inputs_label = given.feeds, given.source
     state.deployed = open_deployed(graph)
     if state.deployed.kind != "onnx":
         raise BadInputError(f"{graph}: with --device-outputs, DEPLOYED is the ONNX graph the "

@@ -3,10 +3,9 @@ the report written (JSON and Markdown)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from export_gelu.check.calibration import gelu_input_ranges
 from export_gelu.check.deployed import deployed_feed
+from export_gelu.check.input_resolver import ranges_label
 from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
 from export_gelu.options import ExportOptions, FormsOptions, VerifyOptions
 from export_gelu.pipeline.checking import export_tolerances
@@ -50,13 +49,12 @@ def bundle(state: ExportState) -> None:
     note_bundle(rep, out, state.model_path, profile.name, profile.trt_version)
 
 
-@stage_io(reads=("feeds", "loaded", "options"), writes=())
+@stage_io(reads=("feeds", "inputs_label", "loaded", "real_inputs"), writes=())
 def calibrate(state: ExportState) -> None:
     """loaded, feeds → where each GELU site's inputs lie on the user's real data."""
     state.progress.step("recording GELU input ranges")
-    data = Path(need(state.options.inputs_npz, "--inputs"))  # _calibrates: it was given
-    state.report.calibration = gelu_input_ranges(state.loaded, state.feeds,
-                                                 f"real data from {data.name}")
+    state.report.calibration = gelu_input_ranges(
+        state.loaded, state.feeds, ranges_label(state.inputs_label, state.real_inputs))
 
 
 def written_paths(state: ReportingState) -> list[str]:

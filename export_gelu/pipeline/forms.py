@@ -23,6 +23,7 @@ from export_gelu.check.compare_forms import (
 )
 from export_gelu.check.deployed import feed_for, open_deployed
 from export_gelu.check.devices import ready_runners, resolve_device
+from export_gelu.check.input_resolver import InputRequest, ranges_label, resolve_inputs
 from export_gelu.check.reference import model_runner
 from export_gelu.errors import BadInputError, ExportGeluError
 from export_gelu.exporter.capture.program_copy import copy_program
@@ -78,20 +79,20 @@ def plan_forms(state: FormsState) -> None:
         rep.precision = o.precision
 
 
-@stage_io(reads=("feeds", "loaded", "model_path", "options"), writes=("feeds",))
+@stage_io(reads=("loaded", "model_path", "options"),
+          writes=("feeds", "inputs_label", "real_inputs"))
 def forms_inputs(state: FormsState) -> None:
     """loaded → the feed every form is checked and timed on."""
     import torch
-
-    from export_gelu.exporter.feeds.feeds import generated_inputs, resolve_feed
 
     if state.is_onnx:
         raise BadInputError(f"{state.model_path}: comparing GELU forms needs the PyTorch model "
                             "(forms are applied while exporting it)")
     o = state.options
-    assert state.loaded is not None  # the load stage made it
-    state.feeds = [resolve_feed(state.loaded, list(o.inputs), o.inputs_npz)]
-    state.report.generated_inputs = generated_inputs(state.feed)
+    given = resolve_inputs(state.loaded, InputRequest(
+        specs=tuple(o.inputs), inputs_file=Path(o.inputs_npz) if o.inputs_npz else None))
+    state.feeds, state.inputs_label, state.real_inputs = given.feeds, given.source, given.real
+    state.report.inputs, state.report.generated_inputs = given.source, given.generated
     torch.set_num_threads(o.threads)
 
 
@@ -194,13 +195,10 @@ def compare_forms_stage(state: FormsState) -> None:
         state.forms = state.report.forms = compare(state, folder)
 
 
-@stage_io(reads=("feeds", "loaded", "options"), writes=())
+@stage_io(reads=("feeds", "inputs_label", "loaded", "real_inputs"), writes=())
 def calibrate_forms(state: FormsState) -> None:
     """The GELU input ranges on the feed the forms were compared on."""
-    o = state.options
-    label = ("real data from " + Path(o.inputs_npz).name if o.inputs_npz
-             else "not real data (example or --input), ranges are indicative")
-    state.report.inputs = label
+    label = ranges_label(state.inputs_label, state.real_inputs)
     state.report.calibration = gelu_input_ranges(state.loaded, state.feeds, label)
 
 

@@ -3,10 +3,13 @@ inputs it runs on (flags, a `.npz`, the model's own examples, or generated)."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
+from export_gelu.check.input_resolver import InputRequest, resolve_inputs
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.capture.cast_down import cast_down_on_request
 from export_gelu.exporter.feeds.dynamic import plan_dynamic, refuse_oversized_points
-from export_gelu.exporter.feeds.feeds import generated_inputs, resolve_feed
 from export_gelu.exporter.feeds.hf_dims import declared_plan
 from export_gelu.exporter.inputs.call_plan import ordered_feed, plan_for
 from export_gelu.exporter.loading.load import load_model
@@ -49,8 +52,8 @@ def _export_opset(state: AnyState) -> int:
 
 @stage_io(reads=("call_plan", "checked", "dynamic", "loaded", "options", "reference_module",
                 "run_precision"),
-          writes=("call_plan", "cast", "dynamic", "feeds", "loaded", "real_inputs",
-                  "reference_module", "run_precision"))
+          writes=("call_plan", "cast", "dynamic", "feeds", "inputs_label", "loaded",
+                  "real_inputs", "reference_module", "run_precision"))
 def export_inputs(state: ExportState) -> None:
     """loaded, options → dynamic plan, the feed in forward() order, call plan, a float64
     model's cast, the reference module and the precision parity runs in."""
@@ -63,8 +66,12 @@ def export_inputs(state: ExportState) -> None:
     if loaded.dims and not (state.checked.dynamic or o.inputs or o.inputs_npz):
         state.dynamic = declared_plan(loaded.dims, loaded.input_names,
                                       loaded.example_inputs or ())  # a folder graph's dims
-    feed = resolve_feed(loaded, specs, o.inputs_npz)
-    rep.generated_inputs = generated_inputs(feed)  # made up by role, not given: reported
+    request = (InputRequest(specs=tuple(specs)) if o.inputs or not specs else
+               InputRequest.at_size(specs))  # no --input: made at the --dynamic opt sizes
+    given = resolve_inputs(loaded, dataclasses.replace(
+        request, inputs_file=Path(o.inputs_npz) if o.inputs_npz else None))
+    feed = given.feed
+    rep.inputs, rep.generated_inputs = given.source, given.generated  # made up: reported
     state.call_plan = plan_for(loaded, list(feed))
     feed = ordered_feed(state.call_plan, feed)
     cast, cast_notes = cast_down_on_request(loaded, precision, o.cast_down)
@@ -72,7 +79,7 @@ def export_inputs(state: ExportState) -> None:
         state.loaded, feed = cast.loaded, cast.fit_feed(feed)
     state.cast = cast
     state.feeds = [feed]
-    state.real_inputs = bool(o.inputs_npz)
+    state.inputs_label, state.real_inputs = given.source, given.real
     state.reference_module = (cast.reference if cast else
                               None if loaded.is_onnx else loaded.reference_module())
     notes = tagged("dynamic-plan", state.dynamic.notes)

@@ -1,6 +1,6 @@
-"""Decide the input arrays a run uses: flags, a `.npz`, the model's own examples, or the graph.
-
-Whatever the source, the feed is checked against what the model declares before anything is
+"""The pieces the input resolver (check/input_resolver.py) picks a run's inputs from: arrays
+made by role at `--input` specs or at an ONNX graph's shapes, a `.npz`, the model's own
+examples; and the check of a feed against what the model declares before anything is
 exported: an ONNX graph's input names, dtypes and fixed dimensions; an ExportedProgram's
 input count, dtypes and static dimensions; a module's `forward()` arity.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def _shape_text(dims: list[Any]) -> str:
     return "x".join(str(d) for d in dims) or "scalar"
 
 
-def _feed_from_onnx(path: Path, hints: ModelHints | None = None) -> OrderedDict[str, np.ndarray]:
+def _feed_from_onnx(path: Path, hints: ModelHints) -> OrderedDict[str, np.ndarray]:
     """Generated inputs at the graph's fixed input shapes (exit 2 when a dim is symbolic)."""
     requests = []
     for name, dims, elem in onnx_graph_inputs(path):
@@ -77,10 +78,6 @@ def _feed_from_onnx(path: Path, hints: ModelHints | None = None) -> OrderedDict[
             raise BadInputError(f"{path}: input {name!r} declares shape {_shape_text(dims)}, "
                                 f"more than the {MAX_ELEMENTS} elements allowed; pass --input")
         requests.append(InputSpec(name, shape, np.dtype(_ONNX_TO_NUMPY[elem])))
-    if hints is None:
-        from export_gelu.exporter.inputs.generated import onnx_vocab
-
-        hints = ModelHints(vocab=onnx_vocab(path))
     return generate_inputs(requests, hints)
 
 
@@ -185,19 +182,41 @@ def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray
                             "or name each after its forward() parameter")
 
 
-def _given_feed(specs: list[str], npz: str | Path | None, float_dtype: np.dtype | None = None,
-                hints: ModelHints | None = None) -> OrderedDict[str, np.ndarray] | None:
-    """The arrays `--input` specs (made by generate_inputs) or `--inputs FILE.npz` give; None
-    when neither is given (never both: options.validate)."""
-    if npz:
-        return OrderedDict(load_npz(npz))
-    if specs:
-        parsed = [parse_input_spec(s) for s in specs]
-        if float_dtype is not None:  # a float64 model: untyped float inputs in float64
-            parsed = [replace(p, dtype=float_dtype) if p.dtype.kind == "f" and
-                      len(s.split(":")) < 3 else p for p, s in zip(parsed, specs)]
-        return generate_inputs(parsed, hints)
-    return None
+def spec_feed(loaded: LoadedModel, specs: Sequence[str]) -> OrderedDict[str, np.ndarray]:
+    """Inputs made by role at `--input` specs (a float64 model's untyped floats in float64)."""
+    parsed = [parse_input_spec(s) for s in specs]
+    wide = _model_float(loaded)
+    if wide is not None:  # a float64 model: untyped float inputs in float64
+        parsed = [replace(p, dtype=wide) if p.dtype.kind == "f" and len(s.split(":")) < 3
+                  else p for p, s in zip(parsed, specs)]
+    return generate_inputs(parsed, hints_for(loaded))
+
+
+def npz_feed(loaded: LoadedModel | None, npz: str | Path) -> OrderedDict[str, np.ndarray]:
+    """The arrays of `--inputs FILE.npz`; float64 ones refused for a float32 torch model."""
+    feed: OrderedDict[str, np.ndarray] = OrderedDict(load_npz(npz))
+    if loaded is None or loaded.is_onnx or _model_float(loaded) is not None:
+        return feed
+    wide = [n for n, a in feed.items() if a.dtype == np.float64]
+    if wide:
+        raise BadInputError(
+            f"{npz}: {', '.join(wide)} float64, but the model computes in float32 (np.savez "
+            "keeps float64 by default); save them as float32: x.astype(np.float32)")
+    return feed
+
+
+def example_feed(loaded: LoadedModel) -> OrderedDict[str, np.ndarray] | None:
+    """The model's own example inputs as arrays (None when it carries none)."""
+    if loaded.example_inputs is None:
+        return None
+    names = loaded.input_names or [f"input_{i}" for i in range(len(loaded.example_inputs))]
+    return OrderedDict((n, t.detach().cpu().numpy()) for n, t in
+                       zip(names, loaded.example_inputs))
+
+
+def graph_feed(loaded: LoadedModel) -> OrderedDict[str, np.ndarray]:
+    """Inputs made by role at an ONNX model's fixed input shapes."""
+    return _feed_from_onnx(loaded.path, hints_for(loaded))
 
 
 def _model_float(loaded: LoadedModel) -> np.dtype | None:
@@ -210,32 +229,12 @@ def _model_float(loaded: LoadedModel) -> np.dtype | None:
     return np.dtype(np.float64) if is_float64(module) else None
 
 
-def resolve_feed(loaded: LoadedModel, specs: list[str], npz: str | Path | None
+def fit_to_model(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]
                  ) -> OrderedDict[str, np.ndarray]:
-    """The named input arrays for this run, in the order the model takes them."""
-    hints = hints_for(loaded) if specs or (npz is None and loaded.is_onnx) else None
-    feed = _given_feed(specs, npz, _model_float(loaded) if specs else None, hints)
-    if feed is None and loaded.example_inputs is not None:
-        names = loaded.input_names or [f"input_{i}" for i in range(len(loaded.example_inputs))]
-        feed = OrderedDict((n, t.detach().cpu().numpy()) for n, t in
-                           zip(names, loaded.example_inputs))
-    elif feed is None and loaded.is_onnx:
-        feed = _feed_from_onnx(loaded.path, hints)
-    elif feed is None:
-        raise BadInputError(
-            f"{loaded.path}: a {loaded.format.value} model carries no example inputs; "
-            f"pass --input {SPEC_HELP} (one per forward() argument, in order or by "
-            "parameter name) "
-            "or --inputs FILE.npz"
-        )
+    """`feed` checked against what the model declares (exit 2 naming the mismatch), in the
+    order the model takes its inputs."""
     if loaded.is_onnx:
         return _keep_generated(feed, _check_against_onnx(loaded.path, feed))
-    if npz and _model_float(loaded) is None:
-        wide = [n for n, a in feed.items() if a.dtype == np.float64]
-        if wide:
-            raise BadInputError(
-                f"{npz}: {', '.join(wide)} float64, but the model computes in float32 (np.savez "
-                "keeps float64 by default); save them as float32: x.astype(np.float32)")
     if loaded.exported is not None:
         _check_against_program(loaded, feed)
     elif loaded.module is not None:
@@ -258,21 +257,3 @@ def generated_inputs(feed: Any) -> dict[str, str]:
     """Which inputs of `feed` export-gelu made up, and how (name → words); {} for real data
     (`--inputs FILE.npz`, a model's example inputs)."""
     return dict(getattr(feed, "generated", None) or {})
-
-
-def onnx_feed(path: str | Path, specs: list[str] | None = None, npz: str | Path | None = None
-              ) -> OrderedDict[str, np.ndarray]:
-    """Inputs for an ONNX file: from `--input` specs, a `.npz`, or random over its fixed shape;
-    checked against the graph's input names, dtypes and fixed dims."""
-    from export_gelu.exporter.inputs.generated import onnx_vocab
-
-    path = Path(path)
-    hints = ModelHints(vocab=onnx_vocab(path)) if not npz else None
-    feed = _given_feed(specs or [], npz, hints=hints)
-    feed = _feed_from_onnx(path, hints) if feed is None else feed
-    return _keep_generated(feed, _check_against_onnx(path, feed))
-
-
-def check_onnx_feed(path: str | Path, feed: OrderedDict[str, np.ndarray]) -> None:
-    """Raise BadInputError when `feed` does not fit the inputs ONNX file `path` declares."""
-    _check_against_onnx(Path(path), feed)
