@@ -52,6 +52,14 @@ DEVICE_FILES = ("model.plan", "outputs.json", "times.json", "trtexec.log", "trte
 #: TensorRT binds ONNX int64 inputs as int32 before 9 (DataType::kINT64 first appears in
 #: NVIDIA/TensorRT v9.1.0 include/NvInferRuntimeBase.h); from 9 they bind as int64.
 INT64_BINDING_SINCE = "9"
+#: TensorRT has no float64 type: from 8.0 its ONNX parser reads DOUBLE inputs and weights as
+#: FLOAT (onnx-tensorrt convertDtype, DOUBLE → kFLOAT; 7.x refuses DOUBLE, the
+#: `double-tensors` restriction), so a float64 graph is bound and computed in float32 there.
+DOUBLE_AS = "float32"
+FLOAT64_ON_TRT = ("a float64 graph on TensorRT: the parser reads DOUBLE as FLOAT, so the device "
+                  "binds its inputs and computes in float32; the bundle records fp32's "
+                  "tolerances (the check here ran in float64); --cast-down exports a float32 "
+                  "graph instead")
 
 Shape = tuple[int, ...]
 Profile = dict[str, tuple[Shape, Shape, Shape]]
@@ -175,7 +183,15 @@ def binding_dtype(onnx_dtype: str, trt_version: str) -> str:
     """The dtype name TensorRT `trt_version` binds an ONNX input of `onnx_dtype` as."""
     if onnx_dtype == "int64" and not in_range(trt_version, since=INT64_BINDING_SINCE):
         return "int32"
+    if onnx_dtype == "float64":
+        return DOUBLE_AS
     return onnx_dtype
+
+
+def device_precision(precision: str) -> str:
+    """The precision TensorRT computes a graph checked here at `precision` in: a float64
+    graph's (fp64) in fp32, since the parser reads DOUBLE as FLOAT; others as they are."""
+    return "fp32" if precision == "fp64" else precision
 
 
 def raw_bytes(arr: np.ndarray, dtype: str) -> bytes:

@@ -37,11 +37,13 @@ def ort_missing() -> str | None:
     return None
 
 
-def export_tolerances(state: AnyState) -> Tolerances:
-    """The export's tolerances: by precision, widened by the GELU forms' added error."""
+def export_tolerances(state: AnyState, precision: str | None = None) -> Tolerances:
+    """The export's tolerances: by precision (the run's, unless `precision` names another),
+    widened by the GELU forms' added error."""
     added = max((s.added_max_error for s in state.gelu_sites), default=0.0)
     o = state.options
-    return resolve_tolerances(state.run_precision, added_error=added, atol=o.atol, rtol=o.rtol)
+    return resolve_tolerances(precision or state.run_precision, added_error=added,
+                              atol=o.atol, rtol=o.rtol)
 
 
 def _reference(state: ExportState, feed: Feed) -> BaseRunner:

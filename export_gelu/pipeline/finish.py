@@ -6,7 +6,15 @@ from __future__ import annotations
 from export_gelu.check.calibration import gelu_input_ranges
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.input_resolver import ranges_label
-from export_gelu.device.bundle import BundleRequest, note_bundle, reference_outputs, write_bundle
+from export_gelu.device.bundle import (
+    FLOAT64_ON_TRT,
+    BundleRequest,
+    device_precision,
+    note_bundle,
+    reference_outputs,
+    write_bundle,
+)
+from export_gelu.notes import Note
 from export_gelu.options import ExportOptions, FormsOptions, VerifyOptions
 from export_gelu.pipeline.checking import export_tolerances
 from export_gelu.pipeline.localize import bundle_tensors
@@ -23,8 +31,9 @@ ReportingState = RunState[ExportOptions | VerifyOptions | FormsOptions]
           writes=())
 def bundle(state: ExportState) -> None:
     """output, feed, reference → the device bundle (`--bundle DIR`), noted in the report; it
-    records the precision and tolerances the check here used (a float64 graph: fp64's), which
-    `verify --device-outputs` judges the device's outputs with."""
+    records the precision TensorRT computes the graph in and that precision's tolerances,
+    which `verify --device-outputs` judges the device's outputs with (a float64 graph: fp32,
+    as the parser reads DOUBLE as FLOAT; the check here ran in float64)."""
     o, rep, profile = state.options, state.report, need(state.profile, "profile")
     output, bundle_dir = need(state.output, "output"), need(o.bundle, "--bundle")
     state.progress.step(f"writing the device bundle {bundle_dir}")
@@ -36,11 +45,14 @@ def bundle(state: ExportState) -> None:
         reference = reference_runner(state.loaded, state.reference_module, state.feed,
                                      state.graph, o.threads)
     name, outputs = reference_outputs(state.parity, lambda: reference, feed)
-    tol = export_tolerances(state)
+    precision = device_precision(state.run_precision)
+    tol = export_tolerances(state, precision)
+    if precision != state.run_precision:
+        rep.notes.append(Note(FLOAT64_ON_TRT, "float64-on-tensorrt"))
     islands = (state.parity.islands if state.parity is not None else None) or []
     req = BundleRequest(model_path=state.model_path, graph_path=output,
                         target=profile.name, trt_version=profile.trt_version,
-                        precision=state.run_precision, feed=feed, reference=outputs,
+                        precision=precision, feed=feed, reference=outputs,
                         reference_name=name, atol=tol.atol, rtol=tol.rtol,
                         dynamic=state.dynamic.axes() if state.dynamic else (),
                         fp32_layers=[n for i in islands for n in i["nodes"]],

@@ -14,6 +14,7 @@ import onnx
 
 from export_gelu.check.compare_forms import fingerprint
 from export_gelu.check.parity import ParityResult
+from export_gelu.device.bundle import device_precision
 from export_gelu.device.forms_bundle import FormPart, write_forms_bundle
 from export_gelu.errors import ExportGeluError
 from export_gelu.notes import Note
@@ -84,7 +85,7 @@ def write_device_forms(state: AnyState, base: ExportOptions, bundle_dir: str) ->
         if not parts:
             raise ExportGeluError("no GELU form could be exported for the device bundle: "
                                   + "; ".join(f"{f}: {why}" for f, why in left_out))
-        tol = resolve_tolerances(precision, atol=base.atol, rtol=base.rtol)
+        tol = resolve_tolerances(device_precision(precision), atol=base.atol, rtol=base.rtol)
         out = write_forms_bundle(parts, bundle_dir, atol=tol.atol, rtol=tol.rtol,
                                  left_out=left_out)
     return FormsBundle(out, parts, left_out)

@@ -91,4 +91,5 @@ def export_inputs(state: ExportState) -> None:
                            feed_precision(state.reference_module, precision))
     if state.run_precision == "fp64":
         notes.append(Note("a float64 model: inputs, graph and parity in float64", "float64-model"))
+        rep.precision = "fp64"  # what the graph is in, not the fp32 --precision defaults to
     rep.notes.extend(notes)
