@@ -1,3 +1,3 @@
 """The version of export-gelu (CHANGELOG.md says what each one changed for users)."""
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
