@@ -654,7 +654,7 @@ def _onnx_plan(loaded: Any, flags: Sequence[DimRange], specs: list[str]) -> Dyna
         templates, unnamed = [], []
         for name, dims, elem in onnx_graph_inputs(loaded.path):
             if elem not in _ONNX_TO_NUMPY or 0 in dims:
-                return DynamicPlan(dims=plan.dims)  # resolve_feed explains what to pass
+                return DynamicPlan(dims=plan.dims)  # the input resolver explains what to pass
             row: list[int | str] = []
             for axis, d in enumerate(dims):
                 if (name, axis) in ranged:
