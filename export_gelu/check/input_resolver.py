@@ -12,7 +12,9 @@ The order of sources, first that applies:
 4. an ONNX model: made by role at the graph's fixed input shapes;
 5. a graph to take the shapes from (verify's DEPLOYED ONNX file): made by role like its inputs.
 
-Nothing applies: exit 2 saying what to pass. A file and specs together: exit 2.
+Nothing applies: exit 2 saying what to pass. A file and specs together are refused with
+the options (`options.validate`, exit 2) before any command asks here; asked anyway, the
+file wins (the order above).
 """
 
 from __future__ import annotations

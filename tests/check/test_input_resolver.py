@@ -24,6 +24,8 @@ from export_gelu.check.saved_data import save_polygraphy_inputs
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.inputs.generated import TOKEN_IDS
 from export_gelu.exporter.loading.load import load_model
+from export_gelu.options import ExportOptions
+from export_gelu.pipeline.commands import new_state
 from tests.conftest import run_cli
 
 VOCAB, BATCH, SEQ = 11, 2, 6
@@ -117,8 +119,17 @@ def test_an_exported_program_prefers_given_inputs_over_its_examples(models, tmp_
                 attention_mask=np.ones((BATCH, 9), np.int64))
     with pytest.raises(BadInputError, match="was exported with shape 2x6, but 2x9 was given"):
         resolve_inputs(loaded, InputRequest(inputs_file=wide))
-    with pytest.raises(BadInputError, match="give either --input specs or --inputs FILE.npz"):
-        resolve_inputs(loaded, InputRequest(specs=specs, inputs_file=npz))
+
+    # both: the file comes first in the resolver's order; a command never asks it so, as
+    # new_state refuses the two together (options.validate) before any work
+    both = resolve_inputs(loaded, InputRequest(specs=specs, inputs_file=npz))
+    assert (both.source, both.real, both.generated) == ("real data from batch.npz", True, {})
+    for name, array in _ids_mask().items():
+        np.testing.assert_array_equal(both.feed[name], array)
+    with pytest.raises(BadInputError) as refused:
+        new_state(ExportOptions(inputs=specs, inputs_npz=str(npz)), models["exported"])
+    assert str(refused.value) == "give either --input specs or --inputs FILE.npz, not both"
+    assert refused.value.exit_code == 2
 
 
 def test_an_onnx_file_is_fed_at_its_graph_shapes_or_checked_against_them(models, tmp_path):

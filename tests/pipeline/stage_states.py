@@ -23,7 +23,6 @@ from export_gelu.exporter.loading.load import load_model
 from export_gelu.options import ExportOptions, RunOptions, VerifyOptions
 from export_gelu.pipeline.commands import new_state
 from export_gelu.pipeline.state import RunState
-from export_gelu.report.report import Report
 from tests.onnx_graphs import SHAPE, hand_graph
 
 #: Every tiny model here takes x of this shape (tests/onnx_graphs.py's graphs do too).
@@ -88,18 +87,14 @@ def main_feed(seed: int = 0) -> OrderedDict[str, np.ndarray]:
     return OrderedDict(x=(rng.standard_normal(TINY_SHAPE) * 2).astype(np.float32))
 
 
-def report_for(state: RunState, command: str = "export") -> Report:
-    """The report a plan stage would have made, bare."""
-    profile = state.checked.profile
-    return Report(model=str(state.model_path), target=profile.name if profile else "",
-                  command=command, options=state.options.to_json())
-
-
 def state_for(options: RunOptions, model: Path, *, deployed: Path | None = None,
               command: str = "export") -> RunState:
-    """new_state(options, model) with a bare report."""
+    """new_state(options, model) with its report as new_state made it, told the target (from
+    the checked options) and the command, as a plan stage would."""
     state = new_state(options, model, deployed=deployed)
-    state.report = report_for(state, command)
+    profile = state.checked.profile
+    state.report.target = profile.name if profile else ""
+    state.report.command = command
     return state
 
 

@@ -18,7 +18,6 @@ from export_gelu.check.devices import resolve_device
 from export_gelu.check.latency import summarize
 from export_gelu.device.choice import DeviceFormRow, DeviceForms, choose_device_form
 from export_gelu.device.outputs import read_device_outputs
-from export_gelu.errors import BadInputError
 from export_gelu.exporter.inputs.specs import load_npz
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.options import FormsOptions
@@ -85,13 +84,6 @@ def test_read_forms_run_reads_every_forms_outputs_and_times(
     assert state.device_format == "trtexec"
 
 
-def test_read_forms_run_refuses_localize(forms_bundle: tuple[Path, Path]) -> None:
-    program, bundle = forms_bundle
-    state = _state(program, bundle, localize=True)
-    with pytest.raises(BadInputError, match="--localize: a bundle of GELU forms has no marked"):
-        read_forms_run(state)
-
-
 def _run(bundle: Path, form: str) -> FormRun:
     """One form's device run, as read_forms_run leaves it, made by hand."""
     folder = bundle / "outputs" / form
@@ -150,8 +142,8 @@ def test_write_chosen_writes_the_chosen_graph(forms_bundle: tuple[Path, Path],
                         [r.row for r in state.device_forms.values()])
     for row in table.rows:
         row.passed = row.form == "erf"
-    choose_device_form(table)
-    state.report.forms = table
+    state.chosen = choose_device_form(table)
+    assert state.chosen is not None and state.chosen.form == "erf"
     write_chosen(state)
     assert (tmp_path / "best.onnx").read_bytes() == \
         (bundle / "forms" / "erf" / "model.onnx").read_bytes()
@@ -163,7 +155,8 @@ def test_write_chosen_without_a_choice_writes_nothing(forms_bundle: tuple[Path, 
                                                       tmp_path: Path) -> None:
     program, bundle = forms_bundle
     state = _state(program, bundle, output=str(tmp_path / "best.onnx"))
-    state.report.forms = DeviceForms("tensorrt (device)", 1e-4, 1e-3, [])
+    state.chosen = choose_device_form(DeviceForms("tensorrt (device)", 1e-4, 1e-3, []))
+    assert state.chosen is None
     write_chosen(state)
     assert not (tmp_path / "best.onnx").exists()
     assert [n.code for n in state.report.notes] == ["no-choice"]

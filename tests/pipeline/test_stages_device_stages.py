@@ -12,7 +12,6 @@ import pytest
 
 from export_gelu.check.deployed import open_deployed
 from export_gelu.check.devices import resolve_device
-from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.pipeline.device_stages import (
     device_check,
@@ -62,22 +61,13 @@ def test_plan_device_verify_starts_the_report(tiny: tuple[Path, Path], tmp_path:
     assert (rep.command, rep.target, rep.model) == ("verify", "tensorrt (device)", str(program))
 
 
-def test_plan_device_verify_needs_deployed_and_inputs_without_a_bundle(
-        tiny: tuple[Path, Path], tmp_path: Path) -> None:
-    program, graph = tiny
-    _, outputs = _device_run(graph, tmp_path)
-    state = verify_state(program, graph, device_outputs=str(outputs))
-    with pytest.raises(BadInputError, match="needs DEPLOYED .* and --inputs"):
-        plan_device_verify(state)
-
-
 def test_read_device_run_reads_the_inputs_and_the_devices_outputs(
         tiny: tuple[Path, Path], tmp_path: Path) -> None:
     program, graph = tiny
     state = _state(program, graph, tmp_path)
     read_device_run(state)
     assert state.deployed.kind == "onnx" and state.deployed.path == graph
-    assert state.inputs_label == "real data from in.npz (1 feed(s))"
+    assert state.inputs_label == "real data from in.npz"
     np.testing.assert_array_equal(state.feeds[0]["x"], main_feed()["x"])
     assert state.device_format == "trtexec" and state.device_times is None
     (out,) = state.device_outputs
@@ -90,7 +80,7 @@ def test_device_inputs_takes_the_graphs_precision_and_tolerances(
     program, graph = tiny
     state = _state(program, graph, tmp_path)
     state.deployed = open_deployed(graph)
-    state.inputs_label = "real data from in.npz (1 feed(s))"
+    state.inputs_label = "real data from in.npz"
     device_inputs(state)
     assert state.run_precision == "fp32"
     assert (state.tolerances.atol, state.tolerances.rtol) == (1e-4, 1e-3)

@@ -55,6 +55,7 @@ def test_calibrate_records_ranges_on_the_users_data(tiny: tuple[Path, Path],
     opts = ExportOptions(target="ort", output=str(tmp_path / "o.onnx"),
                          inputs_npz=str(tmp_path / "batch.npz"))
     state = with_loaded(state_for(opts, program), main_feed(1))
+    state.inputs_label, state.real_inputs = "real data from batch.npz", True  # as `inputs` reads it
     calibrate(state)
     cal = state.report.calibration
     assert cal.inputs == "real data from batch.npz"

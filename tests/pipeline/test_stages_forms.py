@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from export_gelu.check.devices import resolve_device
+from export_gelu.check.input_resolver import EXAMPLES
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.options import FormsOptions
+from export_gelu.pipeline.commands import new_state
 from export_gelu.pipeline.forms import (
     calibrate_forms,
     compare_forms_stage,
@@ -47,12 +49,14 @@ def test_plan_forms_starts_the_comparison_report(program: Path, tmp_path: Path) 
     assert rep.stage_seconds is state.clock.stages
 
 
-def test_plan_forms_refuses_a_workdir_that_is_not_a_folder(program: Path,
-                                                           tmp_path: Path) -> None:
+def test_new_state_refuses_a_forms_workdir_that_is_a_file(program: Path,
+                                                         tmp_path: Path) -> None:
+    """The workdir is checked with the options (options.validate), before any stage runs."""
     (tmp_path / "f").write_text("")
-    state = _forms_state(program, workdir=str(tmp_path / "f"))
-    with pytest.raises(BadInputError, match="f: not a directory"):
-        plan_forms(state)
+    with pytest.raises(BadInputError) as info:
+        new_state(FormsOptions(workdir=str(tmp_path / "f")), program)
+    assert str(info.value) == f"{tmp_path / 'f'}: not a directory"
+    assert info.value.exit_code == 2
 
 
 def test_forms_inputs_is_the_models_example(program: Path) -> None:
@@ -87,7 +91,11 @@ def test_compare_forms_stage_measures_each_form(program: Path, tmp_path: Path) -
 def test_calibrate_forms_on_the_compared_feed(program: Path) -> None:
     state = _forms_state(program)
     state.feeds = [main_feed()]
+    state.inputs_label, state.real_inputs = EXAMPLES, False  # as forms_inputs leaves them
     calibrate_forms(state)
-    assert state.report.inputs == "not real data (example or --input), ranges are indicative"
-    (site,) = state.report.calibration.sites
+    calibration = state.report.calibration
+    assert calibration.inputs == ("the model's own example inputs; not real data, ranges are "
+                                  "indicative")
+    assert state.report.inputs == ""  # forms_inputs says where the feed came from, not this
+    (site,) = calibration.sites
     assert site.module == "act"

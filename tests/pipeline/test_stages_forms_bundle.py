@@ -24,7 +24,8 @@ def test_compare_forms_bundle_writes_a_graph_per_form(program: Path, tmp_path: P
     state = state_for(FormsOptions(targets=("trt8.6",), bundle=str(tmp_path / "fb")), program,
                       command="compare-forms")
     state.loaded, state.feeds = load_model(program), [main_feed()]
-    state.report.forms = FormsComparison(str(program), "onnxruntime (CPU EP)", 1, 2)
+    state.forms = state.report.forms = FormsComparison(str(program), "onnxruntime (CPU EP)",
+                                                       1, 2)
     compare_forms_bundle(state)
     manifest = json.loads((tmp_path / "fb" / "manifest.json").read_text())
     forms = {f["form"]: f for f in manifest["forms"]}

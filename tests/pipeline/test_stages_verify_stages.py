@@ -11,7 +11,6 @@ import pytest
 
 from export_gelu.check.deployed import open_deployed
 from export_gelu.check.devices import resolve_device
-from export_gelu.errors import BadInputError
 from export_gelu.pipeline.state import RunState
 from export_gelu.pipeline.verify_stages import (
     calibrate_verify,
@@ -101,16 +100,9 @@ def test_verify_inputs_from_a_file_are_real_data(tmp_path: Path) -> None:
                     inputs_file=str(tmp_path / "in.npz"), atol=1e-3)
     verify_inputs(state)
     assert state.real_inputs is True and state.report.generated_inputs == {}
-    assert state.inputs_label == "real data from in.npz (1 feed(s))"
+    assert state.inputs_label == "real data from in.npz"
     np.testing.assert_array_equal(state.feed["x"], main_feed(3)["x"])
     assert state.tolerances.atol == 1e-3
-
-
-def test_verify_inputs_refuses_specs_and_a_file_together(tmp_path: Path) -> None:
-    state = _opened(onnx_model(tmp_path), onnx_model(tmp_path, name="dep.onnx"),
-                    inputs=("x:2x4x16",), inputs_file=str(tmp_path / "in.npz"))
-    with pytest.raises(BadInputError, match="give either --input specs or --inputs FILE"):
-        verify_inputs(state)
 
 
 def test_describe_deployed_reads_what_deployed_computes(tmp_path: Path) -> None:
