@@ -27,9 +27,11 @@ import sys
 from pathlib import Path
 
 from benchmarks.common import Variant, compare_variants, conditions, load_average
+from export_gelu.check.input_resolver import InputRequest, resolve_inputs
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.feeds.feeds import check_onnx_feed, onnx_feed
+from export_gelu.exporter.feeds.feeds import fit_to_model
 from export_gelu.exporter.inputs.specs import SPEC_HELP
+from export_gelu.exporter.loading.load import load_model
 
 
 def _labels(paths: list[Path]) -> list[str]:
@@ -86,9 +88,13 @@ def main(argv: list[str] | None = None) -> int:
             raise BadInputError("--threads, --rounds, --runs and --replicas must be ≥ 1, "
                                 "--warmup ≥ 0")
         _check_files(args.files)
-        feed = onnx_feed(args.files[0], args.input, args.inputs)
+        if args.input and args.inputs:
+            raise BadInputError("give either --input specs or --inputs FILE.npz, not both")
+        request = InputRequest(specs=tuple(args.input or ()),
+                               inputs_file=Path(args.inputs) if args.inputs else None)
+        feed = resolve_inputs(load_model(args.files[0]), request).feed  # the export's resolver
         for path in args.files[1:]:
-            check_onnx_feed(path, feed)
+            fit_to_model(load_model(path), feed)  # the same feed must fit every file
         providers = _providers(args.cuda)
         load_before = load_average()
         variants = [Variant(label, path) for label, path in zip(_labels(args.files), args.files)]

@@ -28,13 +28,13 @@ import numpy as np
 def _graph(example: str, tmp: Path) -> tuple[Path, dict[str, np.ndarray]]:
     from examples.save_model import save
     from export_gelu import export
-    from export_gelu.exporter.feeds.feeds import resolve_feed
+    from export_gelu.check.input_resolver import InputRequest, resolve_inputs
     from export_gelu.exporter.loading.load import load_model
 
     model = save(example, "exported", tmp / f"{example}.pt")
     out = tmp / f"{example}.onnx"
     export(model, target="onnx", output=out, verify=False)
-    return out, dict(resolve_feed(load_model(model), [], None))
+    return out, dict(resolve_inputs(load_model(model), InputRequest()).feed)  # its examples
 
 
 def _row(name: str, lat) -> str:  # noqa: ANN001 - a Latency
