@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from export_gelu.check.deployed import open_deployed
 from export_gelu.check.devices import resolve_device
@@ -24,17 +23,9 @@ from export_gelu.tolerances import resolve_tolerances
 from tests.onnx_graphs import run_ort
 from tests.pipeline.stage_states import (
     main_feed,
-    tiny_onnx_of_module,
-    tiny_program,
     verify_state,
 )
 from tests.trtexec_standin import write_outputs
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tiny")
-    return tiny_program(folder), tiny_onnx_of_module(folder)
 
 
 def _device_run(graph: Path, folder: Path, scale: float = 1.0) -> tuple[Path, Path]:

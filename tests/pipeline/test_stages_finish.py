@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import pytest
 
 from export_gelu.notes import Note
 from export_gelu.options import ExportOptions
@@ -20,16 +19,8 @@ from tests.pipeline.stage_states import (
     main_feed,
     onnx_model,
     state_for,
-    tiny_onnx_of_module,
-    tiny_program,
     with_loaded,
 )
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tiny")
-    return tiny_program(folder), tiny_onnx_of_module(folder)
 
 
 def test_bundle_writes_the_export_and_its_reference(tiny: tuple[Path, Path],

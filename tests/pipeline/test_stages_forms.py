@@ -25,13 +25,7 @@ from tests.pipeline.stage_states import (
     main_feed,
     onnx_model,
     state_for,
-    tiny_program,
 )
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_program(tmp_path_factory.mktemp("tiny"))
 
 
 def _forms_state(model: Path, **options: object) -> RunState:

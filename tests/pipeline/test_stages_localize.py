@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
-import pytest
 
 from export_gelu.check.deployed import open_deployed
 from export_gelu.pipeline.localize import localize_device, localize_stage
@@ -17,18 +16,9 @@ from tests.pipeline.stage_states import (
     export_state,
     onnx_model,
     scaled_weights,
-    tiny_onnx_of_module,
-    tiny_program,
     verify_state,
     with_loaded,
 )
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Tiny as a program, and as the graph torch's TorchScript exporter makes of it."""
-    folder = tmp_path_factory.mktemp("tiny")
-    return tiny_program(folder), tiny_onnx_of_module(folder)
 
 
 def _export_state(program: Path, graph: Path, tmp_path: Path) -> RunState:
@@ -38,9 +28,9 @@ def _export_state(program: Path, graph: Path, tmp_path: Path) -> RunState:
     return state
 
 
-def test_localize_names_the_module_whose_weights_are_wrong(files: tuple[Path, Path],
+def test_localize_names_the_module_whose_weights_are_wrong(tiny: tuple[Path, Path],
                                                            tmp_path: Path) -> None:
-    program, graph = files
+    program, graph = tiny
     wrong = scaled_weights(graph, tmp_path / "wrong.onnx", 1.3)  # fc's weight ×1.3
     state = _export_state(program, wrong, tmp_path)
     localize_stage(state)
@@ -52,9 +42,9 @@ def test_localize_names_the_module_whose_weights_are_wrong(files: tuple[Path, Pa
     assert not by_module["fc"].passed and by_module["fc"].max_abs > 0.01
 
 
-def test_localize_on_a_right_graph_finds_no_divergence(files: tuple[Path, Path],
+def test_localize_on_a_right_graph_finds_no_divergence(tiny: tuple[Path, Path],
                                                        tmp_path: Path) -> None:
-    program, graph = files
+    program, graph = tiny
     state = _export_state(program, graph, tmp_path)
     localize_stage(state)
     found = state.report.divergence
@@ -80,8 +70,8 @@ def test_localize_an_onnx_model_goes_node_by_node(tmp_path: Path) -> None:
 
 
 def test_localize_device_without_module_outputs_says_how_to_get_them(
-        files: tuple[Path, Path], tmp_path: Path) -> None:
-    program, graph = files
+        tiny: tuple[Path, Path], tmp_path: Path) -> None:
+    program, graph = tiny
     state = with_loaded(verify_state(program, graph))
     state.deployed = open_deployed(graph)
     state.tolerances = resolve_tolerances("fp32")

@@ -18,14 +18,8 @@ from tests.pipeline.stage_states import (
     export_state,
     onnx_model,
     state_for,
-    tiny_program,
     verify_state,
 )
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_program(tmp_path_factory.mktemp("tiny"))
 
 
 def test_load_reads_an_onnx_file_and_tells_the_report_its_format(tmp_path: Path) -> None:

@@ -6,18 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from export_gelu.pipeline.state import RunState
 from export_gelu.pipeline.torch_export import capture, export, fx_passes
 from tests.onnx_graphs import run_ort
-from tests.pipeline.stage_states import export_state, tiny_module, tiny_program, with_loaded
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_program(tmp_path_factory.mktemp("tiny"))
+from tests.pipeline.stage_states import export_state, tiny_module, with_loaded
 
 
 def _state(program: Path, tmp_path: Path, **options: object) -> RunState:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from export_gelu.check.deployed import open_deployed
 from export_gelu.check.devices import resolve_device
 from export_gelu.pipeline.state import RunState
@@ -28,17 +26,9 @@ from tests.pipeline.stage_states import (
     main_feed,
     onnx_model,
     scaled_weights,
-    tiny_onnx_of_module,
-    tiny_program,
     verify_state,
     with_loaded,
 )
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tiny")
-    return tiny_program(folder), tiny_onnx_of_module(folder)
 
 
 def _opened(model: Path, deployed: Path, **options: object) -> RunState:
