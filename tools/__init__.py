@@ -1,0 +1,1 @@
+"""The repository's own maintenance scripts (not installed with the package)."""
