@@ -13,6 +13,7 @@ from typing import Any
 from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.in_memory import from_memory, is_in_memory, without_cache
+from export_gelu.flows import inspect as inspect_flow
 from export_gelu.options import (
     COMPARE_TARGETS,
     COMPARED_FORMS,
@@ -32,7 +33,6 @@ from export_gelu.pipeline.commands import (
     DEVICE_VERIFY,
     EXPORT,
     FORMS_REPORT,
-    INSPECT,
     VERIFY,
     new_state,
 )
@@ -40,6 +40,8 @@ from export_gelu.pipeline.stage import run_stages
 from export_gelu.progress import Progress
 from export_gelu.report.report import Report
 from export_gelu.report.write import write_reports
+from export_gelu.run import Run
+from export_gelu.steps.request import prepare
 
 #: Keywords an earlier release took, by the options' field names: old → the flag's keyword.
 _RENAMED = {"export": {"inputs_npz": "inputs"},
@@ -287,9 +289,9 @@ def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
     """
     options = InspectOptions(targets=tuple(targets or ()), dry_run=dry_run,
                              nodes=tuple(nodes))
-    inspection = run_stages(INSPECT, new_state(options, model, progress)).inspection
-    assert inspection is not None  # inspect's census made it
-    return inspection
+    request = prepare(options, model)
+    with Run(progress).transaction() as run:
+        return inspect_flow.inspect(request, run).to_json()
 
 
 __all__ = ["export", "verify", "compare_forms", "forms_report", "export_with_best_form",

@@ -29,7 +29,6 @@ from export_gelu.pipeline import (
     verify_stages,
 )
 from export_gelu.pipeline.export_command import EXPORT
-from export_gelu.pipeline.inspect_command import INSPECT
 from export_gelu.pipeline.stage import Stage
 from export_gelu.pipeline.state import FormsState, OptionsT, RunState, VerifyState
 from export_gelu.progress import Progress
@@ -135,5 +134,5 @@ def new_state(options: OptionsT, model: str | Path, progress: Progress | None = 
                     output=Path(deployed) if deployed is not None else None, loaded=loaded)
 
 
-__all__ = ["EXPORT", "INSPECT", "VERIFY", "DEVICE_VERIFY", "DEVICE_FORMS_VERIFY",
+__all__ = ["EXPORT", "VERIFY", "DEVICE_VERIFY", "DEVICE_FORMS_VERIFY",
            "COMPARE_FORMS", "FORMS_REPORT", "new_state"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.stage_states import tiny_onnx_of_module, tiny_program
+from tests.steps.step_inputs import tiny_onnx_of_module, tiny_program
 
 
 @pytest.fixture(scope="session")

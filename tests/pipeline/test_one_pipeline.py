@@ -11,7 +11,7 @@ import pytest
 
 from export_gelu import api
 from export_gelu.options import FormsOptions
-from export_gelu.pipeline.commands import COMPARE_FORMS, DEVICE_VERIFY, EXPORT, INSPECT, VERIFY
+from export_gelu.pipeline.commands import COMPARE_FORMS, DEVICE_VERIFY, EXPORT, VERIFY
 from export_gelu.progress import Progress
 from tests.conftest import ROOT, run_cli
 
@@ -65,7 +65,7 @@ def test_stages_are_named_and_export_is_their_list():
     assert names.index("capture") < names.index("fx_passes") < names.index("export") \
         < names.index("onnx_passes") < names.index("checks") < names.index("save") \
         < names.index("verify") < names.index("report")
-    for command in (EXPORT, VERIFY, DEVICE_VERIFY, COMPARE_FORMS, INSPECT):
+    for command in (EXPORT, VERIFY, DEVICE_VERIFY, COMPARE_FORMS):
         assert len({s.name for s in command}) == len(command)  # each stage once
 
 
@@ -75,22 +75,6 @@ def test_one_clock_times_each_stage_of_an_onnx_input(saved_model, tmp_path):
     assert first.parity.status == "skipped"
     rep = api.export(src, target="trt8.6", output=tmp_path / "o.onnx", verify=False)
     assert set(rep.stage_seconds) == {"load", "onnx_passes", "checks", "save"}
-
-
-def test_inspect_is_a_list_of_stages_sharing_the_load_stage(saved_model, tmp_path):
-    from export_gelu.pipeline import sources
-
-    assert [s.name for s in INSPECT] == ["load", "graph", "census", "targets", "dry_run"]
-    assert INSPECT[0].run is sources.load  # the load every command uses, not its own
-    src = tmp_path / "m.onnx"
-    api.export(saved_model("vit", "exported"), target="onnx", output=src, verify=False)
-    log = StepLog()
-    info = api.inspect_model(src, ["trt8.6", "trt7.1"], progress=log)
-    assert log.loads() == 1 and "dry run of the ONNX passes per target" in log.steps
-    assert list(info["compatibility"]) == ["trt8.6", "trt7.1"]
-    assert info["after_export"]["trt8.6"]["fits"] and info["gelu_sites"]
-    quick = api.inspect_model(src, ["trt8.6"], dry_run=False, progress=(log := StepLog()))
-    assert "after_export" not in quick and log.loads() == 1 and len(log.steps) == 1
 
 
 # -- device verify: the same flags as every verify ------------------------------------------

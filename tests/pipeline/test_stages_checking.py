@@ -12,7 +12,7 @@ import onnx
 from export_gelu.exporter.feeds.dynamic import plan_dynamic
 from export_gelu.pipeline.checking import check, check_shapes
 from export_gelu.pipeline.state import RunState
-from tests.pipeline.stage_states import export_state, onnx_model, scaled_weights, with_loaded
+from tests.steps.step_inputs import export_state, onnx_model, scaled_weights, with_loaded
 
 
 def _checked_state(tmp_path: Path, written: Path | None = None) -> RunState:

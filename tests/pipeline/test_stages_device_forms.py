@@ -26,7 +26,7 @@ from export_gelu.pipeline.forms_bundle import forms_base_options, write_device_f
 from export_gelu.pipeline.state import RunState
 from export_gelu.tolerances import resolve_tolerances
 from tests.onnx_graphs import run_ort
-from tests.pipeline.stage_states import main_feed, state_for, tiny_program, verify_state
+from tests.steps.step_inputs import main_feed, state_for, tiny_program, verify_state
 from tests.trtexec_standin import write_outputs, write_times
 
 #: Median GPU ms per form the stand-in device reports: sigmoid fastest, erf slowest.

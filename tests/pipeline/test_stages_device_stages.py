@@ -21,7 +21,7 @@ from export_gelu.pipeline.device_stages import (
 from export_gelu.pipeline.state import RunState
 from export_gelu.tolerances import resolve_tolerances
 from tests.onnx_graphs import run_ort
-from tests.pipeline.stage_states import (
+from tests.steps.step_inputs import (
     main_feed,
     verify_state,
 )

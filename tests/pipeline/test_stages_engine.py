@@ -12,7 +12,7 @@ import pytest
 
 from export_gelu.check.trt_runner import installed_profile, trt_unavailable_reason
 from export_gelu.pipeline.engine import trt_build
-from tests.pipeline.stage_states import export_state, onnx_model, with_loaded
+from tests.steps.step_inputs import export_state, onnx_model, with_loaded
 
 WHY_NOT = trt_unavailable_reason()
 

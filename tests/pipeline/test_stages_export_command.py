@@ -12,7 +12,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.pipeline.export_command import export_each_graph
 from export_gelu.pipeline.state import RunState
-from tests.pipeline.stage_states import export_state
+from tests.steps.step_inputs import export_state
 
 GRAPHS = ["encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"]
 

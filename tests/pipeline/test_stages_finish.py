@@ -14,7 +14,7 @@ import onnx
 from export_gelu.notes import Note
 from export_gelu.options import ExportOptions
 from export_gelu.pipeline.finish import bundle, calibrate, write_report
-from tests.pipeline.stage_states import (
+from tests.steps.step_inputs import (
     export_state,
     main_feed,
     onnx_model,

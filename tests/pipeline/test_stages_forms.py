@@ -20,7 +20,7 @@ from export_gelu.pipeline.forms import (
     plan_forms,
 )
 from export_gelu.pipeline.state import RunState
-from tests.pipeline.stage_states import (
+from tests.steps.step_inputs import (
     TINY_SHAPE,
     main_feed,
     onnx_model,

@@ -10,7 +10,7 @@ from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.options import FormsOptions
 from export_gelu.pipeline.forms_bundle import compare_forms_bundle
-from tests.pipeline.stage_states import main_feed, state_for
+from tests.steps.step_inputs import main_feed, state_for
 
 
 def test_compare_forms_bundle_writes_a_graph_per_form(program: Path, tmp_path: Path) -> None:

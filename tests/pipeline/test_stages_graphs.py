@@ -11,7 +11,7 @@ import pytest
 
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.pipeline.graphs import checks_generation, generation_check
-from tests.pipeline.stage_states import export_state
+from tests.steps.step_inputs import export_state
 
 
 @pytest.fixture(scope="module")

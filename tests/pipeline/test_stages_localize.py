@@ -12,7 +12,7 @@ from export_gelu.check.deployed import open_deployed
 from export_gelu.pipeline.localize import localize_device, localize_stage
 from export_gelu.pipeline.state import RunState
 from export_gelu.tolerances import resolve_tolerances
-from tests.pipeline.stage_states import (
+from tests.steps.step_inputs import (
     export_state,
     onnx_model,
     scaled_weights,

@@ -14,7 +14,7 @@ from export_gelu.errors import TargetUnmetError
 from export_gelu.parse_check import model_opset
 from export_gelu.pipeline.onnx_stages import onnx_input, onnx_passes, target_check
 from tests.onnx_graphs import feed, hand_graph, max_diff, run_ort
-from tests.pipeline.stage_states import export_state, onnx_model, with_loaded
+from tests.steps.step_inputs import export_state, onnx_model, with_loaded
 
 
 def test_onnx_input_converts_up_where_the_target_gains(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from export_gelu.check.trt_runner import DEVICE_ROUTE, trt_unavailable_reason
 from export_gelu.pipeline.plan import check_disk, plan_export
-from tests.pipeline.stage_states import export_state, onnx_model, with_loaded
+from tests.steps.step_inputs import export_state, onnx_model, with_loaded
 
 
 def test_plan_export_sets_profile_output_device_and_starts_the_report(tmp_path: Path) -> None:

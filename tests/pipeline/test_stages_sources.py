@@ -13,7 +13,7 @@ import torch
 from export_gelu.errors import BadInputError
 from export_gelu.options import ExportOptions
 from export_gelu.pipeline.sources import export_inputs, load
-from tests.pipeline.stage_states import (
+from tests.steps.step_inputs import (
     TINY_SHAPE,
     export_state,
     onnx_model,

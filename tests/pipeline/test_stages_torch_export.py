@@ -11,7 +11,7 @@ import torch
 from export_gelu.pipeline.state import RunState
 from export_gelu.pipeline.torch_export import capture, export, fx_passes
 from tests.onnx_graphs import run_ort
-from tests.pipeline.stage_states import export_state, tiny_module, with_loaded
+from tests.steps.step_inputs import export_state, tiny_module, with_loaded
 
 
 def _state(program: Path, tmp_path: Path, **options: object) -> RunState:

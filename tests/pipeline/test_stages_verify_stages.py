@@ -22,7 +22,7 @@ from export_gelu.pipeline.verify_stages import (
     verify_reference,
 )
 from export_gelu.tolerances import resolve_tolerances
-from tests.pipeline.stage_states import (
+from tests.steps.step_inputs import (
     main_feed,
     onnx_model,
     scaled_weights,

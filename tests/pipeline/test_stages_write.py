@@ -9,7 +9,7 @@ import onnx
 
 from export_gelu.pipeline.write import save
 from tests.onnx_graphs import feed, hand_graph, max_diff, run_ort
-from tests.pipeline.stage_states import export_state, onnx_model
+from tests.steps.step_inputs import export_state, onnx_model
 
 
 def test_save_writes_the_graph_and_says_where(tmp_path: Path) -> None:
