@@ -6,13 +6,15 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.in_memory import from_memory, is_in_memory, without_cache
+from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.flows import export as export_flow
 from export_gelu.flows import inspect as inspect_flow
 from export_gelu.options import (
     COMPARE_TARGETS,
@@ -31,7 +33,6 @@ from export_gelu.pipeline.commands import (
     COMPARE_FORMS,
     DEVICE_FORMS_VERIFY,
     DEVICE_VERIFY,
-    EXPORT,
     FORMS_REPORT,
     VERIFY,
     new_state,
@@ -166,14 +167,14 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
                                 "model; for a file give input=['NAME:SHAPE[:DTYPE]', ...]")
         if opts.gelu == "auto":  # as `export-gelu MODEL --gelu auto`
             return export_with_best_form(model, opts, progress)
-        return run_stages(EXPORT, new_state(opts, model, progress)).report
+        return export_flow.export_report(prepare(opts, model), progress)
     return _in_memory(model, args, kwargs,
-                      lambda loaded: run_stages(EXPORT, new_state(opts, loaded.path, progress,
-                                                                  loaded=loaded)))
+                      lambda loaded: export_flow.export_report(
+                          prepare(opts, loaded.path, loaded=loaded), progress))
 
 
 def _in_memory(model: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
-               run: Any) -> Report:
+               run: Callable[[LoadedModel], Report]) -> Report:
     """Run `run(loaded)` on a model in memory, in eval mode (its mode restored after)."""
     loaded = from_memory(model, args, kwargs)
     training = getattr(model, "training", False)
@@ -181,7 +182,7 @@ def _in_memory(model: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any]
         if training:
             model.eval()
         with without_cache(model):
-            return run(loaded).report
+            return run(loaded)
     finally:
         if training:
             model.train()
@@ -239,7 +240,7 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
     return _in_memory(model, args, kwargs,
                       lambda loaded: run_stages(stages, new_state(opts, loaded.path, progress,
                                                                   deployed=deployed,
-                                                                  loaded=loaded)))
+                                                                  loaded=loaded)).report)
 
 
 def compare_forms(model: str | Path, *, options: FormsOptions | None = None,

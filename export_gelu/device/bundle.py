@@ -544,9 +544,20 @@ def note_bundle(report: Any, out: Path, model_path: Path, target: str, trt_versi
     report.trt["bundle"] = str(out)
     if report.trt.get("device"):  # no engine here: the bundle is the device route taken
         report.trt["device"] = f"build and check it on the device with the bundle in {out}/"
-    report.notes.append(Note(
+    report.notes.append(bundle_note(out, model_path, target, trt_version))
+
+
+def bundle_note(out: Path, model_path: Path, target: str, trt_version: str) -> Note:
+    """Where the bundle is, and the round trip: what to run on the device, what to bring back
+    and the verify command that judges it."""
+    return Note(
         f"device bundle for {target} written to {out}/: on the TensorRT {trt_version} box run "
         f"`sh run_on_device.sh` in it, copy outputs.json and times.json back into it, then "
         f"`export-gelu verify {model_path} --bundle {out} --device-outputs {out}/outputs.json "
-        f"--device-times {out}/times.json`", "bundle-written"))
+        f"--device-times {out}/times.json`", "bundle-written")
 
+
+def device_route(out: Path) -> str:
+    """How a graph no engine of which can be built here is built and checked, once its
+    bundle is written to `out`."""
+    return f"build and check it on the device with the bundle in {out}/"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from export_gelu.options import InspectOptions
-from export_gelu.results import Request
+from export_gelu.results.request import Request
 from export_gelu.run import Run
 from export_gelu.steps.inspect import Census, TargetVerdicts, census, dry_run, require_onnx
 from export_gelu.steps.inspect import target_verdicts as judge_targets

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.atomic import write_text_atomic
+from export_gelu.output_plan import plot_paths
 from export_gelu.report.report import Report
 
 
@@ -179,16 +180,6 @@ def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -
     if rep.notes:
         lines += ["## Notes", ""] + [f"- {_cell(n)}" for n in rep.notes] + [""]
     return "\n".join(lines)
-
-
-#: The PNG plots a Markdown report `r.md` writes beside it: `r.<suffix>`.
-PLOT_SUFFIXES = {"forms": "gelu-forms.png", "errors": "errors.png",
-                 "depth": "error-by-depth.png", "device_forms": "device-forms.png"}
-
-
-def plot_paths(out: Path) -> dict[str, Path]:
-    """Where the plots of the Markdown report `out` go (each written when it has data)."""
-    return {key: out.with_name(f"{out.stem}.{suffix}") for key, suffix in PLOT_SUFFIXES.items()}
 
 
 def write_markdown(rep: Report, out: Path) -> list[Path]:

@@ -17,7 +17,7 @@ from export_gelu.graph.provenance import describe, source_of
 from export_gelu.onnx_weights import load_graph
 from export_gelu.parse_check import compatibility_table, model_opset, op_counts
 from export_gelu.passes.onnx import find_sites
-from export_gelu.results import Source
+from export_gelu.results.request import Source
 from export_gelu.targets import TargetProfile
 
 

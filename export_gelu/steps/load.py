@@ -8,7 +8,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.notes import tagged
 from export_gelu.options import ExportOptions, FormsOptions, RunOptions
-from export_gelu.results import GraphsSource, OneGraphSource, Request, Source, source_of
+from export_gelu.results.request import GraphsSource, OneGraphSource, Request, Source, source_of
 from export_gelu.run import Run
 
 

@@ -19,7 +19,7 @@ from export_gelu.options import (
     validate,
 )
 from export_gelu.output_plan import check_outputs, names_folder
-from export_gelu.results import Request
+from export_gelu.results.request import Request
 
 OptionsT = TypeVar("OptionsT", bound=RunOptions)
 

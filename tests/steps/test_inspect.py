@@ -10,7 +10,7 @@ import pytest
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.load import load_model
-from export_gelu.results import source_of
+from export_gelu.results.request import source_of
 from export_gelu.steps.inspect import census, dry_run, require_onnx, target_verdicts
 from export_gelu.targets import PROFILES
 from tests.steps.step_inputs import onnx_model, tiny_program

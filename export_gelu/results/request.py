@@ -1,14 +1,8 @@
-"""What the steps of a command take and return: frozen, typed records.
-
-A step is a function whose parameters are what it needs and whose return value is what it
-made (export_gelu/steps/); a command is a function calling steps (export_gelu/flows/). These
-records are what passes between them, so the type checker checks the data flow:
+"""What a run was asked, and what it loaded.
 
 - `Request`: what the run was asked, its options checked (exit 2/3 before any work);
 - `Source`: what was loaded, one of four kinds (`ModuleSource`, `ProgramSource`,
-  `OnnxSource`, `GraphsSource`), told apart by `kind` (and by isinstance);
-- the records of each step, beside the step that makes them (`steps/*.py`), and each
-  command's result (`flows/*.py`), which `report.build.build_report` turns into the report.
+  `OnnxSource`, `GraphsSource`), told apart by `kind` (and by isinstance).
 """
 
 from __future__ import annotations

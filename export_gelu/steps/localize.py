@@ -1,0 +1,91 @@
+"""Where a deployed graph starts to differ from PyTorch (`check/divergence.py`): when parity
+fails, or `--localize` asks on a passing run. A diagnosis: what goes wrong in it is said in
+its result, and the verdict stands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from export_gelu.check.divergence import Localization, localize, module_tensors
+from export_gelu.check.node_divergence import localize_nodes
+from export_gelu.check.parity import ParityResult
+from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.run import Run
+from export_gelu.tolerances import Tolerances
+
+
+def localizes(parity: ParityResult, asked: bool) -> bool:
+    """Parity ran on a graph and failed, or `--localize` was given and it ran at all."""
+    return parity.status == "failed" or (asked and parity.status == "passed")
+
+
+def has_modules(loaded: LoadedModel | None) -> bool:
+    """The PyTorch model is still in memory (a big one is freed once its outputs are
+    recorded) and is not an ONNX file."""
+    return bool(loaded is not None and not loaded.is_onnx
+                and (loaded.module is not None or loaded.exported is not None))
+
+
+def _as_diagnosis(work: Callable[[], Localization]) -> Localization:
+    """`work()`, a diagnosis: what goes wrong in it is said in the result (running out of
+    memory is still the world's fault, exit 2)."""
+    try:
+        return work()
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure here leaves the verdict as it is
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return Localization(method="none", reason=f"localizing failed: {first}")
+
+
+def localize_graph(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarray],
+                   tolerances: Tolerances, *, threads: int, device: str, run: Run
+                   ) -> Localization:
+    """The first divergence of the ONNX graph `graph` (run on `feed`, as it takes it) from
+    `loaded`'s modules, else node by node against the graph run in a wider precision."""
+    def work() -> Localization:
+        run.say("comparing module outputs with PyTorch (first divergence)")
+        found = (localize(loaded, graph, feed, tolerances, threads=threads, device=device)
+                 if has_modules(loaded) else None)
+        if found is None or found.method == "none":  # no module maps: node by node
+            found = localize_nodes(graph, feed, tolerances, threads)
+        return found
+
+    return _as_diagnosis(work)
+
+
+def engine_not_localized() -> Localization:
+    """A TensorRT engine as DEPLOYED: nothing to localize in."""
+    return Localization(method="none", reason="DEPLOYED is a TensorRT engine: its "
+                                              "intermediates cannot be marked as outputs")
+
+
+def localize_device(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarray],
+                    tolerances: Tolerances, recorded: Mapping[str, np.ndarray], *,
+                    device_outputs: Mapping[str, np.ndarray], threads: int, device: str,
+                    run: Run) -> Localization:
+    """`verify --bundle DIR --device-outputs F`: the module-boundary tensors the device handed
+    back (`recorded`, from `run_on_device.sh localize`; the first feed's) against PyTorch's
+    modules; the graph's outputs (`device_outputs`) end modules too."""
+    def work() -> Localization:
+        if not recorded:
+            return Localization(method="none", reason="the device's outputs hold no "
+                                "module-boundary tensor: run `sh run_on_device.sh localize` "
+                                "and pass module_outputs.json")
+        if not has_modules(loaded):
+            return Localization(method="none", reason="MODEL has no PyTorch modules to "
+                                                      "compare with")
+        run.say("comparing the device's module outputs with PyTorch (first divergence)")
+        return localize(loaded, graph, feed, tolerances, threads=threads, device=device,
+                        recorded={**device_outputs, **recorded})
+
+    return _as_diagnosis(work)
+
+
+def bundle_tensors(loaded: LoadedModel, graph: Path) -> list[str]:
+    """The module-boundary tensors a device bundle asks the device for ([] without modules:
+    an ONNX MODEL, a graph without provenance, a big model already freed)."""
+    return module_tensors(loaded, Path(graph)) if has_modules(loaded) else []
