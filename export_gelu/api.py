@@ -16,6 +16,7 @@ from export_gelu.exporter.loading.in_memory import from_memory, is_in_memory, wi
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.flows import export as export_flow
 from export_gelu.flows import inspect as inspect_flow
+from export_gelu.flows import verify as verify_flow
 from export_gelu.options import (
     COMPARE_TARGETS,
     COMPARED_FORMS,
@@ -34,13 +35,13 @@ from export_gelu.pipeline.commands import (
     DEVICE_FORMS_VERIFY,
     DEVICE_VERIFY,
     FORMS_REPORT,
-    VERIFY,
     new_state,
 )
 from export_gelu.pipeline.stage import run_stages
 from export_gelu.progress import Progress
 from export_gelu.report.report import Report
 from export_gelu.report.write import write_reports
+from export_gelu.results.request import Request
 from export_gelu.run import Run
 from export_gelu.steps.request import prepare
 
@@ -230,17 +231,25 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
         save_inputs=_str(save_inputs), save_outputs=_str(save_outputs), calibrate=calibration,
         bundle=_str(bundle), bundle_target=target, device_outputs=_str(device_outputs),
         device_times=_str(device_times), localize=localize, output=_str(output))
-    stages = (DEVICE_FORMS_VERIFY if recorded_forms(opts)
-              else DEVICE_VERIFY if opts.device_outputs else VERIFY)
+    def run(request: Request[VerifyOptions]) -> Report:
+        if recorded_forms(opts):
+            return run_stages(DEVICE_FORMS_VERIFY, new_state(
+                opts, request.model, progress, deployed=deployed,
+                loaded=request.in_memory)).report
+        if opts.device_outputs:
+            return run_stages(DEVICE_VERIFY, new_state(
+                opts, request.model, progress, deployed=deployed,
+                loaded=request.in_memory)).report
+        return verify_flow.verify_report(request, progress)
+
     if not is_in_memory(model):
         if args is not None or kwargs is not None:
             raise BadInputError("args= and kwargs= are the example inputs of an in-memory "
                                 "model; for a file give input=['NAME:SHAPE[:DTYPE]', ...]")
-        return run_stages(stages, new_state(opts, model, progress, deployed=deployed)).report
+        return run(prepare(opts, model, deployed=deployed))
     return _in_memory(model, args, kwargs,
-                      lambda loaded: run_stages(stages, new_state(opts, loaded.path, progress,
-                                                                  deployed=deployed,
-                                                                  loaded=loaded)).report)
+                      lambda loaded: run(prepare(opts, loaded.path, deployed=deployed,
+                                                 loaded=loaded)))
 
 
 def compare_forms(model: str | Path, *, options: FormsOptions | None = None,

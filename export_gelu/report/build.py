@@ -21,14 +21,21 @@ from export_gelu.results.export import (
     GraphsExport,
     ShapeCheck,
 )
+from export_gelu.results.verify import VerifyResult
 from export_gelu.steps.check import shape_summary
 from export_gelu.steps.plan import local_engine_blocker_of
 
+#: What a command ends with, the report is built from.
+CommandResult = ExportResult | VerifyResult
 
-def build_report(result: ExportResult) -> Report:
+
+def build_report(result: CommandResult) -> Report:
     """The report of `result`."""
     if isinstance(result, GraphsExport):
         return _graphs_report(result)
+    if isinstance(result, VerifyResult):
+        return _finish(_verify_report(result), result.request.checked.notes,
+                       result.request.options)
     return _finish(_graph_report(result), result.request.checked.notes,
                    result.request.options)
 
@@ -180,3 +187,36 @@ def _graphs_report(result: GraphsExport) -> Report:
     rep.compatibility = {k: v for r in reports.values() for k, v in r.compatibility.items()}
     rep.generation = result.generation.to_json() if result.generation else None
     return _finish(rep, result.request.checked.notes, result.request.options)
+
+
+# -- verify -----------------------------------------------------------------------------------
+
+def _verify_report(result: VerifyResult) -> Report:
+    """DEPLOYED against MODEL."""
+    request, deployed, inputs = result.request, result.deployed, result.inputs
+    o = request.options
+    loaded = result.source.loaded
+    rep = Report(model=str(request.model), target=deployed.runtime, threads=o.threads,
+                 options=o.to_json(), output=str(request.deployed), gelu_form="",
+                 command="verify", model_format=loaded.format.value, task=loaded.task or None)
+    rep.precision, rep.inputs = inputs.run_precision, inputs.label
+    rep.generated_inputs, rep.precision_note = dict(inputs.generated), inputs.precision_note
+    rep.device = inputs.device.to_json()
+    described = result.described
+    if deployed.kind == "onnx":
+        rep.opset, rep.op_counts = described.opset, described.op_counts
+        rep.gelu_sites = list(described.gelu_sites)
+        rep.trt = {"status": "skipped", "reason": "DEPLOYED is an ONNX file (run in ONNX Runtime)"}
+    else:
+        rep.trt = {"status": "loaded", "reason": "", "engine": str(deployed.path)}
+    checked = result.check
+    rep.parity, rep.latency = checked.parity, dict(checked.latency)
+    if checked.providers:
+        rep.providers = providers_table(checked.providers, list(checked.by_runner),
+                                        checked.by_runner)
+    rep.divergence = result.divergence
+    if result.bundle is not None:
+        rep.trt["bundle"] = str(result.bundle)
+    rep.calibration = result.calibration
+    rep.notes, rep.stage_seconds = list(result.notes), result.seconds
+    return rep
