@@ -14,6 +14,7 @@ from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.in_memory import from_memory, is_in_memory, without_cache
 from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.flows import device as device_flow
 from export_gelu.flows import export as export_flow
 from export_gelu.flows import inspect as inspect_flow
 from export_gelu.flows import verify as verify_flow
@@ -26,14 +27,11 @@ from export_gelu.options import (
     FormsOptions,
     InspectOptions,
     VerifyOptions,
-    recorded_forms,
 )
 from export_gelu.output_plan import default_output
 from export_gelu.pipeline import forms, forms_bundle
 from export_gelu.pipeline.commands import (
     COMPARE_FORMS,
-    DEVICE_FORMS_VERIFY,
-    DEVICE_VERIFY,
     FORMS_REPORT,
     new_state,
 )
@@ -232,14 +230,8 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
         bundle=_str(bundle), bundle_target=target, device_outputs=_str(device_outputs),
         device_times=_str(device_times), localize=localize, output=_str(output))
     def run(request: Request[VerifyOptions]) -> Report:
-        if recorded_forms(opts):
-            return run_stages(DEVICE_FORMS_VERIFY, new_state(
-                opts, request.model, progress, deployed=deployed,
-                loaded=request.in_memory)).report
         if opts.device_outputs:
-            return run_stages(DEVICE_VERIFY, new_state(
-                opts, request.model, progress, deployed=deployed,
-                loaded=request.in_memory)).report
+            return device_flow.device_report(request, progress)
         return verify_flow.verify_report(request, progress)
 
     if not is_in_memory(model):

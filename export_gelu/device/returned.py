@@ -1,7 +1,7 @@
 """What a device run hands back, checked before it is judged: the bundle it ran (made from
 this model, its graph unchanged), its outputs paired with the graph's, in the graph's dtypes,
 and what its trtexec.log says about the TensorRT that ran. The judging itself is the one
-checker's (export_gelu/pipeline/device_stages.py)."""
+checker's (export_gelu/steps/device.py)."""
 
 from __future__ import annotations
 
@@ -115,15 +115,30 @@ def output_dtypes(graph: Path) -> dict[str, str]:
 
 
 def device_version_notes(rep: Any, outputs: Path, bundle_version: str) -> list[str]:
-    """What trtexec.log beside the outputs says about the TensorRT that produced them."""
-    from export_gelu.device.outputs import trtexec_log_version
-    from export_gelu.device.trtexec_flags import line_of
-
-    log = outputs.parent / "trtexec.log"
-    ran = trtexec_log_version(log) if log.is_file() else None
+    """What trtexec.log beside the outputs says about the TensorRT that produced them (and,
+    in `rep.trt["device_tensorrt"]`, its version)."""
+    ran = device_tensorrt(outputs)
     if ran is None:
         return []
     rep.trt["device_tensorrt"] = ran
+    return version_notes(outputs, ran, bundle_version)
+
+
+def device_tensorrt(outputs: Path) -> str | None:
+    """The TensorRT version trtexec.log beside the outputs says ran them (None: no log, or
+    it does not say)."""
+    from export_gelu.device.outputs import trtexec_log_version
+
+    log = outputs.parent / "trtexec.log"
+    return trtexec_log_version(log) if log.is_file() else None
+
+
+def version_notes(outputs: Path, ran: str, bundle_version: str) -> list[str]:
+    """The TensorRT that ran (`ran`, from trtexec.log beside `outputs`), against the version
+    the bundle was made for."""
+    from export_gelu.device.trtexec_flags import line_of
+
+    log = outputs.parent / "trtexec.log"
     if bundle_version and line_of(ran) != line_of(bundle_version):
         return [f"{log} says TensorRT {ran} ran it, but the bundle was made for "
                 f"{bundle_version}: the verdict holds for {ran}"]

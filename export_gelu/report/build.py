@@ -11,8 +11,10 @@ from export_gelu.check.devices import ProviderRun
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.check.trt_runner import DEVICE_ROUTE
 from export_gelu.device.bundle import device_route
-from export_gelu.options import RunOptions
+from export_gelu.device.returned import DEVICE_RUNNER
+from export_gelu.options import RunOptions, VerifyOptions
 from export_gelu.report.report import Report
+from export_gelu.results.device import DeviceFormsResult, DeviceJudging, DeviceVerifyResult
 from export_gelu.results.export import (
     ExportPlan,
     ExportResult,
@@ -21,12 +23,14 @@ from export_gelu.results.export import (
     GraphsExport,
     ShapeCheck,
 )
+from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.results.verify import VerifyResult
 from export_gelu.steps.check import shape_summary
+from export_gelu.steps.device import device_latency
 from export_gelu.steps.plan import local_engine_blocker_of
 
 #: What a command ends with, the report is built from.
-CommandResult = ExportResult | VerifyResult
+CommandResult = ExportResult | VerifyResult | DeviceVerifyResult | DeviceFormsResult
 
 
 def build_report(result: CommandResult) -> Report:
@@ -35,6 +39,12 @@ def build_report(result: CommandResult) -> Report:
         return _graphs_report(result)
     if isinstance(result, VerifyResult):
         return _finish(_verify_report(result), result.request.checked.notes,
+                       result.request.options)
+    if isinstance(result, DeviceVerifyResult):
+        return _finish(_device_report(result), result.request.checked.notes,
+                       result.request.options)
+    if isinstance(result, DeviceFormsResult):
+        return _finish(_device_forms_report(result), result.request.checked.notes,
                        result.request.options)
     return _finish(_graph_report(result), result.request.checked.notes,
                    result.request.options)
@@ -218,5 +228,69 @@ def _verify_report(result: VerifyResult) -> Report:
     if result.bundle is not None:
         rep.trt["bundle"] = str(result.bundle)
     rep.calibration = result.calibration
+    rep.notes, rep.stage_seconds = list(result.notes), result.seconds
+    return rep
+
+
+# -- verify --device-outputs ------------------------------------------------------------------
+
+def _device_base(request: Request[VerifyOptions], source: OneGraphSource,
+                 judging: DeviceJudging, manifest: dict[str, Any], deployed_path: Path,
+                 label: str) -> Report:
+    """What a device run's report says of MODEL, the graph and how it is judged."""
+    o = request.options
+    loaded = source.loaded
+    version = str(manifest.get("tensorrt", "") or "")
+    rep = Report(model=str(request.model),
+                 target=f"tensorrt {version} (device)" if version else "tensorrt (device)",
+                 threads=o.threads, options=o.to_json(), gelu_form="", command="verify",
+                 model_format=loaded.format.value, task=loaded.task or None)
+    rep.output, rep.inputs, rep.precision = str(deployed_path), label, judging.run_precision
+    rep.precision_note, rep.device = judging.precision_note, judging.device.to_json()
+    return rep
+
+
+def _device_trt(options: VerifyOptions, manifest: dict[str, Any], outputs_format: str,
+                ran: str | None) -> dict[str, Any]:
+    version = manifest.get("tensorrt", "")
+    trt = {"status": "device", "reason": "", "tensorrt": version or None,
+           "target": manifest.get("target"), "outputs_file": str(options.device_outputs),
+           "outputs_format": outputs_format,
+           "times_file": str(options.device_times) if options.device_times else None}
+    if ran is not None:
+        trt["device_tensorrt"] = ran
+    return trt
+
+
+def _device_report(result: DeviceVerifyResult) -> Report:
+    """One graph's device run."""
+    device_run, o = result.device_run, result.request.options
+    rep = _device_base(result.request, result.source, result.judging, device_run.manifest,
+                       device_run.deployed.path, device_run.label)
+    rep.parity = result.parity
+    rep.trt = _device_trt(o, device_run.manifest, device_run.outputs_format, result.ran)
+    if device_run.times is not None:
+        rep.latency[DEVICE_RUNNER] = device_latency(device_run.times)
+    rep.divergence = result.divergence
+    rep.notes, rep.stage_seconds = list(result.notes), result.seconds
+    return rep
+
+
+def _device_forms_report(result: DeviceFormsResult) -> Report:
+    """A bundle of GELU forms' device runs: the table, the form chosen."""
+    forms_run, choice, o = result.forms_run, result.choice, result.request.options
+    rep = _device_base(result.request, result.source, result.judging, forms_run.manifest,
+                       forms_run.deployed.path, forms_run.label)
+    chosen = choice.chosen
+    rep.parity, rep.forms = choice.parity, choice.table
+    if chosen is not None:
+        rep.output = str(forms_run.forms[chosen.form].graph)
+    rep.gelu_form = f"device choice → {chosen.form}" if chosen else "device choice: none"
+    rep.trt = _device_trt(o, forms_run.manifest, "trtexec", result.ran)
+    rep.trt["times_file"] = None
+    if chosen is not None and chosen.latency is not None:
+        rep.latency[DEVICE_RUNNER] = chosen.latency
+    if result.written is not None:
+        rep.output = str(result.written)
     rep.notes, rep.stage_seconds = list(result.notes), result.seconds
     return rep
