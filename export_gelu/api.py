@@ -3,7 +3,6 @@ is a list of pipeline stages (export_gelu/pipeline/commands.py) run on one state
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +15,7 @@ from export_gelu.exporter.loading.in_memory import from_memory, is_in_memory, wi
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.flows import device as device_flow
 from export_gelu.flows import export as export_flow
+from export_gelu.flows import forms as forms_flow
 from export_gelu.flows import inspect as inspect_flow
 from export_gelu.flows import verify as verify_flow
 from export_gelu.options import (
@@ -29,16 +29,8 @@ from export_gelu.options import (
     VerifyOptions,
 )
 from export_gelu.output_plan import default_output
-from export_gelu.pipeline import forms, forms_bundle
-from export_gelu.pipeline.commands import (
-    COMPARE_FORMS,
-    FORMS_REPORT,
-    new_state,
-)
-from export_gelu.pipeline.stage import run_stages
 from export_gelu.progress import Progress
 from export_gelu.report.report import Report
-from export_gelu.report.write import write_reports
 from export_gelu.results.request import Request
 from export_gelu.run import Run
 from export_gelu.steps.request import prepare
@@ -251,16 +243,16 @@ def compare_forms(model: str | Path, *, options: FormsOptions | None = None,
     one row). The keywords are FormsOptions' fields (targets, forms, inputs, precision, ...,
     workdir to keep the graphs); `options` replaces them."""
     opts = options or FormsOptions(**keywords)
-    compared = run_stages(COMPARE_FORMS, new_state(opts, model, progress)).forms
-    assert compared is not None  # the forms stage made it
-    return compared
+    request = prepare(opts, model)
+    with Run(progress).transaction() as run:
+        return forms_flow.compare_forms(request, run, calibration=False).comparison
 
 
 def forms_report(model: str | Path, options: FormsOptions, *,
                  progress: Progress | None = None) -> Report:
     """`export-gelu MODEL --compare-forms`: the comparison as a Report (table, GELU input
     ranges, notes), written to `options.report` / `options.report_md`."""
-    return run_stages(FORMS_REPORT, new_state(options, model, progress)).report
+    return forms_flow.forms_report(prepare(options, model), progress)
 
 
 def export_with_best_form(model: str | Path, options: ExportOptions,
@@ -268,15 +260,7 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
     """`--gelu auto`: measure every form on `options.target`, then export with the fastest
     one whose end-to-end error stays within `options.atol` (default: the precision's); the
     model is loaded once for both."""
-    new_state(options, model)  # checked before measuring
-    compared = run_stages(COMPARE_FORMS, new_state(forms.auto_options(options), model, progress))
-    rep = forms.best_form_export(compared, dataclasses.replace(options, bundle=None)).report
-    if options.bundle:  # every form, for the device to time: verify --device-outputs chooses
-        written = forms_bundle.write_device_forms(compared, options, options.bundle)
-        forms_bundle.note_forms_bundle(rep, written, Path(model))
-        rep.options = {**(rep.options or {}), "bundle": options.bundle}
-    write_reports(rep, options.report, options.report_md)
-    return rep
+    return forms_flow.auto_report(prepare(options, model), progress)
 
 
 def inspect_model(model: str | Path, targets: Sequence[str] | None = None,

@@ -14,7 +14,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.flows.one_graph import export_graph
 from export_gelu.options import ExportOptions
 from export_gelu.results.export import ExportPlan, GraphExport, GraphsExport
-from export_gelu.results.request import GraphsSource, Request, source_of
+from export_gelu.results.request import GraphsSource, Request, one_graph_source
 from export_gelu.run import Run
 from export_gelu.steps.generation import decode_and_compare
 from export_gelu.steps.plan import check_disk, plan_export
@@ -66,9 +66,7 @@ def export_part(request: Request[ExportOptions], run: Run) -> GraphExport:
     plan = plan_export(request, run)
     with run.step("load", name="disk"):
         check_disk(graph, plan.output)
-    source = source_of(graph)
-    assert not isinstance(source, GraphsSource)  # a folder's graph is one graph
-    return export_graph(request, plan, source, run)
+    return export_graph(request, plan, one_graph_source(graph), run)
 
 
 def export_graphs(request: Request[ExportOptions], plan: ExportPlan, source: GraphsSource,

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.atomic import write_text_atomic
+from export_gelu.device.choice import DeviceForms
 from export_gelu.output_plan import plot_paths
 from export_gelu.report.report import Report
 
@@ -73,7 +74,7 @@ def _latency(rep: Report) -> list[str]:
                       "runs", "warm-up", "what is timed"], rows))
 
 
-def _device_forms(forms: Any) -> list[str]:
+def _device_forms(forms: DeviceForms) -> list[str]:
     """The forms table of a device run (device/choice.py's DeviceForms)."""
     rows = []
     for r in forms.rows:
@@ -100,7 +101,7 @@ def _forms(rep: Report) -> list[str]:
     forms = rep.forms
     if forms is None:
         return []
-    if getattr(forms, "kind", "") == "device":
+    if isinstance(forms, DeviceForms):
         return _device_forms(forms)
     rows = []
     for r in forms.rows:

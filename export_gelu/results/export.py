@@ -7,7 +7,7 @@ import gc
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -20,6 +20,7 @@ from export_gelu.check.latency import Latency
 from export_gelu.check.parity import ParityResult
 from export_gelu.exporter.capture.cast_down import CastDown
 from export_gelu.exporter.feeds.dynamic import DynamicPlan
+from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
 from export_gelu.exporter.inputs.call_plan import CallPlan
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.onnx_weights import WrittenWeights
@@ -114,7 +115,7 @@ class SavedGraph:
     op_counts: dict[str, int]
     gelu_sites: list[GeluSite]  # as the passes left them (fx sites merged with ONNX's)
     compatibility: dict[str, list[str]]  # the target's static verdict ([] : parses as is)
-    dynamic_profile: list[dict[str, Any]] | None  # the TensorRT profile's axes (dynamic dims)
+    dynamic_profile: list[DynamicAxis] | None  # the TensorRT profile's axes (dynamic dims)
 
 
 @dataclass(frozen=True)

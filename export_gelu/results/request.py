@@ -92,3 +92,12 @@ def source_of(loaded: LoadedModel) -> Source:
     if loaded.exported is not None:
         return ProgramSource(loaded)
     return ModuleSource(loaded)
+
+
+def one_graph_source(loaded: LoadedModel) -> OneGraphSource:
+    """The kind of source `loaded` is, known to be one graph (a form's copy of a model that
+    was loaded as one, a graph of a folder)."""
+    source = source_of(loaded)
+    if isinstance(source, GraphsSource):
+        raise TypeError(f"{loaded.path}: several graphs where one was expected")
+    return source

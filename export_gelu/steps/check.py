@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -109,7 +109,7 @@ def _ort_runs(ctx: CheckContext, saved: SavedGraph) -> list[ProviderRun] | str:
                 f"{str(exc).split('NOT_IMPLEMENTED : ')[-1]}")
 
 
-def check_graph(ctx: CheckContext, saved: SavedGraph, graph: onnx.ModelProto,
+def _check_graph(ctx: CheckContext, saved: SavedGraph, graph: onnx.ModelProto,
                 reference: BaseRunner | None, run: Run) -> GraphCheck:
     """Parity (and latency) of the written graph (`graph`: as it is now) in ONNX Runtime and
     in the engine built here, against the reference, through the one checker."""
@@ -156,14 +156,14 @@ def check(ctx: CheckContext, saved: SavedGraph, run: Run) -> Verdict:
         return Verdict(GraphCheck(skipped(
             f"the input file cannot run as the reference ({no_ref}); the written graph, which "
             "export-gelu repaired, was not compared with it")), saved.graph, reference)
-    checked = check_graph(ctx, saved, saved.graph, reference, run)
+    checked = _check_graph(ctx, saved, saved.graph, reference, run)
     graph = saved.graph
     if finds_islands(saved, inputs.run_precision, checked.parity, engine=ctx.engine):
         fixed = fix_overflow(saved.path, inputs.feed, run)
         if fixed is not None:
             graph = fixed.graph
             run.say(f"verifying again with {len(fixed.islands)} fp32 island(s)")
-            again = check_graph(ctx, saved, graph, reference, run)
+            again = _check_graph(ctx, saved, graph, reference, run)
             if again.parity.status == "skipped":  # (the earlier numbers stand beside it)
                 again = GraphCheck(again.parity, checked.latency, checked.providers,
                                    checked.by_runner)
@@ -216,10 +216,3 @@ def check_shapes(ctx: CheckContext, saved: SavedGraph, verdict: Verdict, run: Ru
 
 def _sizes_text(sizes: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sizes.items())
-
-
-def shape_summary(result: ParityResult) -> dict[str, Any]:
-    """One runner's verdict at one `--dynamic` size, as the report gives it."""
-    worst = max((o.max_abs for o in result.outputs.values()), default=float("nan"))
-    scale = max((o.ref_scale for o in result.outputs.values()), default=float("nan"))
-    return {**result.to_json(), "max_abs": worst, "ref_scale": scale}

@@ -22,7 +22,7 @@ def localizes(parity: ParityResult, asked: bool) -> bool:
     return parity.status == "failed" or (asked and parity.status == "passed")
 
 
-def has_modules(loaded: LoadedModel | None) -> bool:
+def _has_modules(loaded: LoadedModel | None) -> bool:
     """The PyTorch model is still in memory (a big one is freed once its outputs are
     recorded) and is not an ONNX file."""
     return bool(loaded is not None and not loaded.is_onnx
@@ -49,7 +49,7 @@ def localize_graph(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarr
     def work() -> Localization:
         run.say("comparing module outputs with PyTorch (first divergence)")
         found = (localize(loaded, graph, feed, tolerances, threads=threads, device=device)
-                 if has_modules(loaded) else None)
+                 if _has_modules(loaded) else None)
         if found is None or found.method == "none":  # no module maps: node by node
             found = localize_nodes(graph, feed, tolerances, threads)
         return found
@@ -75,7 +75,7 @@ def localize_device(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndar
             return Localization(method="none", reason="the device's outputs hold no "
                                 "module-boundary tensor: run `sh run_on_device.sh localize` "
                                 "and pass module_outputs.json")
-        if not has_modules(loaded):
+        if not _has_modules(loaded):
             return Localization(method="none", reason="MODEL has no PyTorch modules to "
                                                       "compare with")
         run.say("comparing the device's module outputs with PyTorch (first divergence)")
@@ -88,4 +88,4 @@ def localize_device(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndar
 def bundle_tensors(loaded: LoadedModel, graph: Path) -> list[str]:
     """The module-boundary tensors a device bundle asks the device for ([] without modules:
     an ONNX MODEL, a graph without provenance, a big model already freed)."""
-    return module_tensors(loaded, Path(graph)) if has_modules(loaded) else []
+    return module_tensors(loaded, Path(graph)) if _has_modules(loaded) else []

@@ -3,9 +3,7 @@ passes and the fit to the target, and the static check that the target parses th
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import onnx
 import onnx_graphsurgeon as gs
@@ -15,6 +13,7 @@ from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.trt_runner import check_dynamic
 from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter.feeds import dynamic as dyn
+from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
 from export_gelu.exporter.loading.load import load_onnx_model
 from export_gelu.exporter.onnx_export.model_names import apply_output_names
 from export_gelu.graph.provenance import name_scopes_from_names
@@ -127,7 +126,7 @@ class TargetFit:
     profile's axes checked against the graph (None: nothing is dynamic)."""
 
     compatibility: dict[str, list[str]]
-    dynamic_profile: list[dict[str, Any]] | None
+    dynamic_profile: list[DynamicAxis] | None
 
 
 def target_check(model: onnx.ModelProto, rewritten: Rewritten, profile: TargetProfile,
@@ -156,7 +155,7 @@ def _target_check(model: onnx.ModelProto, graph: gs.Graph, profile: TargetProfil
     if dplan.dims:
         shapes = {n: tuple(a.shape) for n, a in deployed_feed(inputs.feed, model).items()}
         check_dynamic(dplan.axes(), model, shapes)
-        axes = [dataclasses.asdict(a) for a in dplan.axes()]
+        axes = list(dplan.axes())
     return TargetFit({profile.name: problems}, axes)
 
 

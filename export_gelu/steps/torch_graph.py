@@ -58,7 +58,7 @@ class TorchGraph:
     exporter: str
 
 
-def torch_args(inputs: ExportInputs, module: torch.nn.Module | None, precision: str
+def _torch_args(inputs: ExportInputs, module: torch.nn.Module | None, precision: str
                ) -> tuple[torch.Tensor, ...]:
     """The main feed as torch tensors, floats in the precision `module` computes in."""
     import torch
@@ -76,7 +76,7 @@ def capture(inputs: ExportInputs, precision: str, run: Run) -> Captured:
     big = module_weight_bytes(module) > external_data_threshold()
     run.say("capturing the model with torch.export")
     dplan = inputs.dynamic
-    program, why_not = capture_program(loaded, module, torch_args(inputs, module, precision),
+    program, why_not = capture_program(loaded, module, _torch_args(inputs, module, precision),
                                        precision, inputs.call_plan,
                                        dplan if dplan.ranged else None)
     run.add_notes(tagged("precision-fit", fit_program_precision(program, precision)))
@@ -140,7 +140,7 @@ def export(captured: Captured, inputs: ExportInputs, request: Request[ExportOpti
         run.note(f"exported with the TorchScript exporter at opset {opset}",
                  "torchscript-exporter")
     run.say(f"exporting to ONNX (opset {opset})")
-    args = torch_args(inputs, captured.module, request.options.precision or "fp32")
+    args = _torch_args(inputs, captured.module, request.options.precision or "fp32")
     axes = dyn.torchscript_dynamic_axes(dplan) if program is None else None
     with exporting_weights_to(weights_workdir(output) if captured.big else None):
         model, exporter, notes = export_with_fallback(

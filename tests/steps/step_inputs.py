@@ -1,13 +1,10 @@
-"""Hand-built inputs for the stage tests (tests/pipeline/test_stages_*.py): tiny model files
-and a fresh run state with the fields a stage reads set by hand.
-
-A state is made only by `commands.new_state` and attribute assignment, the way the commands
-make theirs; the fields a stage reads come from the package's own building blocks (a model
-loaded by `load_model`, a feed made here), never from running the stages before it.
-"""
+"""What the step tests (tests/steps/test_*.py) hand the steps: tiny model files, a feed, and
+the records a step takes, made by the package's own functions (`prepare`, `load_model`, the
+inputs step) or, for a graph already written, described by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -17,12 +14,13 @@ import onnx
 import torch
 from torch import nn
 
-from export_gelu.exporter.feeds.dynamic import plan_dynamic
-from export_gelu.exporter.inputs.call_plan import plan_for
 from export_gelu.exporter.loading.load import load_model
-from export_gelu.options import ExportOptions, RunOptions, VerifyOptions
-from export_gelu.pipeline.commands import new_state
-from export_gelu.pipeline.state import RunState
+from export_gelu.options import ExportOptions, VerifyOptions
+from export_gelu.results.export import ExportInputs, SavedGraph
+from export_gelu.results.request import OneGraphSource, Request, one_graph_source
+from export_gelu.run import Run
+from export_gelu.steps.inputs import export_inputs
+from export_gelu.steps.request import prepare
 from tests.onnx_graphs import SHAPE, hand_graph
 
 #: Every tiny model here takes x of this shape (tests/onnx_graphs.py's graphs do too).
@@ -87,36 +85,31 @@ def main_feed(seed: int = 0) -> OrderedDict[str, np.ndarray]:
     return OrderedDict(x=(rng.standard_normal(TINY_SHAPE) * 2).astype(np.float32))
 
 
-def state_for(options: RunOptions, model: Path, *, deployed: Path | None = None,
-              command: str = "export") -> RunState:
-    """new_state(options, model) with its report as new_state made it, told the target (from
-    the checked options) and the command, as a plan stage would."""
-    state = new_state(options, model, deployed=deployed)
-    profile = state.checked.profile
-    state.report.target = profile.name if profile else ""
-    state.report.command = command
-    return state
+def export_request(model: Path, folder: Path, **options: Any) -> Request[ExportOptions]:
+    """An export's request for `model`, writing folder/out.onnx (target ort unless given)."""
+    return prepare(ExportOptions(**{"target": "ort", "output": str(folder / "out.onnx"),
+                                    **options}), model)
 
 
-def export_state(model: Path, folder: Path, **options: Any) -> RunState:
-    """An export's state for `model`, writing folder/out.onnx (target ort unless given)."""
-    opts = ExportOptions(**{"target": "ort", "output": str(folder / "out.onnx"), **options})
-    return state_for(opts, model)
+def verify_request(model: Path, deployed: Path, **options: Any) -> Request[VerifyOptions]:
+    """A verify's request: `model` against `deployed`."""
+    return prepare(VerifyOptions(**options), model, deployed=deployed)
 
 
-def verify_state(model: Path, deployed: Path, **options: Any) -> RunState:
-    """A verify's state: `model` against `deployed`."""
-    return state_for(VerifyOptions(**options), model, deployed=deployed, command="verify")
+def source(model: Path) -> OneGraphSource:
+    """`model` loaded as every command loads it (one graph)."""
+    return one_graph_source(load_model(model))
 
 
-def with_loaded(state: RunState, feed: OrderedDict[str, np.ndarray] | None = None) -> RunState:
-    """The fields the stages after `inputs` read, set by hand: the model loaded, no dynamic
-    dims, the main feed, its call plan, the reference module, fp32."""
-    state.loaded = load_model(state.model_path)
-    state.dynamic = plan_dynamic(state.loaded, [], [], None)[0]
-    state.feeds = [feed if feed is not None else main_feed()]
-    state.call_plan = plan_for(state.loaded, list(state.feeds[0]))
-    state.reference_module = None if state.loaded.is_onnx else state.loaded.reference_module()
-    state.run_precision = "fp32"
-    state.profile = state.checked.profile
-    return state
+def export_inputs_of(request: Request[ExportOptions],
+                     feed: OrderedDict[str, np.ndarray] | None = None) -> ExportInputs:
+    """The inputs step's record for `request`'s model (its feed replaced by `feed`)."""
+    inputs = export_inputs(source(request.model), request, Run())
+    return dataclasses.replace(inputs, feeds=(feed,)) if feed is not None else inputs
+
+
+def saved_graph(request: Request[ExportOptions], path: Path) -> SavedGraph:
+    """A graph already written to `path`, as make_graph would describe it (no GELU sites)."""
+    graph = onnx.load(str(path))
+    return SavedGraph(path, None, None, graph, request.profile, "none (ONNX input)",
+                      graph.opset_import[0].version, {}, [], {}, None)

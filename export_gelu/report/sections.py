@@ -1,0 +1,168 @@
+"""The report's own sections (what the TensorRT engine became, the dynamic dims, the ONNX
+Runtime runs, the options), as typed records. Each reads as its JSON too (`section["status"]`,
+`section.get("device")`), as code that read the report's dicts does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from export_gelu.check.parity import ParityResult
+from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
+from export_gelu.options import ExportOptions, FormsOptions, VerifyOptions
+from export_gelu.report.json_shape import JSON, as_json
+
+
+class Section:
+    """A record read as its JSON, key by key."""
+
+    def __getitem__(self, key: str) -> JSON:
+        return as_json(self)[key]
+
+    def get(self, key: str, default: JSON = None) -> JSON:
+        return as_json(self).get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in as_json(self)
+
+
+# -- trt: what became of the TensorRT engine ----------------------------------------------------
+
+@dataclass
+class TrtSkipped(Section):
+    """No engine: the target is not TensorRT, DEPLOYED is an ONNX file, or nothing ran."""
+
+    reason: str
+    status: Literal["skipped"] = "skipped"
+    bundle: str | None = None  # a device bundle written for the graph
+
+
+@dataclass
+class TrtNotHere(Section):
+    """No engine of the target's TensorRT can be built here: why, and how it is built and
+    checked on the device instead (a bundle, once written)."""
+
+    reason: str
+    device: str
+    status: Literal["skipped"] = "skipped"
+    engine_here: Literal[False] = False
+    bundle: str | None = None
+
+
+@dataclass
+class TrtBuilt(Section):
+    """An engine built here with the installed TensorRT, and its parity."""
+
+    engine: str | None  # where it was saved (--engine), None: in memory
+    tensorrt: str  # the installed version
+    precision_api: str  # how precision was asked of the builder
+    engine_here: bool  # of the target's own TensorRT version
+    status: Literal["built"] = "built"
+    reason: str = ""
+    parity: ParityResult | None = None  # the engine's own verdict
+    bundle: str | None = None
+
+
+@dataclass
+class TrtLoaded(Section):
+    """verify: DEPLOYED is a TensorRT engine, loaded and run here."""
+
+    engine: str
+    status: Literal["loaded"] = "loaded"
+    reason: str = ""
+    bundle: str | None = None
+
+
+@dataclass
+class TrtDevice(Section):
+    """verify --device-outputs: the device's TensorRT ran the graph; what it handed back."""
+
+    tensorrt: str | None  # the version the bundle was made for (None: not said)
+    target: str | None  # the bundle's target
+    outputs_file: str
+    outputs_format: str  # trtexec | polygraphy
+    times_file: str | None
+    status: Literal["device"] = "device"
+    reason: str = ""
+    device_tensorrt: str | None = None  # the version trtexec.log says ran it
+
+
+#: The report's `trt`.
+Trt = TrtSkipped | TrtNotHere | TrtBuilt | TrtLoaded | TrtDevice
+
+
+# -- dynamic: the dims, the TensorRT profile, parity at each size -------------------------------
+
+@dataclass
+class Dim:
+    """One dynamic dim: its range and the input axes it covers (`input:axis`)."""
+
+    name: str
+    min: int
+    opt: int
+    max: int
+    axes: list[str]
+
+
+@dataclass
+class ShapeVerdict:
+    """One runner's verdict at one size: its parity, the worst error and the reference's
+    scale."""
+
+    parity: ParityResult
+    max_abs: float
+    ref_scale: float
+
+
+@dataclass
+class ShapeEntry:
+    """Parity at one size of the `--dynamic` ranges."""
+
+    label: str  # opt | min | odd | max
+    sizes: dict[str, int]
+    inputs: dict[str, list[int]]  # each input's shape
+    generated: dict[str, str]  # the inputs made there, and how
+    onnxruntime: ShapeVerdict | None = None
+    tensorrt: ShapeVerdict | None = None
+
+
+@dataclass
+class DynamicSection(Section):
+    """`--dynamic` (or a dynamic model): the dims, parity at each size, and the TensorRT
+    optimization profile (one entry per input axis)."""
+
+    dims: list[Dim]
+    shapes: list[ShapeEntry] = field(default_factory=list)
+    profile: list[DynamicAxis] = field(default_factory=list)
+
+
+# -- providers: each ONNX Runtime run asked for -------------------------------------------------
+
+@dataclass
+class ProviderOption:
+    """An execution provider asked for with options."""
+
+    name: str
+    options: dict[str, str]
+
+
+@dataclass
+class ProviderEntry(Section):
+    """One ONNX Runtime run: the providers asked for, those active, what became of it, and
+    its parity (the first run's status, the others' verdicts in full)."""
+
+    requested: list[str | ProviderOption]
+    active: list[str]
+    status: str  # planned | ready | failed
+    reason: str
+    parity: str | ParityResult | None = None
+
+
+# -- options: what the run was given ------------------------------------------------------------
+
+@dataclass
+class RecordedOptions(Section):
+    """Every option the run was given, flags and defaults alike, named as the Python API's
+    keywords (`export_gelu.options.ExportOptions.from_json` reads it back)."""
+
+    record: ExportOptions | VerifyOptions | FormsOptions
