@@ -18,6 +18,7 @@ from export_gelu.flows import export as export_flow
 from export_gelu.flows import forms as forms_flow
 from export_gelu.flows import inspect as inspect_flow
 from export_gelu.flows import verify as verify_flow
+from export_gelu.flows.running import command_run
 from export_gelu.options import (
     COMPARE_TARGETS,
     COMPARED_FORMS,
@@ -32,7 +33,6 @@ from export_gelu.output_plan import default_output
 from export_gelu.progress import Progress
 from export_gelu.report.report import Report
 from export_gelu.results.request import Request
-from export_gelu.run import Run
 from export_gelu.steps.request import prepare
 
 #: Keywords an earlier release took, by the options' field names: old → the flag's keyword.
@@ -244,7 +244,7 @@ def compare_forms(model: str | Path, *, options: FormsOptions | None = None,
     workdir to keep the graphs); `options` replaces them."""
     opts = options or FormsOptions(**keywords)
     request = prepare(opts, model)
-    with Run(progress).transaction() as run:
+    with command_run(request, progress) as run:
         return forms_flow.compare_forms(request, run, calibration=False).comparison
 
 
@@ -276,7 +276,7 @@ def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
     options = InspectOptions(targets=tuple(targets or ()), dry_run=dry_run,
                              nodes=tuple(nodes))
     request = prepare(options, model)
-    with Run(progress).transaction() as run:
+    with command_run(request, progress) as run:
         return inspect_flow.inspect(request, run).to_json()
 
 

@@ -9,6 +9,7 @@ judged against MODEL by the one checker as a local run would be.
 from __future__ import annotations
 
 from export_gelu.check.deployed import feed_for
+from export_gelu.flows.running import command_run
 from export_gelu.options import VerifyOptions, recorded_forms
 from export_gelu.progress import Progress
 from export_gelu.report.build import build_report
@@ -85,8 +86,7 @@ def device_forms_verify(request: Request[VerifyOptions], run: Run) -> DeviceForm
 def device_report(request: Request[VerifyOptions], progress: Progress | None = None) -> Report:
     """`verify --device-outputs`: the judgement of a device's run (of one graph, or of a
     bundle of GELU forms) and its report, built once and written (all or nothing)."""
-    run = Run(progress)
-    with run.transaction():
+    with command_run(request, progress) as run:
         result = (device_forms_verify(request, run) if recorded_forms(request.options)
                   else device_verify(request, run))
         return write_report(build_report(result), request.options, run.progress)

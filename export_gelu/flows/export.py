@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from export_gelu.flows.graphs import export_graphs
 from export_gelu.flows.one_graph import export_graph
+from export_gelu.flows.running import command_run
 from export_gelu.options import ExportOptions
 from export_gelu.progress import Progress
 from export_gelu.report.build import build_report
@@ -33,6 +34,5 @@ def export(request: Request[ExportOptions], run: Run) -> ExportResult:
 def export_report(request: Request[ExportOptions], progress: Progress | None = None) -> Report:
     """`export-gelu MODEL`: the export and its report, built once from the result and written
     (all or nothing: a run that fails leaves none of its files)."""
-    run = Run(progress)
-    with run.transaction():
+    with command_run(request, progress) as run:
         return write_report(build_report(export(request, run)), request.options, run.progress)

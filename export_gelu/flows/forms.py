@@ -23,6 +23,7 @@ from export_gelu.flows.forms_bundle import (
     forms_bundle_notes,
     write_device_forms,
 )
+from export_gelu.flows.running import command_run
 from export_gelu.options import ExportOptions, FormsOptions
 from export_gelu.progress import Progress
 from export_gelu.report.build import build_report
@@ -72,8 +73,7 @@ def compare_forms(request: Request[FormsOptions], run: Run, *, calibration: bool
 def forms_report(request: Request[FormsOptions], progress: Progress | None = None) -> Report:
     """`export-gelu MODEL --compare-forms`: the comparison as a report (table, GELU input
     ranges, notes), built once and written (all or nothing)."""
-    run = Run(progress)
-    with run.transaction():
+    with command_run(request, progress) as run:
         return write_report(build_report(compare_forms(request, run)), request.options,
                             run.progress)
 
@@ -105,6 +105,6 @@ def gelu_auto(request: Request[ExportOptions], progress: Progress | None = None)
 def auto_report(request: Request[ExportOptions], progress: Progress | None = None) -> Report:
     """`export-gelu MODEL --gelu auto`: the export of the form chosen, its report (with the
     forms' table) built once and written (all or nothing)."""
-    with Run(progress).transaction() as run:
+    with command_run(request, progress) as run:
         return write_report(build_report(gelu_auto(request, run.progress)), request.options,
                             run.progress)

@@ -9,6 +9,7 @@ diverges, the data saved, a device bundle, GELU input ranges).
 from __future__ import annotations
 
 from export_gelu.check.deployed import feed_for
+from export_gelu.flows.running import command_run
 from export_gelu.options import VerifyOptions
 from export_gelu.progress import Progress
 from export_gelu.report.build import build_report
@@ -76,6 +77,5 @@ def verify(request: Request[VerifyOptions], run: Run) -> VerifyResult:
 def verify_report(request: Request[VerifyOptions], progress: Progress | None = None) -> Report:
     """`export-gelu verify`: the check and its report, built once from the result and written
     (all or nothing)."""
-    run = Run(progress)
-    with run.transaction():
+    with command_run(request, progress) as run:
         return write_report(build_report(verify(request, run)), request.options, run.progress)

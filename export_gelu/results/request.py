@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
 from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.onnx_file import ParsedFiles
 from export_gelu.options import Checked, RunOptions
 from export_gelu.targets import TargetProfile
 
@@ -22,13 +23,15 @@ OptionsT_co = TypeVar("OptionsT_co", bound=RunOptions, covariant=True)
 @dataclass(frozen=True)
 class Request(Generic[OptionsT_co]):
     """One run's options (checked: `checked` holds what checking resolved), the model it
-    reads, verify's DEPLOYED, and a model handed over in memory (None: read `model`)."""
+    reads, verify's DEPLOYED, a model handed over in memory (None: read `model`), and the
+    ONNX files the run has parsed (each once: onnx_file.py), from checking the options on."""
 
     options: OptionsT_co
     checked: Checked
     model: Path
     deployed: Path | None = None
     in_memory: LoadedModel | None = None
+    parsed: ParsedFiles = field(default_factory=ParsedFiles, compare=False, repr=False)
 
     @property
     def profile(self) -> TargetProfile:

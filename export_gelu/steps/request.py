@@ -11,6 +11,7 @@ from typing import TypeVar
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.notes import Note
+from export_gelu.onnx_file import ParsedFiles, parsing_once
 from export_gelu.options import (
     ExportOptions,
     RunOptions,
@@ -49,15 +50,17 @@ def prepare(options: OptionsT, model: str | Path, *, deployed: str | Path | None
     checked first (exit 2/3 before any work). `loaded`: a model already in memory
     (exporter/loading/in_memory.py), exported as it is; `model` is then its label."""
     _refuse_for_in_memory(options, loaded)
-    checked = validate(options, deployed=deployed)
-    options, threads_note = bound_threads(options)
-    if threads_note:
-        checked = dataclasses.replace(checked, notes=(*checked.notes,
-                                                      Note(threads_note, "threads-clamped")))
-    verify = options if isinstance(options, VerifyOptions) else None
-    outputs = check_outputs(options, model, deployed=deployed,
-                            device_outputs=verify.device_outputs if verify else None,
-                            device_times=verify.device_times if verify else None)
+    parsed = ParsedFiles()  # the run's ONNX parses, from here on
+    with parsing_once(parsed):
+        checked = validate(options, deployed=deployed)
+        options, threads_note = bound_threads(options)
+        if threads_note:
+            checked = dataclasses.replace(checked, notes=(*checked.notes,
+                                                          Note(threads_note, "threads-clamped")))
+        verify = options if isinstance(options, VerifyOptions) else None
+        outputs = check_outputs(options, model, deployed=deployed,
+                                device_outputs=verify.device_outputs if verify else None,
+                                device_times=verify.device_times if verify else None)
     checked = dataclasses.replace(checked, outputs=outputs)
     return Request(options, checked, Path(model),
-                   Path(deployed) if deployed is not None else None, loaded)
+                   Path(deployed) if deployed is not None else None, loaded, parsed)

@@ -1,6 +1,7 @@
 """An ONNX input is parsed once per run (export_gelu/onnx_file.py), with or without the
-parity check: counted on real CLI runs by wrapping onnx's parser (the
-wrapper calls through, so the runs are the real ones)."""
+parity check: counted on real CLI runs by wrapping onnx's parser (the wrapper calls through,
+so the runs are the real ones). The parses are the run's, handed along in its request, not
+the process's: a second run parses again, and nothing is kept after a run."""
 
 from __future__ import annotations
 
@@ -50,7 +51,6 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
     monkeypatch.setattr(onnx, "load_model", load_model)
     monkeypatch.setattr(onnx, "load", load_model)
-    onnx_file.forget_parsed()
     return counted
 
 
@@ -72,16 +72,28 @@ def test_verified_export_parses_the_input_once_too(parses, tmp_path):
     assert parses == Counter({"in.onnx": 1}), parses
 
 
+def test_each_run_parses_for_itself(parses, tmp_path):
+    """Two runs over one file parse it once each: the parse went with the first run."""
+    model = _bert_like(tmp_path / "in.onnx")
+    for out in ("a.onnx", "b.onnx"):
+        assert main([str(model), "--target", "onnx", "-o", str(tmp_path / out),
+                     "--no-verify"]) == 0
+    assert parses == Counter({"in.onnx": 2}), parses
+
+
 def test_a_changed_file_is_parsed_again_and_copies_are_private(tmp_path):
     path = _bert_like(tmp_path / "m.onnx")
-    first = onnx_file.read_structure(path)
-    assert onnx_file.read_structure(path) is first
-    mine = onnx_file.copy_structure(path)
-    mine.graph.node.pop()
-    assert len(onnx_file.read_structure(path).graph.node) == 4
-    model = onnx.load(path)
-    model.graph.node.pop()
-    onnx.save(model, tmp_path / "new.onnx")
-    os.replace(tmp_path / "new.onnx", path)  # as every atomic writer does: a new inode
-    again = onnx_file.read_structure(path)
-    assert again is not first and len(again.graph.node) == 3
+    with onnx_file.parsing_once(onnx_file.ParsedFiles()) as files:
+        first = onnx_file.read_structure(path)
+        assert onnx_file.read_structure(path) is first and len(files) == 1
+        mine = onnx_file.copy_structure(path)
+        mine.graph.node.pop()
+        assert len(onnx_file.read_structure(path).graph.node) == 4
+        model = onnx.load(path)
+        model.graph.node.pop()
+        onnx.save(model, tmp_path / "new.onnx")
+        os.replace(tmp_path / "new.onnx", path)  # as every atomic writer does: a new inode
+        again = onnx_file.read_structure(path)
+        assert again is not first and len(again.graph.node) == 3
+    outside = onnx_file.read_structure(path)  # no run: parsed, and not kept
+    assert outside is not again and onnx_file.read_structure(path) is not outside
