@@ -29,6 +29,10 @@ from export_gelu.notes import Note
 
 #: The JSON value of a record: what `as_json` returns.
 JSON = Any
+#: A JSON schema (an object).
+Schema = dict[str, JSON]
+#: A type as annotations name it (a class, a union, a Literal, a generic alias).
+TypeForm = object
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class Shape:
     merge: Mapping[str, str] = field(default_factory=dict)  # field → the field merged into it
     empty: frozenset[str] = frozenset()  # None written as {}
     sorted_keys: frozenset[str] = frozenset()  # dicts written with their keys sorted
-    refine: Mapping[str, Any] = field(default_factory=dict)  # field → its JSON's type
+    refine: Mapping[str, TypeForm] = field(default_factory=dict)  # field → its JSON's type
     inline: str = ""  # the one field whose JSON is the record's (a wrapper's)
     flatten: frozenset[str] = frozenset()  # fields whose object's keys are the record's
     doc: Mapping[str, str] = field(default_factory=dict)  # field → what it holds
@@ -68,7 +72,7 @@ def _key(shape: Shape, name: str) -> str:
     return shape.rename.get(name, name)
 
 
-def as_json(value: Any) -> JSON:
+def as_json(value: object) -> JSON:
     """`value` as JSON-ready Python (dicts, lists, strings, numbers, bools, None)."""
     if isinstance(value, Note):
         return value.to_json()
@@ -87,13 +91,13 @@ def as_json(value: Any) -> JSON:
     return value
 
 
-def _record_json(record: Any) -> JSON:
+def _record_json(record: object) -> JSON:
     shape = shape_of(type(record))
     if shape.inline:
         return as_json(getattr(record, shape.inline))
     merged_away = set(shape.merge.values())
     out: dict[str, JSON] = {}
-    for f in dataclasses.fields(record):
+    for f in dataclasses.fields(record):  # type: ignore[arg-type]  # (a dataclass: as_json)
         name = f.name
         if name in shape.skip or name in merged_away:
             continue
@@ -120,7 +124,7 @@ def _record_json(record: Any) -> JSON:
     return out
 
 
-def _rounded(value: Any, digits: int) -> Any:
+def _rounded(value: JSON, digits: int) -> JSON:
     """A float (or each float of a dict) rounded to `digits`."""
     if isinstance(value, float):
         return round(value, digits)
@@ -136,7 +140,7 @@ def _snake(name: str) -> str:
     return out
 
 
-def _eval(annotation: Any, owner: type) -> Any:
+def _eval(annotation: object, owner: type) -> TypeForm:
     """A field's annotation (a string under `from __future__ import annotations`) as a type."""
     if not isinstance(annotation, str):
         return annotation
@@ -162,9 +166,9 @@ class SchemaBuilder:
 
     def __init__(self, root: type) -> None:
         self.root = root
-        self.defs: dict[str, dict[str, Any]] = {}
+        self.defs: dict[str, Schema] = {}
 
-    def of(self, tp: Any) -> dict[str, Any]:
+    def of(self, tp: TypeForm) -> Schema:
         """The schema of the type `tp`."""
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
@@ -200,14 +204,14 @@ class SchemaBuilder:
             return {"enum": [m.value for m in tp]}
         raise TypeError(f"no JSON schema for {tp!r}")
 
-    def _union(self, args: tuple[Any, ...]) -> dict[str, Any]:
+    def _union(self, args: tuple[TypeForm, ...]) -> Schema:
         parts = [self.of(a) for a in args]
         simple = [p for p in parts if set(p) == {"type"} and isinstance(p["type"], str)]
         if len(simple) == len(parts):
             return {"type": [p["type"] for p in simple]}
         return {"anyOf": parts}
 
-    def _note(self) -> dict[str, Any]:
+    def _note(self) -> Schema:
         self.defs.setdefault("note", {
             "type": "object", "description": "a note: what happened, in words, and its "
             "stable code (tools and tests match codes, not words)",
@@ -217,7 +221,7 @@ class SchemaBuilder:
             "additionalProperties": False})
         return {"$ref": "#/$defs/note"}
 
-    def _ref(self, cls: type) -> dict[str, Any]:
+    def _ref(self, cls: type) -> Schema:
         if cls is self.root:
             return {"$ref": "#"}
         name = _snake(cls.__name__)
@@ -226,14 +230,14 @@ class SchemaBuilder:
             self.defs[name] = self.record(cls)
         return {"$ref": f"#/$defs/{name}"}
 
-    def record(self, cls: type) -> dict[str, Any]:
+    def record(self, cls: type) -> Schema:
         """The object schema of the record type `cls`."""
         shape = shape_of(cls)
         if shape.inline:
             inner = next(f for f in dataclasses.fields(cls) if f.name == shape.inline)
             return self.of(shape.refine.get(inner.name) or _eval(inner.type, cls))
         merged_away = set(shape.merge.values())
-        props: dict[str, Any] = {}
+        props: Schema = {}
         required: list[str] = []
         for f in dataclasses.fields(cls):
             if f.name in shape.skip or f.name in merged_away:
@@ -241,7 +245,7 @@ class SchemaBuilder:
             tp = shape.refine.get(f.name) or _eval(f.type, cls)
             key = _key(shape, f.name)
             if f.name in shape.flatten:
-                inner_record = self.record(tp)
+                inner_record = self.record(_a_class(tp))
                 props.update(inner_record["properties"])
                 required += inner_record["required"]
                 continue
@@ -262,15 +266,15 @@ class SchemaBuilder:
                 getattr(cls, name).fget, vars(sys.modules[cls.__module__]))["return"]
             props[_key(shape, name)] = self.of(tp)
             required.append(_key(shape, name))
-        out: dict[str, Any] = {"type": "object"}
+        out: Schema = {"type": "object"}
         if _doc(cls):
             out["description"] = _doc(cls)
         return {**out, "required": required, "properties": props,
                 "additionalProperties": False}
 
-    def _merged(self, base: dict[str, Any], extra_type: Any) -> dict[str, Any]:
+    def _merged(self, base: Schema, extra_type: TypeForm) -> Schema:
         """`base` (a $ref) with the properties of `extra_type`'s record, optional, merged in."""
-        inner = _drop_none(extra_type)
+        inner = _a_class(_drop_none(extra_type))
         ref = base["$ref"].rsplit("/", 1)[-1]
         extra = self.record(inner)
         target = dict(self.defs[ref])
@@ -281,14 +285,21 @@ class SchemaBuilder:
         return {**description, "$ref": f"#/$defs/{name}"}
 
 
-def _drop_none(tp: Any) -> Any:
+def _a_class(tp: TypeForm) -> type:
+    """`tp`, which must be a record's class (flattened or merged fields are records)."""
+    if not isinstance(tp, type):
+        raise TypeError(f"{tp!r}: only a record's fields can be flattened or merged")
+    return tp
+
+
+def _drop_none(tp: TypeForm) -> TypeForm:
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if typing.get_origin(tp) in (Union, types.UnionType) and args:
         return args[0] if len(args) == 1 else Union[tuple(args)]  # noqa: UP007
     return tp
 
 
-def schema_for(root: type, **head: Any) -> dict[str, Any]:
+def schema_for(root: type, **head: JSON) -> Schema:
     """The JSON schema of `root`'s records as `as_json` writes them (`head`: $schema, $id,
     title, description... first)."""
     builder = SchemaBuilder(root)

@@ -14,16 +14,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from export_gelu.report.json_shape import schema_for
+from export_gelu.report.json_shape import Schema, schema_for
 from export_gelu.report.report import SCHEMA_VERSION, Report
 
 #: Where the schema lives in the repository.
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "docs" / "report.schema.json"
 
 
-def report_schema() -> dict[str, Any]:
+def report_schema() -> Schema:
     """The JSON schema of the report."""
     return schema_for(
         Report,

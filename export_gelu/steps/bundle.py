@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from export_gelu.device.bundle import (
     reference_outputs,
     write_bundle,
 )
+from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.options import RunOptions
 from export_gelu.results.export import ExportInputs, SavedGraph, Verdict
@@ -31,6 +32,9 @@ from export_gelu.steps.check import export_tolerances
 from export_gelu.steps.localize import bundle_tensors
 from export_gelu.targets import TargetProfile
 from export_gelu.tolerances import Tolerances
+
+if TYPE_CHECKING:
+    from polygraphy.backend.base import BaseRunner
 
 
 @dataclass(frozen=True)
@@ -44,10 +48,10 @@ class BundleJob:
     profile: TargetProfile
     feed: Mapping[str, np.ndarray]
     parity: ParityResult | None  # the check here (its outputs are reused when it ran on `feed`)
-    reference: Callable[[], Any]  # makes the reference runner when it must run again
+    reference: Callable[[], BaseRunner]  # makes the reference runner when it runs again
     precision: str
     tolerances: Tolerances
-    dynamic: Sequence[Any] = ()
+    dynamic: Sequence[DynamicAxis] = ()
     fp32_layers: Sequence[str] = ()
 
 

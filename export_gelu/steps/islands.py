@@ -10,10 +10,12 @@ themselves (the graph run in fp32), whether parity here failed or not.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+import numpy as np
 import onnx
 
 from export_gelu.check.deployed import deployed_feed
@@ -23,7 +25,7 @@ from export_gelu.passes.compat.precision.fp16_islands import Island, overflow_si
 from export_gelu.run import Run
 
 if TYPE_CHECKING:
-    from export_gelu.results.export import SavedGraph
+    from export_gelu.results.export import Engine, SavedGraph
 
 ISLANDS_NOTE = ("fp16 overflow: {sites} exceed fp16's range (|x| > 65504) in the graph run "
                 "in fp32; kept in fp32 ({nodes} node(s) with Casts at their edges), the graph "
@@ -31,7 +33,7 @@ ISLANDS_NOTE = ("fp16 overflow: {sites} exceed fp16's range (|x| > 65504) in the
 
 
 def finds_islands(saved: SavedGraph, run_precision: str, parity: ParityResult, *,
-                  engine: Any) -> bool:
+                  engine: Engine | None) -> bool:
     """An fp16 graph of a small model (its weights not streamed), written here and checked in
     ONNX Runtime (no engine built here)."""
     return bool(run_precision == "fp16" and saved.path.is_file() and saved.weights is None
@@ -56,7 +58,7 @@ class Islands:
             before=f"{before.status}, max abs {worst:.3g}")
 
 
-def fix_overflow(output: Path, feed: Any, run: Run) -> Islands | None:
+def fix_overflow(output: Path, feed: Mapping[str, np.ndarray], run: Run) -> Islands | None:
     """Find the sites of the fp16 graph `output` whose values overflow; when there are any,
     rewrite it with fp32 islands (None: none found, or they could not be fixed: said in a
     note)."""
