@@ -54,7 +54,7 @@ def _both(key: str, condition: str, since: str | None, fixed_in: str | None, wor
     return register
 
 
-@_both("explicit-precision-7x", "a Q/DQ node (explicit quantization)", None, "8.0",
+@_both("explicit-precision-7x", "explicit quantization", None, "8.0",
        "imported as an IScaleLayer with an INT8/FLOAT output type, which quantizes only in a "
        "kEXPLICIT_PRECISION network; trtexec 7.x never creates one, and NVIDIA: the Q/DQ "
        "importer \"is not ready in 7.x\" (use dynamic ranges: a calibration cache)",
