@@ -95,3 +95,21 @@ def test_the_graph_half_imports_neither_torch_nor_onnxruntime() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_judge_rule() -> None:
+    """A graph as far from the reference as rounding passes; one farther from it than the
+    reference is from fp32 fails, its line saying which bound it missed."""
+    from export_gelu.quantize import judge
+
+    rng = np.random.default_rng(0)
+    fp32 = [{"y": rng.standard_normal((4, 16)).astype(np.float32)} for _ in range(3)]
+    reference = [{"y": r["y"] + 0.01 * rng.standard_normal((4, 16))} for r in fp32]
+    close = [{"y": r["y"] + 1e-6 * rng.standard_normal((4, 16))} for r in reference]
+    far = [{"y": r["y"] + 0.05 * rng.standard_normal((4, 16))} for r in reference]
+    assert judge(fp32, close, reference).passed
+    verdict = judge(fp32, far, reference, logits=("y",))
+    assert not verdict.passed and verdict.failed == ["y"]
+    line = verdict.outputs["y"].line()
+    assert line.startswith("FAIL y: SQNR") and "top-1" in line and line.endswith("missed")
+    assert verdict.to_json()["passed"] is False

@@ -75,6 +75,7 @@ def test_bert_trt86_int8(bert86) -> None:
     assert ours >= 30.0 and ours >= static, (ours, static)
 
 
+@pytest.mark.slow  # the rule alone, fast: test_cache_and_metrics.py::test_judge_rule
 def test_verdict_passes_and_a_wrong_scale_fails(bert86) -> None:
     from examples import models
 

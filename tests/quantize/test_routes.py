@@ -68,6 +68,29 @@ def test_records_are_ordered_and_cite_their_sources() -> None:
     assert [s.since for s in SUPPORT if not s.explicit_int8] == ["7.0"]
 
 
+def test_onnxruntime_takes_int8_weights_in_7_bits(example_graph) -> None:
+    """ONNX Runtime's U8S8 kernels saturate with full-range weights on x86 without VNNI:
+    `--target ort` writes INT8 weights within [-63, 63]; TensorRT and plain ONNX get 127."""
+    import numpy as np
+    import onnx
+
+    from export_gelu.quantize import TensorRange, lower, plan_quantization
+
+    assert route_for(resolve_profile("ort"), "int8").weight_qmax == 63
+    assert route_for(resolve_profile("ort"), "fp8").weight_qmax == 0
+    assert {route_for(resolve_profile(t), "int8").weight_qmax
+            for t in ("onnx", "trt8.6", "trt10")} == {0}
+    model = example_graph("bert", "trt10")
+    plan = plan_quantization(model, "int8")
+    ranges = {t: TensorRange(-3.0, 3.0) for t in plan.activations}
+    for target, top in (("ort", 63), ("trt10", 127)):
+        out = lower(model, plan, ranges, route_for(resolve_profile(target), "int8")).model
+        weights = [onnx.numpy_helper.to_array(i) for i in out.graph.initializer
+                   if i.data_type == onnx.TensorProto.INT8 and len(i.dims) == 2]
+        assert len(weights) == len(plan.points)
+        assert max(int(np.abs(w).max()) for w in weights) == top
+
+
 def test_unknown_precision_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="int8 or fp8|quantized precision"):
         route_for(resolve_profile("trt10"), "int4")
