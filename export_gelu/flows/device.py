@@ -55,7 +55,7 @@ def device_verify(request: Request[VerifyOptions], run: Run) -> DeviceVerifyResu
             divergence = localize_device(
                 source.loaded, deployed.path, feed_for(deployed, device_run.feeds[0]),
                 judging.tolerances, device_run.module_outputs,
-                device_outputs=device_run.outputs[0], threads=o.threads,
+                device_outputs=device_run.outputs[0], parity=parity, threads=o.threads,
                 device=judging.device.device, run=run)
     return DeviceVerifyResult(request, device_run, source, judging, parity, ran, divergence,
                               tuple(run.notes), run.seconds)

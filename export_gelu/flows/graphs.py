@@ -46,8 +46,10 @@ def sum_parity(verdicts: dict[str, ParityResult]) -> ParityResult:
         return skipped("; ".join(sorted(reasons)) or "not every graph was checked")
     first = results[0]
     outputs = {f"{n}/{o}": e for n, p in verdicts.items() for o, e in p.outputs.items()}
-    return ParityResult("passed", f"all {len(results)} graphs passed", first.atol, first.rtol,
-                        list(first.runners), outputs, first.iterations)
+    said = "; ".join(f"{n}: {p.reason}" for n, p in verdicts.items() if p.reason)
+    return ParityResult("passed", f"all {len(results)} graphs passed" + (f"; {said}" if said
+                                                                         else ""),
+                        first.atol, first.rtol, list(first.runners), outputs, first.iterations)
 
 
 def _part_request(request: Request[ExportOptions], folder: Path, graph_file: str,

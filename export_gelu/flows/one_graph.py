@@ -55,7 +55,8 @@ def export_graph(request: Request[ExportOptions], plan: ExportPlan, source: OneG
             with run.step("verify", name="localize"):
                 feed = deployed_feed(inputs.feed, verdict.graph)
                 divergence = localize_graph(inputs.loaded, saved.path, feed, tolerances,
-                                            threads=o.threads, device=ctx.run_on, run=run)
+                                            parity=verdict.parity, threads=o.threads,
+                                            device=ctx.run_on, run=run)
     bundle = None
     if o.bundle:
         with run.step("bundle"):

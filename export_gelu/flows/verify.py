@@ -56,8 +56,8 @@ def verify(request: Request[VerifyOptions], run: Run) -> VerifyResult:
             divergence = (engine_not_localized() if deployed.kind != "onnx" else
                           localize_graph(source.loaded, deployed.path,
                                          feed_for(deployed, inputs.feed), inputs.tolerances,
-                                         threads=o.threads, device=inputs.device.device,
-                                         run=run))
+                                         parity=checked.parity, threads=o.threads,
+                                         device=inputs.device.device, run=run))
     if o.save_inputs or o.save_outputs:
         with run.step("verify", name="save_data"):
             save_data(deployed, inputs, checked, o, run)

@@ -7,8 +7,9 @@ adjusts that, in one place per type: fields left out (`skip`: a record's non-JSO
 renamed, left out when None (`omit_none`), rounded, read-only properties added (`computed`),
 another field's object merged into this one (`merge`), None written as {} (`empty`), a
 field's type narrowed for the schema (`refine`, e.g. a status's Literal) and described
-(`doc`), a field's object's keys written as the record's own (`flatten`), or one field's
-JSON as the record's (`inline`, a wrapper). `schema_for(Report)` walks the same types with
+(`doc`), a field's object's keys written as the record's own (`flatten`), one field's
+JSON as the record's (`inline`, a wrapper), or keys the report derives from the record
+(`derived`). `schema_for(Report)` walks the same types with
 the same shapes.
 """
 
@@ -20,7 +21,7 @@ import inspect
 import sys
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -50,6 +51,10 @@ class Shape:
     refine: Mapping[str, TypeForm] = field(default_factory=dict)  # field → its JSON's type
     inline: str = ""  # the one field whose JSON is the record's (a wrapper's)
     flatten: frozenset[str] = frozenset()  # fields whose object's keys are the record's
+    #: keys the report derives from the record (its type, and how), where the record's
+    #: class has no property for them
+    derived: Mapping[str, tuple[TypeForm, Callable[[Any], object]]] = field(
+        default_factory=dict)
     doc: Mapping[str, str] = field(default_factory=dict)  # field → what it holds
 
 
@@ -121,6 +126,8 @@ def _record_json(record: object) -> JSON:
         out[_key(shape, name)] = written
     for name in shape.computed:
         out[_key(shape, name)] = as_json(getattr(record, name))
+    for key, (_type, derive) in shape.derived.items():
+        out[key] = as_json(derive(record))
     return out
 
 
@@ -266,6 +273,10 @@ class SchemaBuilder:
                 getattr(cls, name).fget, vars(sys.modules[cls.__module__]))["return"]
             props[_key(shape, name)] = self.of(tp)
             required.append(_key(shape, name))
+        for key, (derived_type, _derive) in shape.derived.items():
+            props[key] = {**({"description": shape.doc[key]} if key in shape.doc else {}),
+                          **self.of(derived_type)}
+            required.append(key)
         out: Schema = {"type": "object"}
         if _doc(cls):
             out["description"] = _doc(cls)

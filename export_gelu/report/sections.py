@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from export_gelu.check.parity import ParityResult
+from export_gelu.check.ties import TieSite
 from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
 from export_gelu.options import ExportOptions, FormsOptions, VerifyOptions
 from export_gelu.report.json_shape import JSON, as_json
@@ -89,6 +90,19 @@ class TrtDevice(Section):
 
 #: The report's `trt`.
 Trt = TrtSkipped | TrtNotHere | TrtBuilt | TrtLoaded | TrtDevice
+
+
+# -- a first divergence's ties ------------------------------------------------------------------
+
+@dataclass
+class TieOrder:
+    """The ops fed exact ties that decide their result (check/ties.py), whether the first of
+    them is the cause (it comes before the first divergence, or none was placed), and what to
+    do about it."""
+
+    cause: bool
+    ops: list[TieSite]
+    way_out: str
 
 
 # -- dynamic: the dims, the TensorRT profile, parity at each size -------------------------------

@@ -14,6 +14,8 @@ from export_gelu.check.divergence import Localization
 from export_gelu.check.greedy_decode import DecodeResult
 from export_gelu.check.latency import Latency
 from export_gelu.check.parity import OutputError, ParityResult
+from export_gelu.check.ties import WAY_OUT as TIE_WAY_OUT
+from export_gelu.check.ties import TieSite
 from export_gelu.device.choice import DeviceFormRow, DeviceForms
 from export_gelu.onnx_weights import WrittenWeights
 from export_gelu.passes.sites import GeluSite
@@ -23,6 +25,7 @@ from export_gelu.report.sections import (
     RecordedOptions,
     ShapeEntry,
     ShapeVerdict,
+    TieOrder,
     TrtBuilt,
     TrtDevice,
     TrtLoaded,
@@ -33,6 +36,10 @@ from export_gelu.report.sections import (
 #: How an output was judged (tolerances.py: JUDGED_*).
 JudgedBy = Literal["atol", "reference scale", "zero reference", "constant reference",
                    "pytorch precision"]
+
+def _tie_order(loc: Localization) -> TieOrder | None:
+    return TieOrder(loc.tie_cause, loc.ties, TIE_WAY_OUT) if loc.ties else None
+
 
 register(ParityResult, Shape(
     skip=frozenset({"error_samples", "run_results"}),
@@ -50,10 +57,15 @@ register(OutputError, Shape(
 register(Localization, Shape(
     rename={"first": "first_divergence", "modules": "module_errors", "method": "localized_by",
             "reason": "localize_note"},
+    skip=frozenset({"ties", "tie_cause"}),
+    derived={"tie_order": (TieOrder | None, _tie_order)},
     refine={"method": Literal["modules", "nodes", "none"]},
     doc={"first": "where the deployed graph starts to differ from PyTorch: the first module, "
                   "in graph order, whose output is out of tolerance (null: none is)",
-         "modules": "each compared module's output error, in graph order"}))
+         "modules": "each compared module's output error, in graph order",
+         "tie_order": "ops fed exact ties that decide their result (null: none was looked "
+                      "for, or none found)"}))
+register(TieSite, Shape(skip=frozenset({"order"})))
 register(Latency, Shape(skip=frozenset({"samples_ms"}),
                         computed=("spread_ms", "spread_pct", "drifted")))
 register(GeluSite, Shape(refine={"kind": Literal["exact", "tanh", "quick"],

@@ -9,17 +9,24 @@ from pathlib import Path
 
 import numpy as np
 
-from export_gelu.check.divergence import Localization, localize, module_tensors
+from export_gelu.check.divergence import (
+    Localization,
+    localize,
+    module_tensors,
+    with_ties,
+    worth_localizing,
+)
 from export_gelu.check.node_divergence import localize_nodes
-from export_gelu.check.parity import ParityResult
+from export_gelu.check.parity import ParityResult, diverged
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.run import Run
 from export_gelu.tolerances import Tolerances
 
 
 def localizes(parity: ParityResult, asked: bool) -> bool:
-    """Parity ran on a graph and failed, or `--localize` was given and it ran at all."""
-    return parity.status == "failed" or (asked and parity.status == "passed")
+    """Parity ran on a graph and its outputs diverged, or `--localize` was given and it ran
+    at all; never where nothing diverged (check/divergence.py `worth_localizing`)."""
+    return worth_localizing(parity, asked)
 
 
 def _has_modules(loaded: LoadedModel | None) -> bool:
@@ -42,17 +49,18 @@ def _as_diagnosis(work: Callable[[], Localization]) -> Localization:
 
 
 def localize_graph(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarray],
-                   tolerances: Tolerances, *, threads: int, device: str, run: Run
-                   ) -> Localization:
+                   tolerances: Tolerances, *, parity: ParityResult, threads: int, device: str,
+                   run: Run) -> Localization:
     """The first divergence of the ONNX graph `graph` (run on `feed`, as it takes it) from
-    `loaded`'s modules, else node by node against the graph run in a wider precision."""
+    `loaded`'s modules, else node by node against the graph run in a wider precision; where
+    the outputs diverged (`parity`), the ops fed ties that decide their result too."""
     def work() -> Localization:
         run.say("comparing module outputs with PyTorch (first divergence)")
         found = (localize(loaded, graph, feed, tolerances, threads=threads, device=device)
                  if _has_modules(loaded) else None)
         if found is None or found.method == "none":  # no module maps: node by node
             found = localize_nodes(graph, feed, tolerances, threads)
-        return found
+        return with_ties(found, graph, feed, threads) if diverged(parity) else found
 
     return _as_diagnosis(work)
 
@@ -65,8 +73,8 @@ def engine_not_localized() -> Localization:
 
 def localize_device(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarray],
                     tolerances: Tolerances, recorded: Mapping[str, np.ndarray], *,
-                    device_outputs: Mapping[str, np.ndarray], threads: int, device: str,
-                    run: Run) -> Localization:
+                    device_outputs: Mapping[str, np.ndarray], parity: ParityResult,
+                    threads: int, device: str, run: Run) -> Localization:
     """`verify --bundle DIR --device-outputs F`: the module-boundary tensors the device handed
     back (`recorded`, from `run_on_device.sh localize`; the first feed's) against PyTorch's
     modules; the graph's outputs (`device_outputs`) end modules too."""
@@ -79,8 +87,9 @@ def localize_device(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndar
             return Localization(method="none", reason="MODEL has no PyTorch modules to "
                                                       "compare with")
         run.say("comparing the device's module outputs with PyTorch (first divergence)")
-        return localize(loaded, graph, feed, tolerances, threads=threads, device=device,
-                        recorded={**device_outputs, **recorded})
+        found = localize(loaded, graph, feed, tolerances, threads=threads, device=device,
+                         recorded={**device_outputs, **recorded})
+        return with_ties(found, graph, feed, threads) if diverged(parity) else found
 
     return _as_diagnosis(work)
 

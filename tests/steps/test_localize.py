@@ -21,6 +21,7 @@ from export_gelu.tolerances import resolve_tolerances
 from tests.steps.step_inputs import main_feed, onnx_model, scaled_weights
 
 TOL = resolve_tolerances("fp32")
+PASSED = ParityResult("passed")  # (--localize on a passing run: no tie check)
 
 
 def _feed(graph: Path):  # noqa: ANN202
@@ -37,7 +38,8 @@ def test_localize_names_the_module_whose_weights_are_wrong(tiny: tuple[Path, Pat
                                                            tmp_path: Path) -> None:
     program, graph = tiny
     wrong = scaled_weights(graph, tmp_path / "wrong.onnx", 1.3)  # fc's weight ×1.3
-    found = localize_graph(load_model(program), wrong, _feed(wrong), TOL, threads=1,
+    found = localize_graph(load_model(program), wrong, _feed(wrong), TOL, parity=PASSED,
+                           threads=1,
                            device="cpu", run=Run())
     assert found.method == "modules", found.reason
     assert found.first is not None and found.first.torch_module == "fc"
@@ -48,7 +50,8 @@ def test_localize_names_the_module_whose_weights_are_wrong(tiny: tuple[Path, Pat
 
 def test_localize_on_a_right_graph_finds_no_divergence(tiny: tuple[Path, Path]) -> None:
     program, graph = tiny
-    found = localize_graph(load_model(program), graph, _feed(graph), TOL, threads=1,
+    found = localize_graph(load_model(program), graph, _feed(graph), TOL, parity=PASSED,
+                           threads=1,
                            device="cpu", run=Run())
     assert found.method == "modules" and found.first is None
     assert {m.module for m in found.modules} == {"fc", "act"}
@@ -61,7 +64,8 @@ def test_localize_an_onnx_model_goes_node_by_node(tmp_path: Path) -> None:
     run in float64 (wrong weights compute the same there: no divergence)."""
     model = onnx_model(tmp_path)
     wrong = scaled_weights(model, tmp_path / "wrong.onnx", 1.3)
-    found = localize_graph(load_model(model), wrong, _feed(wrong), TOL, threads=1,
+    found = localize_graph(load_model(model), wrong, _feed(wrong), TOL, parity=PASSED,
+                           threads=1,
                            device="cpu", run=Run())
     assert found.method == "nodes", found.reason
     assert found.first is None
@@ -79,6 +83,6 @@ def test_localize_device_without_module_outputs_says_how_to_get_them(
         tiny: tuple[Path, Path]) -> None:
     program, graph = tiny
     found = localize_device(load_model(program), graph, _feed(graph), TOL, {},
-                            device_outputs={}, threads=1, device="cpu", run=Run())
+                            device_outputs={}, parity=PASSED, threads=1, device="cpu", run=Run())
     assert found.method == "none"
     assert "run `sh run_on_device.sh localize`" in found.reason
