@@ -1,4 +1,4 @@
-"""The tiny model the stage tests share, built once per test process."""
+"""The tiny model the step tests share, built once per test process."""
 
 from __future__ import annotations
 
