@@ -15,7 +15,14 @@ from export_gelu.report.json_shape import JSON, as_json
 
 
 class Section:
-    """A record read as its JSON, key by key."""
+    """A record read as its JSON, key by key, and equal to its JSON (so `report.options ==
+    json.load(...)["options"]` holds, as it did when the section was that dict)."""
+
+    def __eq__(self, other: object) -> bool:
+        mine = as_json(self)
+        return bool(mine == (as_json(other) if isinstance(other, Section) else other))
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, like the dict it stands for)
 
     def __getitem__(self, key: str) -> JSON:
         return as_json(self)[key]
@@ -29,7 +36,7 @@ class Section:
 
 # -- trt: what became of the TensorRT engine ----------------------------------------------------
 
-@dataclass
+@dataclass(eq=False)
 class TrtSkipped(Section):
     """No engine: the target is not TensorRT, DEPLOYED is an ONNX file, or nothing ran."""
 
@@ -38,7 +45,7 @@ class TrtSkipped(Section):
     bundle: str | None = None  # a device bundle written for the graph
 
 
-@dataclass
+@dataclass(eq=False)
 class TrtNotHere(Section):
     """No engine of the target's TensorRT can be built here: why, and how it is built and
     checked on the device instead (a bundle, once written)."""
@@ -50,7 +57,7 @@ class TrtNotHere(Section):
     bundle: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class TrtBuilt(Section):
     """An engine built here with the installed TensorRT, and its parity."""
 
@@ -64,7 +71,7 @@ class TrtBuilt(Section):
     bundle: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class TrtLoaded(Section):
     """verify: DEPLOYED is a TensorRT engine, loaded and run here."""
 
@@ -74,7 +81,7 @@ class TrtLoaded(Section):
     bundle: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class TrtDevice(Section):
     """verify --device-outputs: the device's TensorRT ran the graph; what it handed back."""
 
@@ -140,7 +147,7 @@ class ShapeEntry:
     tensorrt: ShapeVerdict | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class DynamicSection(Section):
     """`--dynamic` (or a dynamic model): the dims, parity at each size, and the TensorRT
     optimization profile (one entry per input axis)."""
@@ -160,7 +167,7 @@ class ProviderOption:
     options: dict[str, str]
 
 
-@dataclass
+@dataclass(eq=False)
 class ProviderEntry(Section):
     """One ONNX Runtime run: the providers asked for, those active, what became of it, and
     its parity (the first run's status, the others' verdicts in full)."""
@@ -174,7 +181,7 @@ class ProviderEntry(Section):
 
 # -- options: what the run was given ------------------------------------------------------------
 
-@dataclass
+@dataclass(eq=False)
 class RecordedOptions(Section):
     """Every option the run was given, flags and defaults alike, named as the Python API's
     keywords (`export_gelu.options.ExportOptions.from_json` reads it back)."""

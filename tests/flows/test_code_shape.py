@@ -67,7 +67,7 @@ def test_the_architecture_pages_excerpts_are_the_code():
     import re
 
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"<!-- excerpt: (\S+) -->\n```python\n(.*?)```", page, re.S)
+    blocks = re.findall(r"<!-- excerpt: (\S+) -->\n```\n(.*?)```", page, re.S)
     assert len(blocks) >= 3
     for path, block in blocks:
         code = [ln.rstrip() for ln in (ROOT / path).read_text(encoding="utf-8").splitlines()]
