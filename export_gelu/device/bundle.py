@@ -308,6 +308,14 @@ class BundleRequest:
     #: the graph's module-boundary tensors (check.divergence.module_tensors): the device is
     #: asked for them too, from a copy of the graph that marks them as outputs
     module_tensors: Sequence[str] = ()
+    #: an INT8/FP8 graph's trtexec precision flags (quantize/flags.py), in place of the
+    #: float precision's; its TensorRT 7.x calibration cache (CALIBRATION_CACHE in the bundle)
+    quantized_flags: Sequence[str] | None = None
+    calibration_cache: str | None = None
+
+
+#: The calibration cache's file in a bundle (`trtexec --calib=` reads it on the device).
+CALIBRATION_CACHE = "calibration.cache"
 
 
 def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -> None:
@@ -359,15 +367,22 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
                 for n, (_t, dims) in inputs.items()}
     profile = profile_shapes(shapes, list(req.dynamic), symbolic)
     files = OrderedDict((n, f"inputs/{n}.bin") for n in feed)
-    trtexec = ds.trtexec_args(req.trt_version, req.precision, files, shapes, profile,
+    float_precision = "fp32" if req.quantized_flags is not None else req.precision
+    trtexec = ds.trtexec_args(req.trt_version, float_precision, files, shapes, profile,
                               req.fp32_layers)
-    polygraphy = ds.polygraphy_args(req.precision, req.trt_version, profile, req.fp32_layers)
+    polygraphy = ds.polygraphy_args(float_precision, req.trt_version, profile, req.fp32_layers)
+    if req.quantized_flags is not None:
+        trtexec += list(req.quantized_flags)
+        ds.check_flags(trtexec, req.trt_version)
+        polygraphy += ds.quantized_polygraphy_args(req.quantized_flags, CALIBRATION_CACHE)
     externals = _external_files(req.graph_path)
 
     with staging_dir(real) as tmp:
         stage = tmp / "bundle"
         (stage / "inputs").mkdir(parents=True)
         shutil.copyfile(req.graph_path, stage / GRAPH)
+        if req.calibration_cache is not None:
+            (stage / CALIBRATION_CACHE).write_text(req.calibration_cache)
         for loc in externals:
             (stage / loc).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(req.graph_path.parent / loc, stage / loc)

@@ -4,6 +4,7 @@ records the steps returned, nothing written into it while the run goes."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,17 @@ from export_gelu.device.returned import DEVICE_RUNNER
 from export_gelu.exporter.feeds.dynamic import DynamicPlan
 from export_gelu.notes import Note
 from export_gelu.options import RunOptions, VerifyOptions
+from export_gelu.quantize.judge import RULE
 from export_gelu.report.report import Report
 from export_gelu.report.sections import (
+    AutoKeepSection,
     Dim,
     DynamicSection,
+    KeptModule,
     ProviderEntry,
     ProviderOption,
+    QuantOutput,
+    QuantSection,
     RecordedOptions,
     ShapeEntry,
     ShapeVerdict,
@@ -41,6 +47,7 @@ from export_gelu.results.export import (
     ShapeCheck,
 )
 from export_gelu.results.forms import AutoResult, FormsResult
+from export_gelu.results.quantize import Quantization
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.results.verify import VerifyResult
 from export_gelu.steps.device import device_latency
@@ -170,7 +177,40 @@ def _graph_report(result: GraphExport, *, part: bool = False) -> Report:
         _bundled(rep, result.bundle)
     rep.calibration = result.calibration
     rep.generation = result.generation
+    if result.quantization is not None:
+        rep.quantization = quant_section(result.quantization)
+        rep.parity = skipped(f"{rep.precision} graph: judged by the {rep.precision} verdict "
+                             "(quantization)")
     return rep
+
+
+def _db(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def quant_section(q: Quantization) -> QuantSection:
+    """An INT8/FP8 graph's section, from what quantizing it made and found."""
+    verdict = q.verdict
+    by_module = {s.module: s.sqnr_db for s in q.sensitivity}
+    outputs: dict[str, QuantOutput] = {}
+    for name, m in q.measured.items():
+        judged = verdict.outputs.get(name) if verdict is not None else None
+        graph = judged.graph if judged is not None else m
+        outputs[name] = QuantOutput(
+            _db(graph.sqnr_db), graph.cosine, graph.top1,
+            _db(judged.reference.sqnr_db) if judged else None,
+            judged.error if judged else None, judged.bound if judged else None,
+            judged.passed if judged else None)
+    auto = q.auto
+    route = q.route
+    return QuantSection(
+        route.precision, route.kind, route.weights, q.calibrator, q.calibration, q.real_data,
+        q.calibration_feeds, q.judged_feeds, q.quantized, q.weight_products, q.gelu_qdq,
+        [KeptModule(k, _db(by_module[k]) if k in by_module else None) for k in q.kept],
+        [KeptModule(s.module, _db(s.sqnr_db)) for s in q.sensitivity],
+        AutoKeepSection(auto.target_db, _db(auto.sqnr_db), auto.met) if auto else None,
+        q.judged_by, RULE, q.passed, q.not_judged, outputs,
+        list(verdict.notes) if verdict is not None else [])
 
 
 def _bundled(rep: Report, bundle: Path) -> None:

@@ -25,6 +25,7 @@ from export_gelu.report.json_shape import JSON, Shape, as_json, register
 from export_gelu.report.sections import (
     DynamicSection,
     ProviderEntry,
+    QuantSection,
     RecordedOptions,
     ShapeVerdict,
     Trt,
@@ -106,11 +107,16 @@ class Report:
     #: where the graph starts to differ from PyTorch (check/divergence.py), when localized;
     #: written into `parity` as first_divergence, module_errors, localized_by, localize_note
     divergence: Localization | None = None
+    quantization: QuantSection | None = field(default=None, metadata=_doc(
+        "--precision int8|fp8 (and verify of a Q/DQ graph): the route, calibration, products "
+        "quantized, modules kept, and the verdict against PyTorch at the graph's scales; null "
+        "for a float graph"))
 
     @property
     def exit_code(self) -> int:
         decoded = self.generation is not None and self.generation.status == "failed"
-        return 1 if self.parity.status == "failed" or decoded else 0
+        quantized = self.quantization is not None and self.quantization.passed is False
+        return 1 if self.parity.status == "failed" or decoded or quantized else 0
 
     def to_json(self) -> dict[str, JSON]:
         data: dict[str, JSON] = as_json(self)
@@ -146,6 +152,8 @@ class Report:
             verdict = "parses as is" if not reasons else "; ".join(reasons)
             lines.append(f"Check: {target}: {verdict}")
         lines.append(self._parity_line())
+        if self.quantization is not None:
+            lines += self.quantization.lines()
         lines += self._divergence_lines()
         lines += self._generated_lines()
         lines += self._output_lines()
@@ -271,6 +279,8 @@ class Report:
         if self.precision_note:
             lines.append(f"Precision: {self.precision} ({self.precision_note})")
         lines.append(self._parity_line())
+        if self.quantization is not None:
+            lines += self.quantization.lines()
         lines += self._divergence_lines()
         lines += self._generated_lines()
         lines += self._output_lines()

@@ -179,6 +179,103 @@ class ProviderEntry(Section):
     parity: str | ParityResult | None = None
 
 
+# -- quantization: an INT8/FP8 graph, how it was made and judged ------------------------------
+
+@dataclass
+class QuantOutput:
+    """One output of the quantized graph: against fp32 (SQNR in dB, null when the outputs
+    are the same; cosine; top-1 for logits), PyTorch's own SQNR at the same scales, the
+    graph's RMS error against that reference and the bound it had to meet."""
+
+    sqnr_db: float | None
+    cosine: float
+    top1: float | None
+    reference_sqnr_db: float | None
+    rms_vs_reference: float | None
+    bound: float | None
+    passed: bool | None  # null: not judged
+
+
+@dataclass
+class KeptModule:
+    """A module kept in float, and its sensitivity (the output SQNR with it alone quantized;
+    null where not measured)."""
+
+    module: str
+    sqnr_db: float | None
+
+
+@dataclass
+class AutoKeepSection:
+    """`--keep-precision auto`: the target SQNR, the SQNR reached, and whether it was met."""
+
+    target_db: float
+    sqnr_db: float | None
+    met: bool
+
+
+@dataclass(eq=False)
+class QuantSection(Section):
+    """`--precision int8|fp8`: the route for the target, the calibration, the products
+    quantized, the modules kept, and the verdict against PyTorch at the graph's scales."""
+
+    precision: str
+    route: str  # qdq | calibration_cache
+    weights: str  # float_q_dq | quantized_dq | none
+    calibrator: str
+    calibration: str
+    real_data: bool
+    calibration_feeds: int
+    judged_feeds: int
+    products_quantized: int
+    weight_products: int
+    qdq_inside_gelu: int
+    kept: list[KeptModule]
+    sensitivity: list[KeptModule]
+    auto: AutoKeepSection | None
+    judged_by: str
+    rule: str
+    passed: bool | None  # null: not judged (`not_judged` says why)
+    not_judged: str
+    outputs: dict[str, QuantOutput]
+    notes: list[str]
+
+    def lines(self) -> list[str]:
+        """The summary's lines."""
+        share = (f"{self.products_quantized} of {self.weight_products} weight products "
+                 f"quantized")
+        lines = [f"Quantized: {self.precision} ({self.route}, {self.calibrator} calibration on "
+                 f"{self.calibration_feeds} feed(s): {self.calibration}); {share}; "
+                 f"Q/DQ inside a GELU: {self.qdq_inside_gelu}"]
+        if self.kept:
+            lines.append("  kept in float: " + ", ".join(
+                k.module + (f" ({k.sqnr_db:.1f} dB alone)" if k.sqnr_db is not None else "")
+                for k in self.kept))
+        if self.auto is not None:
+            state = "met" if self.auto.met else "NOT met"
+            got = "inf" if self.auto.sqnr_db is None else f"{self.auto.sqnr_db:.1f}"
+            lines.append(f"  auto keep: target {self.auto.target_db:g} dB {state} at {got} dB "
+                         f"keeping {len(self.kept)} module(s)")
+        verdict = ("PASSED" if self.passed else "FAILED") if self.passed is not None else \
+            f"not judged ({self.not_judged})"
+        lines.append(f"{self.precision.upper()} verdict: {verdict} on {self.judged_feeds} "
+                     f"held-out feed(s), against {self.judged_by}")
+        for name, out in self.outputs.items():
+            mark = "    " if out.passed is None else ("ok  " if out.passed else "FAIL")
+            sqnr = "inf" if out.sqnr_db is None else f"{out.sqnr_db:.1f}"
+            text = f"  {mark} {name}: SQNR {sqnr} dB, cosine {out.cosine:.5f}"
+            if out.top1 is not None:
+                text += f", top-1 {out.top1:.3f}"
+            if out.bound is not None and out.rms_vs_reference is not None:
+                ref = ("inf" if out.reference_sqnr_db is None
+                       else f"{out.reference_sqnr_db:.1f}")
+                text += (f"; PyTorch at the same scales {ref} dB; RMS vs it "
+                         f"{out.rms_vs_reference:.3g} ≤ {out.bound:.3g}"
+                         + ("" if out.passed else " missed"))
+            lines.append(text)
+        return lines
+
+
 # -- options: what the run was given ------------------------------------------------------------
 
 @dataclass(eq=False)

@@ -26,6 +26,7 @@ from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.onnx_weights import WrittenWeights
 from export_gelu.options import ExportOptions
 from export_gelu.passes.sites import GeluSite
+from export_gelu.results.quantize import Quantization
 from export_gelu.results.request import GraphsSource, OneGraphSource, Request
 from export_gelu.targets import TargetProfile
 
@@ -188,6 +189,7 @@ class GraphExport:
     generation: DecodeResult | None
     notes: tuple[str, ...]  # what the run said, in order
     seconds: dict[str, float]  # wall seconds per step
+    quantization: Quantization | None = None  # --precision int8|fp8
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.check.reference import reference_runner
 from export_gelu.device.bundle import (
+    CALIBRATION_CACHE,
     FLOAT64_ON_TRT,
     BundleRequest,
     bundle_note,
@@ -27,6 +28,7 @@ from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.options import RunOptions
 from export_gelu.results.export import ExportInputs, SavedGraph, Verdict
+from export_gelu.results.quantize import Quantization
 from export_gelu.run import Run
 from export_gelu.steps.check import export_tolerances
 from export_gelu.steps.localize import bundle_tensors
@@ -53,6 +55,8 @@ class BundleJob:
     tolerances: Tolerances
     dynamic: Sequence[DynamicAxis] = ()
     fp32_layers: Sequence[str] = ()
+    quantized_flags: Sequence[str] | None = None  # an INT8/FP8 graph's trtexec flags
+    calibration_cache: str | None = None  # TensorRT 7.x's, for --calib
 
 
 def write_device_bundle(job: BundleJob, folder: str, run: Run) -> Path:
@@ -66,7 +70,9 @@ def write_device_bundle(job: BundleJob, folder: str, run: Run) -> Path:
                         feed=job.feed, reference=outputs, reference_name=name,
                         atol=job.tolerances.atol, rtol=job.tolerances.rtol,
                         dynamic=job.dynamic, fp32_layers=job.fp32_layers,
-                        module_tensors=bundle_tensors(job.loaded, job.graph))
+                        module_tensors=bundle_tensors(job.loaded, job.graph),
+                        quantized_flags=job.quantized_flags,
+                        calibration_cache=job.calibration_cache)
     out = write_bundle(req, folder)
     run.add_notes([bundle_note(out, job.model, profile.name, profile.trt_version)])
     return out
@@ -74,9 +80,13 @@ def write_device_bundle(job: BundleJob, folder: str, run: Run) -> Path:
 
 
 def export_bundle_job(model: Path, saved: SavedGraph, inputs: ExportInputs,
-                      verdict: Verdict | None, options: RunOptions, run: Run) -> BundleJob:
+                      verdict: Verdict | None, options: RunOptions, run: Run,
+                      quantization: Quantization | None = None) -> BundleJob:
     """The bundle of an export's written graph (`verdict` None: --no-verify); a float64 graph
-    is bundled in fp32 (the parser reads DOUBLE as FLOAT), said in a note."""
+    is bundled in fp32 (the parser reads DOUBLE as FLOAT), said in a note; an INT8/FP8
+    graph with the trtexec flags its TensorRT takes, and 7.x's calibration cache."""
+    if quantization is not None:
+        return _quantized_job(model, saved, inputs, options, run, quantization)
     graph = verdict.graph if verdict is not None else saved.graph
     parity = verdict.parity if verdict is not None else skipped("--no-verify")
     reference = verdict.reference if verdict is not None else None
@@ -92,3 +102,23 @@ def export_bundle_job(model: Path, saved: SavedGraph, inputs: ExportInputs,
                      export_tolerances(saved.gelu_sites, precision, options),
                      dynamic=inputs.dynamic.axes(),
                      fp32_layers=[n for i in islands for n in i["nodes"]])
+
+
+def _quantized_job(model: Path, saved: SavedGraph, inputs: ExportInputs, options: RunOptions,
+                   run: Run, quantization: Quantization) -> BundleJob:
+    """An INT8/FP8 graph's bundle: PyTorch's fp32 outputs as the reference (the device's are
+    judged by the INT8/FP8 verdict), the precision flags of the version (quantize/flags.py),
+    the kept modules' layers pinned to fp32 where trtexec can."""
+    from export_gelu.quantize import trtexec_precision_flags
+
+    route = quantization.route
+    build = trtexec_precision_flags(route, quantization.kept_layers,
+                                    cache_file=CALIBRATION_CACHE)
+    run.add_notes(build.notes)
+    reference = reference_runner(inputs.loaded, inputs.held.reference, inputs.feed,
+                                 saved.graph, options.threads)
+    return BundleJob(model, saved.path, inputs.loaded, saved.profile,
+                     deployed_feed(inputs.feed, saved.graph), None, lambda: reference,
+                     route.precision, export_tolerances(saved.gelu_sites, "fp32", options),
+                     dynamic=inputs.dynamic.axes(), quantized_flags=build.flags,
+                     calibration_cache=quantization.calibration_cache)

@@ -11,7 +11,7 @@ from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_r
 from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.exporter.saving.weight_size import check_disk_for
-from export_gelu.options import ExportOptions
+from export_gelu.options import ExportOptions, quantizing
 from export_gelu.output_plan import export_output
 from export_gelu.results.export import ExportPlan
 from export_gelu.results.request import Request
@@ -28,6 +28,10 @@ def plan_export(request: Request[ExportOptions], run: Run) -> ExportPlan:
         output = planned.folder
     else:
         output = export_output(o, request.model)
+    if quantizing(o):  # fp8 on 8.x, a route the target lacks: exit 3 before any work
+        from export_gelu.quantize import route_for
+
+        route_for(profile, str(o.precision))
     replaced = output.is_file()
     device = resolve_device(o.device) if o.verify or o.device else None
     wants = profile.runtime == "trt" or bool(o.engine) or o.require_trt
