@@ -146,20 +146,21 @@ def quantize_graph(request: Request[ExportOptions], saved: SavedGraph, inputs: E
         run.note(GENERATED_NOTE, "quantize-generated-calibration")
     auto = AUTO_KEEP in o.keep_precision
     keep = () if auto else tuple(o.keep_precision)
-    plan = plan_quantization(model, precision, keep)
+    every = plan_quantization(model, precision)  # every module's products, kept or not
+    plan = every.without(keep) if keep else every
     method = method_for(precision, o.calibrator)
-    run.say(f"calibrating {len(plan.activations)} activation(s) on {len(calib)} feed(s) "
+    run.say(f"calibrating {len(every.activations)} activation(s) on {len(calib)} feed(s) "
             f"({method})")
     graph_calib = [deployed_feed(f, model) for f in calib]
-    ranges = calibrate(model, plan.activations, graph_calib, method)
+    ranges = calibrate(model, every.activations, graph_calib, method)
     sim, sim_route = _simulation(model, route)
-    sim_plan = plan if sim is model else plan_quantization(sim, precision, keep)
+    sim_every = every if sim is model else plan_quantization(sim, precision)
+    sim_plan = sim_every.without(keep) if keep else sim_every
     ranking: tuple[ModuleSensitivity, ...] = ()
     auto_result, kept = None, keep
     if auto or keep:
-        run.say(f"measuring {len(plan.modules)} module(s)' sensitivity")
-        full = sim_plan if not keep else plan_quantization(sim, precision)
-        ranking = tuple(sensitivity(sim, full, ranges, sim_route, graph_calib))
+        run.say(f"measuring {len(every.modules)} module(s)' sensitivity")
+        ranking = tuple(sensitivity(sim, sim_every, ranges, sim_route, graph_calib))
     if auto:
         target = o.target_sqnr if o.target_sqnr is not None else DEFAULT_TARGET_SQNR_DB
         run.say(f"keeping the most sensitive modules until {target:g} dB")
