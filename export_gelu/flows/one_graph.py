@@ -76,7 +76,7 @@ def export_graph(request: Request[ExportOptions], plan: ExportPlan, source: OneG
     if o.bundle:
         with run.step("bundle"):
             job = export_bundle_job(request.model, saved, inputs, verdict, o, run,
-                                    quantization)
+                                    quantization=quantization)
             bundle = write_device_bundle(job, o.bundle, run)
     calibration = None
     if o.inputs_npz and not inputs.is_onnx:

@@ -80,7 +80,7 @@ def write_device_bundle(job: BundleJob, folder: str, run: Run) -> Path:
 
 
 def export_bundle_job(model: Path, saved: SavedGraph, inputs: ExportInputs,
-                      verdict: Verdict | None, options: RunOptions, run: Run,
+                      verdict: Verdict | None, options: RunOptions, run: Run, *,
                       quantization: Quantization | None = None) -> BundleJob:
     """The bundle of an export's written graph (`verdict` None: --no-verify); a float64 graph
     is bundled in fp32 (the parser reads DOUBLE as FLOAT), said in a note; an INT8/FP8
