@@ -1,7 +1,8 @@
 """`export-gelu verify MODEL --bundle DIR --device-outputs F`: what a device handed back,
 judged against MODEL by the one checker as a local run would be.
 
-    one graph:        read the device run → load → judging → check → describe → [localize]
+    one graph:        read the device run → load → judging → check → describe
+                      → [quantization: a Q/DQ graph's INT8/FP8 verdict] → [localize]
     a forms bundle:   read every form's run → load → judging → judge and choose → describe
                       → [-o: the chosen graph]
 """
@@ -22,6 +23,7 @@ from export_gelu.steps.device import (
     describe_device_run,
     device_check,
     device_judging,
+    device_quantized,
     read_device_run,
     require_model_file,
 )
@@ -32,7 +34,7 @@ from export_gelu.steps.device_forms import (
     write_chosen,
 )
 from export_gelu.steps.load import load_one_graph
-from export_gelu.steps.localize import localize_device, localizes
+from export_gelu.steps.localize import judged, localize_device, quant_localizes
 
 
 def device_verify(request: Request[VerifyOptions], run: Run) -> DeviceVerifyResult:
@@ -48,17 +50,19 @@ def device_verify(request: Request[VerifyOptions], run: Run) -> DeviceVerifyResu
     with run.step("verify"):
         parity = device_check(source, device_run, judging, o, run)
         ran = describe_device_run(device_run, o, run)
+    with run.step("verify", name="quantization"):
+        quantized = device_quantized(source, device_run, o, run)
     divergence = None
-    if localizes(parity, o.localize):
+    if quant_localizes(quantized, parity, o.localize):
         with run.step("verify", name="localize"):
             deployed = device_run.deployed
             divergence = localize_device(
                 source.loaded, deployed.path, feed_for(deployed, device_run.feeds[0]),
                 judging.tolerances, device_run.module_outputs,
                 device_outputs=device_run.outputs[0], parity=parity, threads=o.threads,
-                device=judging.device.device, run=run)
+                device=judging.device.device, run=run, quantized=judged(quantized))
     return DeviceVerifyResult(request, device_run, source, judging, parity, ran, divergence,
-                              tuple(run.notes), run.seconds)
+                              tuple(run.notes), run.seconds, quantized)
 
 
 def device_forms_verify(request: Request[VerifyOptions], run: Run) -> DeviceFormsResult:

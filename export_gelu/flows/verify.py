@@ -2,8 +2,11 @@
 MODEL on the same inputs, through the one checker, with what else was asked (where it first
 diverges, the data saved, a device bundle, GELU input ranges).
 
-    open → load → inputs → describe → reference → check → [localize] → [save data]
-         → [bundle] → [calibration]
+    open → load → inputs → describe → reference → check → [quantization] → [localize]
+         → [save data] → [bundle] → [calibration]
+
+A Q/DQ DEPLOYED is judged by the INT8/FP8 verdict (PyTorch at the graph's own scales), and
+its first divergence is looked for against that same reference.
 """
 
 from __future__ import annotations
@@ -20,11 +23,17 @@ from export_gelu.results.verify import VerifyResult
 from export_gelu.run import Run
 from export_gelu.steps.bundle import write_device_bundle
 from export_gelu.steps.load import load_one_graph
-from export_gelu.steps.localize import engine_not_localized, localize_graph, localizes
+from export_gelu.steps.localize import (
+    engine_not_localized,
+    judged,
+    localize_graph,
+    quant_localizes,
+)
 from export_gelu.steps.verify import (
     calibrate_verify,
     check_deployed,
     describe_deployed,
+    judge_quantized,
     open_artifact,
     save_data,
     verify_bundle_job,
@@ -50,14 +59,17 @@ def verify(request: Request[VerifyOptions], run: Run) -> VerifyResult:
                                      run)
     with run.step("verify"):
         checked = check_deployed(deployed, reference, inputs, o, run)
+    with run.step("verify", name="quantization"):
+        quantized = judge_quantized(source, deployed, inputs, o, run)
     divergence = None
-    if localizes(checked.parity, o.localize):
+    if quant_localizes(quantized, checked.parity, o.localize):
         with run.step("verify", name="localize"):
             divergence = (engine_not_localized() if deployed.kind != "onnx" else
                           localize_graph(source.loaded, deployed.path,
                                          feed_for(deployed, inputs.feed), inputs.tolerances,
                                          parity=checked.parity, threads=o.threads,
-                                         device=inputs.device.device, run=run))
+                                         device=inputs.device.device, run=run,
+                                         quantized=judged(quantized)))
     if o.save_inputs or o.save_outputs:
         with run.step("verify", name="save_data"):
             save_data(deployed, inputs, checked, o, run)
@@ -71,7 +83,7 @@ def verify(request: Request[VerifyOptions], run: Run) -> VerifyResult:
         with run.step("calibration"):
             calibration = calibrate_verify(source, inputs, described.gelu_sites, run)
     return VerifyResult(request, deployed, source, inputs, described, checked, divergence,
-                        bundle, calibration, tuple(run.notes), run.seconds)
+                        bundle, calibration, tuple(run.notes), run.seconds, quantized)
 
 
 def verify_report(request: Request[VerifyOptions], progress: Progress | None = None) -> Report:

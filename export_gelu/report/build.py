@@ -17,6 +17,7 @@ from export_gelu.device.returned import DEVICE_RUNNER
 from export_gelu.exporter.feeds.dynamic import DynamicPlan
 from export_gelu.notes import Note
 from export_gelu.options import RunOptions, VerifyOptions
+from export_gelu.quantize import QDQ
 from export_gelu.quantize.judge import RULE
 from export_gelu.report.report import Report
 from export_gelu.report.sections import (
@@ -47,11 +48,12 @@ from export_gelu.results.export import (
     ShapeCheck,
 )
 from export_gelu.results.forms import AutoResult, FormsResult
-from export_gelu.results.quantize import Quantization
+from export_gelu.results.quantize import QdqJudged, Quantization
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.results.verify import VerifyResult
 from export_gelu.steps.device import device_latency
 from export_gelu.steps.plan import local_engine_blocker_of
+from export_gelu.steps.quant_verdict import JUDGED_BY
 
 #: What a command ends with, the report is built from.
 CommandResult = (ExportResult | VerifyResult | DeviceVerifyResult | DeviceFormsResult
@@ -323,7 +325,33 @@ def _verify_report(result: VerifyResult) -> Report:
         _bundled(rep, result.bundle)
     rep.calibration = result.calibration
     rep.notes, rep.stage_seconds = notes_of(result.notes), result.seconds
+    if result.quantization is not None:
+        _judged_qdq(rep, result.quantization)
     return rep
+
+
+def _judged_qdq(rep: Report, judged: QdqJudged) -> None:
+    """A Q/DQ graph judged at its own scales: its section, its precision, and parity skipped
+    (an fp32 tolerance says nothing of it) where the verdict was made."""
+    rep.quantization = qdq_section(judged)
+    rep.precision = judged.graph.precision
+    rep.precision_note = "a Q/DQ graph: QuantizeLinear/DequantizeLinear read back"
+    if judged.verdict is not None:
+        rep.parity = skipped(f"{rep.precision} graph: judged by the {rep.precision} verdict "
+                             "(quantization)")
+
+
+def qdq_section(judged: QdqJudged) -> QuantSection:
+    """The quantization section of a Q/DQ graph read back and judged at its own scales."""
+    g, verdict = judged.graph, judged.verdict
+    outputs = {name: QuantOutput(_db(v.graph.sqnr_db), v.graph.cosine, v.graph.top1,
+                                 _db(v.reference.sqnr_db), v.error, v.bound, v.passed)
+               for name, v in (verdict.outputs.items() if verdict is not None else ())}
+    return QuantSection(
+        g.precision, QDQ, g.weights, "", "the graph's own scales", False, 0,
+        judged.judged_feeds, g.quantized, g.weight_products, g.gelu_qdq, [], [], None,
+        JUDGED_BY, RULE, judged.passed, judged.not_judged, outputs,
+        list(verdict.notes) if verdict is not None else [])
 
 
 # -- verify --device-outputs ------------------------------------------------------------------
@@ -364,6 +392,8 @@ def _device_report(result: DeviceVerifyResult) -> Report:
         rep.latency[DEVICE_RUNNER] = device_latency(device_run.times)
     rep.divergence = result.divergence
     rep.notes, rep.stage_seconds = notes_of(result.notes), result.seconds
+    if result.quantization is not None:
+        _judged_qdq(rep, result.quantization)
     return rep
 
 

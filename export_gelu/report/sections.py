@@ -244,8 +244,9 @@ class QuantSection(Section):
         """The summary's lines."""
         share = (f"{self.products_quantized} of {self.weight_products} weight products "
                  f"quantized")
-        lines = [f"Quantized: {self.precision} ({self.route}, {self.calibrator} calibration on "
-                 f"{self.calibration_feeds} feed(s): {self.calibration}); {share}; "
+        made = (f"{self.calibrator} calibration on {self.calibration_feeds} feed(s): "
+                f"{self.calibration}" if self.calibrator else self.calibration)
+        lines = [f"Quantized: {self.precision} ({self.route}, {made}); {share}; "
                  f"Q/DQ inside a GELU: {self.qdq_inside_gelu}"]
         if self.kept:
             lines.append("  kept in float: " + ", ".join(
@@ -258,8 +259,9 @@ class QuantSection(Section):
                          f"keeping {len(self.kept)} module(s)")
         verdict = ("PASSED" if self.passed else "FAILED") if self.passed is not None else \
             f"not judged ({self.not_judged})"
+        held = "held-out " if self.calibrator else ""  # verify's feeds calibrated nothing
         lines.append(f"{self.precision.upper()} verdict: {verdict} on {self.judged_feeds} "
-                     f"held-out feed(s), against {self.judged_by}")
+                     f"{held}feed(s), against {self.judged_by}")
         for name, out in self.outputs.items():
             mark = "    " if out.passed is None else ("ok  " if out.passed else "FAIL")
             sqnr = "inf" if out.sqnr_db is None else f"{out.sqnr_db:.1f}"

@@ -16,6 +16,7 @@ from export_gelu.check.parity import ParityResult
 from export_gelu.device.choice import DeviceFormRow, DeviceForms, FormRun
 from export_gelu.options import VerifyOptions
 from export_gelu.results.export import Feed
+from export_gelu.results.quantize import QdqJudged
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.tolerances import Tolerances
 
@@ -66,6 +67,7 @@ class DeviceVerifyResult:
     divergence: Localization | None
     notes: tuple[str, ...]
     seconds: dict[str, float]
+    quantization: QdqJudged | None = None  # the graph is Q/DQ: the device's INT8/FP8 verdict
 
 
 @dataclass(frozen=True)

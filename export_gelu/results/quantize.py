@@ -48,3 +48,29 @@ class Quantization:
     @property
     def passed(self) -> bool | None:
         return None if self.verdict is None else self.verdict.passed
+
+
+@dataclass(frozen=True)
+class QdqGraph:
+    """A Q/DQ graph as read back (verify's DEPLOYED, a bundle's graph): its precision, how
+    its weights are stored, the weight products it quantizes of all, Q/DQ inside a GELU."""
+
+    precision: str  # int8 | fp8
+    weights: str  # float_q_dq | quantized_dq
+    quantized: int
+    weight_products: int
+    gelu_qdq: int
+
+
+@dataclass(frozen=True)
+class QdqJudged:
+    """A Q/DQ graph judged at its own scales (verify, verify --device-outputs)."""
+
+    graph: QdqGraph
+    judged_feeds: int
+    verdict: QuantVerdict | None  # None: not judged (why: `not_judged`)
+    not_judged: str = ""
+
+    @property
+    def passed(self) -> bool | None:
+        return None if self.verdict is None else self.verdict.passed

@@ -16,6 +16,7 @@ from export_gelu.check.parity import ParityResult
 from export_gelu.options import VerifyOptions
 from export_gelu.passes.sites import GeluSite
 from export_gelu.results.export import Feed
+from export_gelu.results.quantize import QdqJudged
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.tolerances import Tolerances
 
@@ -87,3 +88,4 @@ class VerifyResult:
     calibration: Calibration | None
     notes: tuple[str, ...]
     seconds: dict[str, float]
+    quantization: QdqJudged | None = None  # DEPLOYED is a Q/DQ graph: its INT8/FP8 verdict

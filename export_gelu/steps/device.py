@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import Deployed, feed_for, open_deployed
 from export_gelu.check.devices import resolve_device
@@ -30,9 +32,12 @@ from export_gelu.device.returned import (
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError
 from export_gelu.options import VerifyOptions
+from export_gelu.quantize.read_qdq import is_qdq_graph
 from export_gelu.results.device import DeviceJudging, DeviceRun
+from export_gelu.results.quantize import QdqJudged
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.run import Run
+from export_gelu.steps.quant_verdict import judge_deployed
 from export_gelu.tolerances import resolve_tolerances
 
 #: trtexec's precision in what it prints.
@@ -110,6 +115,27 @@ def device_check(source: OneGraphSource, device_run: DeviceRun, judging: DeviceJ
     assert options.device_outputs is not None  # (a device verify)
     check_shapes(outcome.verdict, Path(options.device_outputs))
     return outcome.verdict
+
+
+def device_quantized(source: OneGraphSource, device_run: DeviceRun, options: VerifyOptions,
+                     run: Run) -> QdqJudged | None:
+    """A Q/DQ graph's device outputs judged by the INT8/FP8 verdict: against PyTorch at the
+    graph's own scales on the feeds the device ran (steps/quant_verdict.py); None for a
+    float graph (a TensorRT 7.x bundle's fp32 graph and calibration cache included: its
+    outputs are judged by the bundle's tolerances, and a note says so)."""
+    deployed = device_run.deployed
+    graph = onnx.load(str(deployed.path))
+    if not is_qdq_graph(graph):
+        if device_run.manifest.get("precision") in ("int8", "fp8"):
+            run.note("the bundle's graph is fp32 with a TensorRT calibration cache: the device's "
+                     "INT8 outputs are judged by the bundle's tolerances, not by the INT8 "
+                     "verdict (not wired for calibration-cache bundles)", "quantized-cache")
+        return None
+    feeds = [feed_for(deployed, f) for f in device_run.feeds]
+    run.say(f"judging the device's outputs against PyTorch at the graph's scales on "
+            f"{len(feeds)} feed(s)")
+    return judge_deployed(source.loaded, graph, feeds, options.threads,
+                          got=list(device_run.outputs))
 
 
 def device_latency(times: tuple[list[float], int]) -> Latency:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from export_gelu.check.divergence import (
     Localization,
@@ -19,7 +20,9 @@ from export_gelu.check.divergence import (
 from export_gelu.check.node_divergence import localize_nodes
 from export_gelu.check.parity import ParityResult, diverged
 from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.results.quantize import QdqJudged
 from export_gelu.run import Run
+from export_gelu.steps.quant_verdict import quantized_reference
 from export_gelu.tolerances import Tolerances
 
 
@@ -27,6 +30,20 @@ def localizes(parity: ParityResult, asked: bool) -> bool:
     """Parity ran on a graph and its outputs diverged, or `--localize` was given and it ran
     at all; never where nothing diverged (check/divergence.py `worth_localizing`)."""
     return worth_localizing(parity, asked)
+
+
+def judged(quantized: QdqJudged | None) -> bool:
+    """A Q/DQ graph judged at its scales: its modules are compared with PyTorch at them."""
+    return quantized is not None and quantized.verdict is not None
+
+
+def quant_localizes(quantized: QdqJudged | None, parity: ParityResult, asked: bool) -> bool:
+    """`localizes`, where a Q/DQ graph judged at its scales is looked into when its INT8/FP8
+    verdict failed (or `--localize` asked), not when fp32 tolerances do."""
+    if not judged(quantized):
+        return localizes(parity, asked)
+    assert quantized is not None
+    return quantized.passed is False or asked
 
 
 def _has_modules(loaded: LoadedModel | None) -> bool:
@@ -48,19 +65,37 @@ def _as_diagnosis(work: Callable[[], Localization]) -> Localization:
         return Localization(method="none", reason=f"localizing failed: {first}")
 
 
+def _against(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarray],
+             tolerances: Tolerances, quantized: bool, threads: int, device: str,
+             recorded: Mapping[str, np.ndarray] | None = None) -> Localization:
+    """`localize` against the model's modules, or for a Q/DQ graph (`quantized`) against
+    them computing at the graph's scales (steps/quant_verdict.py), so that only what the
+    quantization itself does not explain diverges."""
+    if not quantized:
+        return localize(loaded, graph, feed, tolerances, threads=threads, device=device,
+                        recorded=recorded)
+    with quantized_reference(loaded, onnx.load(str(graph))) as module:
+        return localize(loaded, graph, feed, tolerances, threads=threads, device=device,
+                        recorded=recorded, module=module)
+
+
 def localize_graph(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarray],
                    tolerances: Tolerances, *, parity: ParityResult, threads: int, device: str,
-                   run: Run) -> Localization:
+                   run: Run, quantized: bool = False) -> Localization:
     """The first divergence of the ONNX graph `graph` (run on `feed`, as it takes it) from
-    `loaded`'s modules, else node by node against the graph run in a wider precision; where
-    the outputs diverged (`parity`), the ops fed ties that decide their result too."""
+    `loaded`'s modules (at the graph's scales where it is `quantized`), else node by node
+    against the graph run in a wider precision; where the outputs diverged (`parity`), the
+    ops fed ties that decide their result too."""
     def work() -> Localization:
-        run.say("comparing module outputs with PyTorch (first divergence)")
-        found = (localize(loaded, graph, feed, tolerances, threads=threads, device=device)
+        run.say("comparing module outputs with PyTorch (first divergence)"
+                + (" at the graph's scales" if quantized else ""))
+        found = (_against(loaded, graph, feed, tolerances, quantized, threads, device)
                  if _has_modules(loaded) else None)
         if found is None or found.method == "none":  # no module maps: node by node
             found = localize_nodes(graph, feed, tolerances, threads)
-        return with_ties(found, graph, feed, threads) if diverged(parity) else found
+        # a Q/DQ graph's fp32 parity always differs: its verdict, not ties, said it diverged
+        return (with_ties(found, graph, feed, threads) if diverged(parity) and not quantized
+                else found)
 
     return _as_diagnosis(work)
 
@@ -74,7 +109,8 @@ def engine_not_localized() -> Localization:
 def localize_device(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarray],
                     tolerances: Tolerances, recorded: Mapping[str, np.ndarray], *,
                     device_outputs: Mapping[str, np.ndarray], parity: ParityResult,
-                    threads: int, device: str, run: Run) -> Localization:
+                    threads: int, device: str, run: Run, quantized: bool = False
+                    ) -> Localization:
     """`verify --bundle DIR --device-outputs F`: the module-boundary tensors the device handed
     back (`recorded`, from `run_on_device.sh localize`; the first feed's) against PyTorch's
     modules; the graph's outputs (`device_outputs`) end modules too."""
@@ -87,7 +123,7 @@ def localize_device(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndar
             return Localization(method="none", reason="MODEL has no PyTorch modules to "
                                                       "compare with")
         run.say("comparing the device's module outputs with PyTorch (first divergence)")
-        found = localize(loaded, graph, feed, tolerances, threads=threads, device=device,
+        found = _against(loaded, graph, feed, tolerances, quantized, threads, device,
                          recorded={**device_outputs, **recorded})
         return with_ties(found, graph, feed, threads) if diverged(parity) else found
 

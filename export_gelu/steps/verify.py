@@ -24,6 +24,8 @@ from export_gelu.parse_check import model_opset, op_counts
 from export_gelu.passes.onnx import find_sites
 from export_gelu.passes.onnx.plugin_math import STANDIN_NOTE, plugin_nodes
 from export_gelu.passes.sites import GeluSite
+from export_gelu.quantize.read_qdq import is_qdq_graph
+from export_gelu.results.quantize import QdqJudged
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.results.verify import (
     DeployedCheck,
@@ -34,6 +36,7 @@ from export_gelu.results.verify import (
 from export_gelu.run import Run
 from export_gelu.steps.bundle import BundleJob
 from export_gelu.steps.calibrate import calibrate
+from export_gelu.steps.quant_verdict import judge_deployed
 from export_gelu.tolerances import resolve_tolerances
 
 
@@ -138,6 +141,26 @@ def check_deployed(deployed: Deployed, reference: Reference, inputs: VerifyInput
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"running MODEL and DEPLOYED on these inputs failed: {first}") from exc
     return DeployedCheck(outcome.verdict, outcome.latency, tuple(runs), outcome.by_runner)
+
+
+def judge_quantized(source: OneGraphSource, deployed: Deployed, inputs: VerifyInputs,
+                    options: VerifyOptions, run: Run) -> QdqJudged | None:
+    """A Q/DQ DEPLOYED (`is_qdq_graph`) judged by the INT8/FP8 verdict: against PyTorch at the
+    graph's own scales (steps/quant_verdict.py), on the run's feeds; None for a float graph
+    or an engine. An fp32 tolerance says nothing of it: the report's parity says skipped."""
+    if deployed.kind != "onnx":
+        return None
+    graph = onnx.load(str(deployed.path))
+    if not is_qdq_graph(graph):
+        return None
+    run.say(f"judging the Q/DQ graph against PyTorch at its scales on {len(inputs.feeds)} "
+            "feed(s)")
+    judged = judge_deployed(source.loaded, graph, inputs.feeds, options.threads)
+    if judged.verdict is None:
+        run.note(f"DEPLOYED is a {judged.graph.precision} Q/DQ graph: not judged at its scales "
+                 f"({judged.not_judged}); parity against MODEL at fp32 tolerances stands",
+                 "quantized-not-judged")
+    return judged
 
 
 def save_data(deployed: Deployed, inputs: VerifyInputs, check: DeployedCheck,
