@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from export_gelu.check.parity import errors_of
+from export_gelu.shown import shown
 from export_gelu.tolerances import Tolerances
 
 
@@ -80,10 +81,11 @@ class Localization:
             return (f"first divergence: none ({len(self.modules)} module outputs within "
                     "tolerance)")
         # the file's name and line (the report keeps the path as the exporter recorded it)
-        where = f", {f.source.replace(chr(92), '/').rsplit('/', 1)[-1]}" if f.source else ""
-        module = f.torch_module or "(no module)"
-        return (f"first divergence: {module} — {f.op_type} {f.node}, max abs {f.max_abs:.3g} > "
-                f"{f.atol:g}{where}")
+        where = (f", {shown(f.source.replace(chr(92), '/').rsplit('/', 1)[-1])}" if f.source
+                 else "")
+        module = shown(f.torch_module) if f.torch_module else "(no module)"
+        return (f"first divergence: {module} — {shown(f.op_type)} {shown(f.node)}, max abs "
+                f"{f.max_abs:.3g} > {f.atol:g}{where}")
 
 
 @dataclass
