@@ -40,6 +40,7 @@ from export_gelu.pipeline.stage import run_stages
 from export_gelu.progress import Progress
 from export_gelu.report.report import Report
 from export_gelu.report.write import write_reports
+from export_gelu.sequences import as_items
 
 #: Keywords an earlier release took, by the options' field names: old → the flag's keyword.
 _RENAMED = {"export": {"inputs_npz": "inputs"},
@@ -98,8 +99,7 @@ def _input_specs(func: str, input: Sequence[str] | str, inputs: Any) -> tuple[An
     (DeprecationWarning); a string or path is the file `--inputs` names."""
     import warnings
 
-    if isinstance(input, (str, Path)):
-        input = [str(input)]
+    input = as_items("input", input)
     if inputs is not None and not isinstance(inputs, (str, Path)):
         if input:
             raise KeywordError(f"{func}(): input= and a list inputs= both give input specs; "
@@ -107,8 +107,8 @@ def _input_specs(func: str, input: Sequence[str] | str, inputs: Any) -> tuple[An
         warnings.warn(f"{func}(): inputs=[specs] is input=[specs] now (the flag --input); "
                       "inputs= names the file of real inputs (--inputs FILE.npz)",
                       DeprecationWarning, stacklevel=3)
-        return tuple(inputs), None
-    return tuple(input), inputs
+        return as_items("inputs", inputs), None
+    return input, inputs
 
 
 def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
@@ -153,10 +153,11 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
         report_md=_str(report_md), atol=atol, rtol=rtol, verify=verify,
         allow_pickle=allow_pickle or trust_model, model_factory=model_factory,
         threads=threads, iterations=iterations, warmup=warmup, require_trt=require_trt,
-        dynamic=tuple(dynamic), static=static, device=device, bundle=_str(bundle),
+        dynamic=as_items("dynamic", dynamic), static=static, device=device,
+        bundle=_str(bundle),
         output_names=(output_names if output_names is None or isinstance(output_names, str)
                       else tuple(output_names)),
-        imports=tuple(imports), cast_down=cast_down, task=task,
+        imports=as_items("imports", imports), cast_down=cast_down, task=task,
         localize=localize)
     if not is_in_memory(model):
         if args is not None or kwargs is not None:
@@ -173,6 +174,10 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
 def _in_memory(model: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
                run: Any) -> Report:
     """Run `run(loaded)` on a model in memory, in eval mode (its mode restored after)."""
+    if isinstance(args, (str, bytes)):
+        raise TypeError(f"args={args!r}: a sequence of example tensors, not a string")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise TypeError(f"kwargs: a mapping of example tensors, not {type(kwargs).__name__}")
     loaded = from_memory(model, args, kwargs)
     training = getattr(model, "training", False)
     try:
@@ -222,7 +227,7 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
     opts = options or VerifyOptions(
         inputs=specs, inputs_file=inputs_file, precision=precision, atol=atol, rtol=rtol,
         allow_pickle=allow_pickle or trust_model, model_factory=model_factory,
-        imports=tuple(imports), task=task, threads=threads, iterations=iterations,
+        imports=as_items("imports", imports), task=task, threads=threads, iterations=iterations,
         warmup=warmup, device=device, report=_str(report), report_md=_str(report_md),
         save_inputs=_str(save_inputs), save_outputs=_str(save_outputs), calibrate=calibration,
         bundle=_str(bundle), bundle_target=target, device_outputs=_str(device_outputs),
@@ -285,8 +290,8 @@ def inspect_model(model: str | Path, targets: Sequence[str] | None = None,
     (`dry_run`) whether `export-gelu FILE --target T` would fit it. `nodes`: names of nodes
     whose module, class and source line to give (`info["nodes"]`).
     """
-    options = InspectOptions(targets=tuple(targets or ()), dry_run=dry_run,
-                             nodes=tuple(nodes))
+    options = InspectOptions(targets=as_items("targets", targets), dry_run=dry_run,
+                             nodes=as_items("nodes", nodes))
     inspection = run_stages(INSPECT, new_state(options, model, progress)).inspection
     assert inspection is not None  # inspect's census made it
     return inspection
