@@ -56,14 +56,14 @@ def check_model(manifest: dict[str, Any], bundle: Path, model_path: Path) -> Non
                             f" not {model_path.name} (sha256 {_sha256(model_path)[:12]}…)")
 
 
-def check_graph(bundle: Path, rel: str, sha256: Any) -> Path:
-    """The bundle's graph `rel` (a path inside the bundle, no link, a regular file),
-    unchanged since the bundle was written, with its external data beside it inside the
-    bundle; else exit 2. Returns its real path."""
+def check_graph(bundle: Path, rel: str, sha256: Any, field: str = "graph.file") -> Path:
+    """The bundle's graph `rel` (a path inside the bundle, no link, a regular file; `field`:
+    the manifest's field that names it), unchanged since the bundle was written, with its
+    external data beside it inside the bundle; else exit 2. Returns its real path."""
     from export_gelu.exporter.loading.load import check_external_data
 
     folder = bundle_folder(bundle)
-    folder.check_name(rel, "graph.file", "manifest.json")
+    folder.check_name(rel, field, "manifest.json")
     if not folder.is_file(rel) or folder.sha256(rel) != sha256:
         raise BadInputError(f"--bundle {bundle}: {shown(rel)} is missing or is not the graph "
                             "the manifest names (sha256 differs)")

@@ -68,11 +68,12 @@ def _last_line(returned: UntrustedFolder, rel: str) -> str:
     return (errors[:1] or lines[-1:] or ["(empty)"])[0][:300]
 
 
-def _form_run(bundle: Path, returned: UntrustedFolder, entry: dict[str, Any], warmup: float,
-              names: list[str] | None, feeds: int) -> FormRun:
-    """One form of the manifest (checked by device/manifest_checks.py: a known GELU form,
+def _form_run(bundle: Path, returned: UntrustedFolder, index: int, entry: dict[str, Any],
+              warmup: float, names: list[str] | None, feeds: int) -> FormRun:
+    """The manifest's form `index` (checked by device/manifest_checks.py: a known GELU form,
     listed once) and what the device left in <returned>/<form>/."""
-    graph = check_graph(bundle, entry["graph"]["file"], entry["graph"]["sha256"])
+    graph = check_graph(bundle, entry["graph"]["file"], entry["graph"]["sha256"],
+                        f"forms[{index}].graph.file")
     form = entry["form"]
     run = FormRun(DeviceFormRow(form, list(entry.get("same_as") or [])), graph)
     failed = f"{form}/{BUILD_FAILED}"
@@ -115,11 +116,13 @@ def read_forms_run(state: VerifyState) -> None:
     state.feeds, state.inputs_label = given.feeds, given.source
     warmup = float(manifest.get("trtexec", {}).get("warmup_ms", WARMUP_MS))
     forms = manifest["forms"]  # a list of known forms, each once (manifest_checks)
-    first = check_graph(bundle, forms[0]["graph"]["file"], forms[0]["graph"]["sha256"])
+    first = check_graph(bundle, forms[0]["graph"]["file"], forms[0]["graph"]["sha256"],
+                        "forms[0].graph.file")
     state.deployed = open_deployed(first)
     names = list(state.deployed.outputs)
     folder = UntrustedFolder(returned, "--device-outputs", "device folder")
-    runs = [_form_run(bundle, folder, e, warmup, names, len(state.feeds)) for e in forms]
+    runs = [_form_run(bundle, folder, i, e, warmup, names, len(state.feeds))
+            for i, e in enumerate(forms)]
     if not any(r.row.built for r in runs):
         raise TargetUnmetError(f"no GELU form built on the device ({returned}): " + "; ".join(
             f"{r.row.form}: {shown(r.row.build_error)}" for r in runs))

@@ -192,9 +192,11 @@ def _form_named_dotdot(b: Path, o: Outside) -> None:
 FORMS_CASES = {
     "manifest.json a link": (_manifest_linked, ("manifest.json", "leads out of the bundle")),
     "inputs.npz a link": (_npz_linked, ("inputs.npz", "leads out of the bundle")),
-    "a form's graph `..`": (_graph_dotdot, ("manifest.json", "../../outside/tanh.onnx",
+    "a form's graph `..`": (_graph_dotdot, ("manifest.json: forms[1].graph.file",
+                                            "../../outside/tanh.onnx",
                                             "not a path inside the bundle")),
-    "a form's graph absolute": (_graph_absolute, ("manifest.json", "not a path inside")),
+    "a form's graph absolute": (_graph_absolute, ("manifest.json: forms[1].graph.file",
+                                                  "not a path inside")),
     "a form's graph a link": (_graph_linked, ("forms/tanh/model.onnx",
                                               "leads out of the bundle")),
     "outputs.json a link": (_outputs_linked, ("tanh/outputs.json", "leads out of the device")),
