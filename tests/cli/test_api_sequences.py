@@ -2,7 +2,8 @@
 expected is one item, never its characters. `imports='os'` imported the modules `o` and `s`
 from the working directory, running their code; `dynamic='batch=…'`, `targets='trt8.2'` and
 `nodes='name'` were taken apart the same way. Bytes, a mapping, or an item that is not a
-string is a TypeError naming the keyword (export_gelu/sequences.py)."""
+string is a TypeError naming the keyword (flag_table.record_fields and the options records'
+types); an in-memory model's `args=` given a string is a TypeError too."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 import export_gelu
-from export_gelu.sequences import as_items
+from export_gelu import flag_table
 
 pytest.importorskip("onnxruntime")
 
@@ -92,19 +93,12 @@ def test_inspect_targets_and_nodes_as_one_string(exported):
     assert [n["name"] for n in info["nodes"]] == [node]
 
 
-def test_compare_forms_and_in_memory_arguments_refuse_a_string(exported):
-    pt, _ = exported
-    with pytest.raises(TypeError, match="targets"):
-        export_gelu.compare_forms(pt, targets="trt8.2")
+def test_compare_forms_targets_as_one_string_and_in_memory_arguments(exported):
+    values = flag_table.api_values("compare_forms", {"targets": "trt8.2", "forms": "tanh"})
+    options = flag_table.forms_options(values)
+    assert options.targets == ("trt8.2",) and options.forms == ("tanh",)
     with pytest.raises(TypeError, match="args"):
         export_gelu.export(_module(), args="x", output="never.onnx", **QUICK)
     with pytest.raises(TypeError, match="kwargs"):
         export_gelu.export(_module(), args=(torch.randn(2, 8),), kwargs=[1], output="n.onnx",
                            **QUICK)
-
-
-def test_as_items_takes_a_string_whole():
-    assert as_items("imports", "os") == ("os",)
-    assert as_items("imports", Path("mod.py")) == ("mod.py",)
-    assert as_items("imports", ["a", Path("b")]) == ("a", "b")
-    assert as_items("imports", None) == () and as_items("imports", ()) == ()
