@@ -155,6 +155,19 @@ def _outside_code_spans(markdown: str) -> str:
     return re.sub(r"(`+)(?:(?!\1).)+?\1", "", markdown)
 
 
+def test_export_of_a_hostile_graph_prints_its_names_as_text(hostile_graph, tmp_path):
+    """The graph as MODEL: its GELU sites (node names, modules) in the export's summary and
+    Markdown report, as text."""
+    _model, path = hostile_graph
+    md = tmp_path / "e.md"
+    res = run_cli(path, "--target", "ort", "-o", tmp_path / "e.onnx", "--iterations", "0",
+                  "--report-md", md)
+    assert res.code == 0, res.err + res.out
+    no_raw_controls(res.out, res.err, md.read_text())
+    assert "model\\x1b]8;;http://evil.example/\\x07link" in res.out  # the hostile module
+    assert "<img" not in _outside_code_spans(md.read_text())
+
+
 # -- megabyte names: shortened, never exit 4 -------------------------------------------------
 
 def _relu_named(path: Path, output: str) -> Path:
