@@ -133,7 +133,7 @@ class Report:
         lines.append(f"GELU sites: {len(self.gelu_sites)} ({kind_text})")
         for s in self.gelu_sites[:8]:
             where = shown(s.module or s.name)
-            lines.append(f"  {where:<38} {s.kind:<6} {shown(s.source)}  →  {shown(s.action)}")
+            lines.append(f"  {where:<38} {s.kind:<6} {shown(s.source)}  →  {shown(s.action, 1000)}")
         if len(self.gelu_sites) > 8:
             lines.append(f"  … and {len(self.gelu_sites) - 8} more (see --report)")
         if self.output:
