@@ -33,6 +33,9 @@ class Task:
     name: str
     mappings: tuple[str, ...]  # MODEL_FOR_*_MAPPING_NAMES, in order of preference
     kind: str = SINGLE
+    #: serves only encoder-decoder configs (the image-text mapping also holds decoder-only
+    #: multimodal LMs, which are not an encoder and a decoder)
+    encoder_decoder: bool = False
 
 
 #: Generation first, then heads, the bare model last: the first task whose mappings hold the
@@ -42,6 +45,8 @@ TASKS: tuple[Task, ...] = (
     Task("text2text-generation", ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",), SEQ2SEQ),
     Task("automatic-speech-recognition", ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
                                           "MODEL_FOR_CTC_MAPPING_NAMES"), SEQ2SEQ),
+    Task("image-to-text", ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",), SEQ2SEQ,
+         encoder_decoder=True),
     Task("text-generation", ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",), DECODER),
     Task("fill-mask", ("MODEL_FOR_MASKED_LM_MAPPING_NAMES",)),
     Task("text-classification", ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",)),
@@ -121,8 +126,11 @@ def class_for(task: Task, model_type: str) -> str | None:
     return None
 
 
-def _task_of_class(class_name: str) -> Task | None:
+def _task_of_class(class_name: str, config: Any = None) -> Task | None:
+    composite = bool(getattr(config, "is_encoder_decoder", False))
     for task in TASKS:
+        if task.encoder_decoder and not composite:
+            continue
         for mapping in task.mappings:
             if any(class_name in _classes(v) for v in _mapping(mapping).values()):
                 return task
@@ -150,11 +158,14 @@ def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
     if given:
         task, with_past = task_by_name(given)
         base = task.name
-        cls = (archs[0] if archs and _task_of_class(archs[0]) is task else
+        cls = (archs[0] if archs and _task_of_class(archs[0], config) is task else
                class_for(task, model_type))
         if cls is None:
             raise BadInputError(f"{folder}: transformers has no {given} class for model type "
                                 f"{model_type!r}")
+        if task.encoder_decoder and not getattr(config, "is_encoder_decoder", False):
+            raise BadInputError(f"--task {given!r}: {cls} is not an encoder-decoder model; "
+                                "use --task feature-extraction")
         if with_past and cls.endswith("ForCTC"):
             raise BadInputError(f"--task {given!r}: {cls} is a CTC model (one graph, no "
                                 f"decoder); use --task {base}")
@@ -162,7 +173,7 @@ def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
     if not archs:
         raise BadInputError(f"{folder}/config.json names no architectures; pass --task (one of "
                             f"{', '.join(task_names())})")
-    found = _task_of_class(archs[0])
+    found = _task_of_class(archs[0], config)
     if found is None:  # a class no task mapping holds (ElectraForPreTraining): its own outputs
         import transformers
 
