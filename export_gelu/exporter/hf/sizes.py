@@ -123,7 +123,7 @@ def _captures(module: Any, inputs: OrderedDict[str, Any], name: str, axes: dict[
 def _only_batch(error: str) -> bool:
     """torch's constraint report names the batch alone (RT-DETR's anchors)."""
     found = re.search(r"Constraints violated \(([^)]*)\)", error)
-    return bool(found) and [n.strip() for n in found[1].split(",")] == ["batch_size"]
+    return found is not None and [n.strip() for n in found[1].split(",")] == ["batch_size"]
 
 
 _SUGGESTED = re.compile(r"(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)")
