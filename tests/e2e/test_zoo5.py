@@ -253,7 +253,18 @@ def test_diffusers_folder_exports_from_its_config(tmp_path: Path,
 # -- slow: the product ---------------------------------------------------------------------------
 
 #: Each model's expected exit per (way, target) where it is not 0, with the words that say why.
-REFUSALS: dict[tuple[str, str, str], tuple[int, str]] = {}
+REFUSALS: dict[tuple[str, str, str], tuple[int, str]] = {
+    # RT-DETR's GridSample exists from opset 16; trt8.2's ceiling is 13: refused naming the
+    # targets that take it
+    **{("rt_detr", way, "trt8.2"): (3, "targets whose opset takes it: onnx, ort, trt8.5")
+       for way in ("folder", "pt2", "api")},
+    # RT-DETR with default init scores its anchors in exact ties, which torch.topk and ONNX
+    # Runtime's TopK break differently (issue 44 item 7, the verdicts' work names the tie)
+    **{("rt_detr", way, "ort"): (1, "over tolerance") for way in ("folder", "pt2", "api")},
+}
+#: Models torch.export cannot capture at all (no .pt2 can be saved): the way does not exist.
+NO_PT2 = {"longformer": "torch.export cannot capture Longformer: its padding to the "
+                        "attention window is a data-dependent branch"}
 
 SLOW_WAYS = (("folder", "ort"), ("folder", "trt8.2"), ("pt2", "trt8.2"), ("api", "ort"))
 
@@ -293,6 +304,10 @@ def _run_way(tmp_path: Path, session_cache: SessionCache, name: str, way: str,
 @pytest.mark.parametrize("name", list(getattr(zoo5, "ALL", ())))
 def test_zoo5_model_exports_or_says_why(tmp_path: Path, session_cache: SessionCache,
                                         name: str, way: str, target: str) -> None:
+    if way == "pt2" and name in NO_PT2:
+        with pytest.raises(Exception):  # noqa: B017 - torch's own refusal, whatever its type
+            zoo5.save_pt2(name, tmp_path / "m.pt2")
+        pytest.skip(NO_PT2[name])
     expected = REFUSALS.get((name, way, target))
     code, why, out = _run_way(tmp_path, session_cache, name, way, target)
     assert code != 4, why

@@ -8,8 +8,9 @@ data-dependent branch. Rather than refuse the folder with torch's advice (`mark_
 `Dim.DYNAMIC`), the graph's module is captured with every declared dim symbolic; a dim torch
 refuses is kept at the example's size, or narrowed to the range torch suggests when that range
 holds the example's size, and a note (`static-dim`) quotes why and says that `--dynamic`
-forces a range. The captured program is then run at the sizes parity will check (MIN, an odd
-size, MAX), so a dim the capture keeps but the graph cannot take is kept static too.
+forces a range. A one-graph task's captured program is then run at the sizes parity will
+check (MIN, an odd size, MAX), so a dim the capture keeps but the graph cannot take is kept
+static too (a generation graph's dims are captured only: decoding runs them).
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ def _runs(program: Any, inputs: OrderedDict[str, Any], dims: Sequence[Any]) -> s
     else why not."""
     import torch
 
-    if any(d.derived for d in dims):  # sizes that follow from others: torch checked them
-        return ""
+    if any(d.derived or not d.checked for d in dims):  # a generation graph's dims: ranged for
+        return ""  # the TensorRT profile, run where decoding takes them (its own check)
     captured = program.module()
     for point in ("min", "odd", "max"):
         size = {d.name: d.min if point == "min" else d.max if point == "max"
