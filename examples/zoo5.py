@@ -343,10 +343,12 @@ def save_folder(name: str, folder: Path) -> Path:
 
 def save_pt2(name: str, path: Path) -> Path:
     """`name` captured by torch.export on its example inputs (keywords) and saved."""
+    import inspect
+
     model = build(name)
     kwargs = example_inputs(name)
-    if hasattr(getattr(model, "config", None), "use_cache"):
-        kwargs = {**kwargs, "use_cache": False}
+    if "use_cache" in inspect.signature(model.forward).parameters:
+        kwargs = {**kwargs, "use_cache": False}  # a sub-config's too (VisionEncoderDecoder)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.export.save(torch.export.export(model, (), kwargs, strict=False), str(path))

@@ -245,9 +245,16 @@ def test_diffusers_folder_exports_from_its_config(tmp_path: Path,
     assert code == 0, text
     assert report["parity"]["status"] == "passed"
     assert "diffusers-folder" in note_codes(report)
-    model = zoo5.build("sd3_transformer")
-    feed = _fresh(zoo5.example_inputs("sd3_transformer"))
-    assert _fresh_error(tmp_path / "out.onnx", model, feed) < 1e-4
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(tmp_path / "out.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    g = torch.Generator().manual_seed(1234)
+    feed = {i.name: torch.randn([d if isinstance(d, int) else 3 for d in i.shape], generator=g)
+            for i in session.get_inputs()}  # batch 3: not the example's 2
+    feed["timestep"] = torch.rand(feed["timestep"].shape, generator=g) * 1000
+    assert tuple(feed["encoder_hidden_states"].shape) == (3, 16, 16)  # from the config
+    assert _fresh_error(tmp_path / "out.onnx", zoo5.build("sd3_transformer"), feed) < 1e-4
 
 
 # -- slow: the product ---------------------------------------------------------------------------
@@ -261,6 +268,11 @@ REFUSALS: dict[tuple[str, str, str], tuple[int, str]] = {
     # RT-DETR with default init scores its anchors in exact ties, which torch.topk and ONNX
     # Runtime's TopK break differently (issue 44 item 7, the verdicts' work names the tie)
     **{("rt_detr", way, "ort"): (1, "over tolerance") for way in ("folder", "pt2", "api")},
+    # Longformer: torch.export cannot capture it (data-dependent padding), so its graph is a
+    # TorchScript trace at the example's sizes, which measured 3.5e-4 off PyTorch (not yet
+    # explained): an honest exit 1, no longer exit 4
+    **{("longformer", way, target): (1, "over tolerance")
+       for way in ("folder", "api") for target in ("ort", "trt8.2")},
 }
 #: Models torch.export cannot capture at all (no .pt2 can be saved): the way does not exist.
 NO_PT2 = {"longformer": "torch.export cannot capture Longformer: its padding to the "
