@@ -183,12 +183,13 @@ def plan_for(loaded: Any, names: list[str]) -> CallPlan:
     if getattr(loaded, "exported", None) is not None:
         return plan_for_program(loaded.exported, names)
     module = getattr(loaded, "module", None)
+    constants = tuple(getattr(loaded, "call_constants", ()) or ())
     if module is None:
-        return CallPlan(tuple(names))
+        return CallPlan(tuple(names), fixed=constants)
     ordered = keyword_order(module, names)
     if ordered is None:
-        return CallPlan(tuple(names))
-    return CallPlan((), tuple((n, n) for n in ordered))
+        return CallPlan(tuple(names), fixed=constants)
+    return CallPlan((), tuple((n, n) for n in ordered), constants)
 
 
 def ordered_feed(plan: CallPlan, feed: Mapping[str, T]) -> OrderedDict[str, T]:

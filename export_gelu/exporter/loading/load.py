@@ -68,10 +68,13 @@ class LoadedModel:
     trusted: bool = False  # loaded with --trust-model: its code was not checked
     # -- a Hugging Face folder (hf/folder.py, hf/graphs.py) ---------------------------------
     task: str = ""  # the task it is exported for (optimum's name)
-    dims: list[Any] = field(default_factory=list)  # hf.graphs.GraphDim: its dynamic dims
+    dims: list[Any] = field(default_factory=list)  # hf.graph_spec.GraphDim: its dims
     file_name: str = ""  # the graph's file in a multi-graph output folder
     graphs: list[LoadedModel] = field(default_factory=list)  # the graphs a folder exports
     generation: Any = None  # hf.folder.FolderModel, for the greedy-decode check
+    #: keyword arguments that are no tensors (use_cache=False, a mode string), passed on
+    #: every call as given: constants of the call, as torch.export keeps them
+    call_constants: tuple[tuple[str, Any], ...] = ()
 
     @property
     def is_onnx(self) -> bool:
@@ -387,16 +390,22 @@ def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,
                     sizes_precision: str = "fp32") -> LoadedModel:
     """A save_pretrained folder: one graph (on the user's inputs when given), or (an
     encoder–decoder) the folder's graphs."""
-    from export_gelu.exporter.hf.folder import load_folder
+    from export_gelu.exporter.hf.diffusers_folder import load_diffusers_folder
+    from export_gelu.exporter.hf.folder import is_diffusers_folder, load_folder
     from export_gelu.exporter.hf.graphs import given_inputs, graphs_for
     from export_gelu.exporter.hf.tasks import DECODER, SEQ2SEQ
 
-    fm = load_folder(path, task, allow_pickle)
+    fm = (load_diffusers_folder(path, task, allow_pickle) if is_diffusers_folder(path)
+          else load_folder(path, task, allow_pickle))
     _refuse_nan(path, fm.model.state_dict())
     one_graph = fm.task.kind not in (DECODER, SEQ2SEQ) or (fm.task.kind == DECODER
                                                            and not fm.task.with_past)
     given = given_inputs(fm, list(inputs), inputs_npz) if one_graph else None
     specs = graphs_for(fm, given, static, sizes_opset, sizes_precision)
+    if fm.task.kind == DECODER and not one_graph and not fm.task.with_past \
+            and (inputs or inputs_npz):
+        given = given_inputs(fm, list(inputs), inputs_npz)  # its past route fell through
+        specs = graphs_for(fm, given, static, sizes_opset, sizes_precision)
     name = fm.task.name
     generation = fm if fm.task.with_past else None
     if len(specs) == 1:
@@ -421,6 +430,11 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
     one-graph tasks dynamic in batch and sequence unless `static` (image and audio sizes too,
     where the model takes them, when the export's opset `sizes_opset` is 18 or more)."""
     path = Path(path)
+    if path.is_dir() and (path / "model_index.json").is_file() \
+            and not (path / "config.json").is_file():
+        models = sorted(p.name for p in path.iterdir() if (p / "config.json").is_file())
+        raise BadInputError(f"{path}: a diffusers pipeline folder (model_index.json); export "
+                            f"the folder of one of its models: {', '.join(models) or 'none'}")
     if path.is_dir() and (path / "config.json").is_file():
         return _load_hf_folder(path, task, allow_pickle, inputs, inputs_npz, static,
                                sizes_opset=sizes_opset, sizes_precision=sizes_precision)
