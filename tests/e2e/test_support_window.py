@@ -45,7 +45,7 @@ def test_verify_passes(demo: Path, tmp_path: Path) -> None:
     ("torchscript", ("--input", "x:2x16:int64:0,1000")),
     ("state_dict", ("--model-factory", "export_gelu.examples.models:bert",
                     "--input", "x:2x16:int64:0,1000")),
-    ("pickle", ("--trust-model",)),
+    ("pickle", ("--trust-model", "--input", "x:2x16:int64:0,1000")),
 ])
 def test_every_format_loads_and_exports(fmt: str, flags: tuple[str, ...],
                                         tmp_path: Path) -> None:

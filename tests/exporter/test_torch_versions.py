@@ -73,12 +73,12 @@ def test_a_schema_this_torch_cannot_read_names_both_torches_and_the_way_out(
 
 
 def test_a_failed_load_of_another_torch_s_file_names_both_versions(tmp_path: Path) -> None:
-    model = _legacy_archive(tmp_path / "older.pt2", "2.6.0")
-    older = av.ProgramArchive(av.LEGACY_LAYOUT, "2.6.0", "8.2")
+    model = _legacy_archive(tmp_path / "older.pt2", "2.0.1")  # older than any torch supported
+    older = av.ProgramArchive(av.LEGACY_LAYOUT, "2.0.1", "8.2")
     err = av.program_load_failure(model, older, KeyError("no item named 'x'"))
     assert isinstance(err, BadInputError)
     text = str(err)
-    assert "saved by torch 2.6.0" in text and f"torch {torch.__version__} here" in text
+    assert "saved by torch 2.0.1" in text and f"torch {torch.__version__} here" in text
     assert f"save the model again with torch.export.save under torch {torch.__version__}" in text
     same = av.ProgramArchive(av.PT2_LAYOUT, torch.__version__, None)
     assert str(av.program_load_failure(model, same, ValueError("bad"))).startswith(
