@@ -13,13 +13,15 @@ from export_gelu.trt_parser.plugin import PLUGIN_OP
 
 def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = True,
                  providers: list | None = None, log_severity: int = 3,
-                 weights_folder: str | None = None,
+                 weights_folder: str | None = None, *,
+                 disabled_optimizers: list[str] | None = None,
                  ):  # -> onnxruntime.InferenceSession
     """An ORT session with `threads` intra-op threads and no spinning (stable timings), for a
     file or a serialized model.
 
     `providers`: provider names or (name, options) pairs, CPU only by default.
     `weights_folder`: where a serialized model's external data lies (onnx_weights.ort_source).
+    `disabled_optimizers`: ONNX Runtime graph transformers not to run, by name.
     """
     import onnxruntime as ort
 
@@ -41,10 +43,11 @@ def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = Tr
         path, folder = _bytes_and_folder(Path(path))  # C++ cannot take the name
         opts.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                       folder)
+    extra = {"disabled_optimizers": disabled_optimizers} if disabled_optimizers else {}
     try:
         return ort.InferenceSession(path if isinstance(path, bytes) else str(path),
                                     sess_options=opts,
-                                    providers=providers or ["CPUExecutionProvider"])
+                                    providers=providers or ["CPUExecutionProvider"], **extra)
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
         msg = str(exc).strip().splitlines()[0][:300]
         if isinstance(path, bytes):
@@ -54,7 +57,7 @@ def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = Tr
     source = plugin_standin(path)  # the GELU plugin, which ORT lacks, as its math
     try:
         return ort.InferenceSession(source, sess_options=opts,
-                                    providers=providers or ["CPUExecutionProvider"])
+                                    providers=providers or ["CPUExecutionProvider"], **extra)
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
         msg = str(exc).strip().splitlines()[0][:300]
         raise BadInputError(f"{path}: ONNX Runtime cannot load it, even with its {PLUGIN_OP} "

@@ -129,8 +129,10 @@ def _sum_parity(verdicts: dict[str, ParityResult]) -> ParityResult:
         return skipped("; ".join(sorted(reasons)) or "not every graph was checked")
     first = results[0]
     outputs = {f"{n}/{o}": e for n, p in verdicts.items() for o, e in p.outputs.items()}
-    return ParityResult("passed", f"all {len(results)} graphs passed", first.atol, first.rtol,
-                        list(first.runners), outputs, first.iterations)
+    said = "; ".join(f"{n}: {p.reason}" for n, p in verdicts.items() if p.reason)
+    return ParityResult("passed", f"all {len(results)} graphs passed" + (f"; {said}" if said
+                                                                         else ""),
+                        first.atol, first.rtol, list(first.runners), outputs, first.iterations)
 
 
 def export_graphs(state: ExportState, stages: Sequence[Stage[ExportState]]) -> None:

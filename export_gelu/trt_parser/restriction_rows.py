@@ -144,5 +144,6 @@ def _gathernd_bool(node: gs.Node, graph: gs.Graph) -> str | None:
 from export_gelu.trt_parser import (  # noqa: E402, F401
     dtype_rows,
     output_rows,
+    qdq_rows,
     restriction_rows_inputs,
 )

@@ -40,13 +40,13 @@ from export_gelu.exporter.model_files import archive_versions, containment
 from export_gelu.exporter.model_files.detect import Detected, ModelFormat, detect_format
 from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.exporter.torch_compat import ignore_unlift_noise
+from export_gelu.flags.factory import factory_parts
 from export_gelu.fspaths import utf8_path
 
 PICKLE_RISK = (
     "loading it runs arbitrary Python code from the file; "
     "pass --trust-model (alias --allow-pickle) only if you trust where it came from"
 )
-_FACTORY_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: Keys under which training checkpoints nest the model's state_dict.
 _NESTED_STATE_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")
 _FORCE_WEIGHTS_ONLY = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
@@ -89,16 +89,6 @@ class LoadedModel:
 def _first_line(exc: BaseException, limit: int = 200) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:limit]
-
-
-def factory_parts(spec: str) -> tuple[str, str]:
-    """`--model-factory PKG.MODULE:FUNC` → (module, attribute); exit 2 when it is not of that
-    form (options.validate asks before any work)."""
-    if not _FACTORY_FORM.match(spec or ""):
-        raise BadInputError(f"--model-factory {spec!r}: expected the form pkg.module:function "
-                            "(a module importable from the working directory)")
-    mod_name, _, attr = spec.partition(":")
-    return mod_name, attr
 
 
 def _import_callable(spec: str) -> Any:
