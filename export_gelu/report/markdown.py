@@ -125,7 +125,7 @@ def _forms(rep: Report) -> list[str]:
 def _sites(rep: Report) -> list[str]:
     if not rep.gelu_sites:
         return []
-    rows = [[s.module or s.name, s.kind, s.source, s.action] for s in rep.gelu_sites]
+    rows = [[s.label, s.kind, s.source, s.action] for s in rep.gelu_sites]
     return ["## GELU sites", ""] + _table(["site", "kind", "written as", "action"], rows)
 
 
@@ -205,7 +205,7 @@ def write_markdown(rep: Report, out: Path) -> list[Path]:
     if missing is None:
         forms_png, errors_png = plot_paths(out)["forms"], plot_paths(out)["errors"]
         written.append(plots.plot_gelu_forms(rep.calibration, forms_png))
-        images["GELU forms and their error over the observed input range"] = forms_png.name
+        images[plots.forms_title(rep.calibration)] = forms_png.name
         if plots.plot_error_histograms(rep.parity.error_samples, rep.parity.atol, errors_png):
             written.append(errors_png)
             images["Per-output error histograms"] = errors_png.name

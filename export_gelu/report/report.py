@@ -18,6 +18,12 @@ from export_gelu.passes.sites import GeluSite
 SCHEMA_VERSION = 1
 
 
+def not_tensorrt(target: str | None) -> str:
+    """`trt.reason` when no engine was wanted (the target is not TensorRT): the summary then
+    prints no TensorRT line."""
+    return f"target {target} is not TensorRT"
+
+
 @dataclass
 class Report:
     """Everything a run found, did and measured."""
@@ -128,7 +134,7 @@ class Report:
         lines.append(f"GELU sites: {len(self.gelu_sites)} ({kind_text})")
         shown = self.gelu_sites[:8]
         for s in shown:
-            where = s.module or s.name
+            where = s.label
             lines.append(f"  {where:<38} {s.kind:<6} {s.source}  →  {s.action}")
         if len(self.gelu_sites) > len(shown):
             lines.append(f"  … and {len(self.gelu_sites) - len(shown)} more (see --report)")
@@ -149,7 +155,7 @@ class Report:
         if self.trt.get("status") == "built":
             engine = self.trt.get("engine") or "in memory"
             lines.append(f"TensorRT: engine built ({engine}); parity above includes it")
-        else:
+        elif self.trt.get("reason") != not_tensorrt(self.target):  # no TensorRT line for ORT
             device = f"; {self.trt['device']}" if self.trt.get("device") else ""
             lines.append(f"TensorRT: engine build and TensorRT parity skipped: "
                          f"{self.trt.get('reason')}{device}")
