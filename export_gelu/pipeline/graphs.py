@@ -18,6 +18,7 @@ import numpy as np
 from export_gelu.check import greedy_decode as gd
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.hf.inputs import start_token
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.notes import Note
 from export_gelu.options import ExportOptions
@@ -54,7 +55,7 @@ def _decode(state: ExportState, graphs: dict[str, Path], first: LoadedModel
     prompt = _prompt(first)
     threads = state.options.threads
     if "encoder" in graphs:
-        start = int(getattr(fm.config, "decoder_start_token_id", None) or 0)
+        start = start_token(fm.config)
         deployed = gd.seq2seq_tokens(graphs, prompt, start, threads=threads)
         reference = gd.generate_tokens(fm.model, gd.torch_inputs(prompt))
     else:

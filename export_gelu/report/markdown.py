@@ -134,7 +134,7 @@ def _forms(rep: Report) -> list[str]:
 def _sites(rep: Report) -> list[str]:
     if not rep.gelu_sites:
         return []
-    rows = [[md_code(s.module or s.name), s.kind, md_text(s.source), _words(s.action)]
+    rows = [[md_code(s.label), s.kind, md_text(s.source), _words(s.action)]
             for s in rep.gelu_sites]
     return ["## GELU sites", ""] + _table(["site", "kind", "written as", "action"], rows)
 
@@ -215,7 +215,7 @@ def write_markdown(rep: Report, out: Path) -> list[Path]:
     if missing is None:
         forms_png, errors_png = plot_paths(out)["forms"], plot_paths(out)["errors"]
         written.append(plots.plot_gelu_forms(rep.calibration, forms_png))
-        images["GELU forms and their error over the observed input range"] = forms_png.name
+        images[plots.forms_title(rep.calibration)] = forms_png.name
         if plots.plot_error_histograms(rep.parity.error_samples, rep.parity.atol, errors_png):
             written.append(errors_png)
             images["Per-output error histograms"] = errors_png.name

@@ -49,6 +49,15 @@ def observed_range(calibration: Any) -> tuple[float, float] | None:
     return min(s.min for s in sites), max(s.max for s in sites)
 
 
+def forms_title(calibration: Any) -> str:
+    """The forms plot's title (and the report's caption for it): the range the sites saw, or
+    the default range when no inputs were recorded (never the first when it is the second)."""
+    seen = observed_range(calibration)
+    if seen is None:
+        return "GELU forms over a default range −4…4 (no GELU inputs recorded)"
+    return f"GELU forms over the input range the GELU sites saw ({seen[0]:.3g}…{seen[1]:.3g})"
+
+
 def plot_gelu_forms(calibration: Any, out: Path) -> Path:
     """Exact, tanh and sigmoid GELU over the observed range, and each form's |error|."""
     import matplotlib
@@ -74,7 +83,7 @@ def plot_gelu_forms(calibration: Any, out: Path) -> Path:
     for (name, y), style in zip(forms.items(), ("--", ":")):
         top.plot(x, y, style, lw=1.6, label=name)
     top.set_ylabel("GELU(x)")
-    top.set_title("GELU forms over the input range the GELU sites saw")
+    top.set_title(forms_title(calibration))
     for (name, y), color in zip(forms.items(), ("tab:orange", "tab:green")):
         bottom.semilogy(x, np.maximum(np.abs(y - exact), 1e-12), color=color, label=name)
     bottom.set_ylabel("|form − exact|")

@@ -19,6 +19,12 @@ from export_gelu.shown import shown, terminal
 SCHEMA_VERSION = 1
 
 
+def not_tensorrt(target: str | None) -> str:
+    """`trt.reason` when no engine was wanted (the target is not TensorRT): the summary then
+    prints no TensorRT line."""
+    return f"target {target} is not TensorRT"
+
+
 @dataclass
 class Report:
     """Everything a run found, did and measured."""
@@ -132,7 +138,7 @@ class Report:
         kind_text = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
         lines.append(f"GELU sites: {len(self.gelu_sites)} ({kind_text})")
         for s in self.gelu_sites[:8]:
-            where = shown(s.module or s.name)
+            where = shown(s.label)
             lines.append(f"  {where:<38} {s.kind:<6} {shown(s.source)}  →  {shown(s.action, 1000)}")
         if len(self.gelu_sites) > 8:
             lines.append(f"  … and {len(self.gelu_sites) - 8} more (see --report)")
@@ -153,7 +159,7 @@ class Report:
         if self.trt.get("status") == "built":
             engine = self.trt.get("engine") or "in memory"
             lines.append(f"TensorRT: engine built ({engine}); parity above includes it")
-        else:
+        elif self.trt.get("reason") != not_tensorrt(self.target):  # no TensorRT line for ORT
             device = f"; {self.trt['device']}" if self.trt.get("device") else ""
             lines.append(f"TensorRT: engine build and TensorRT parity skipped: "
                          f"{self.trt.get('reason')}{device}")
