@@ -15,6 +15,8 @@ from typing import Any
 #: Default (atol, rtol) by precision; "fp64": a float64 model checked in float64.
 DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (2e-2, 2e-2), "bf16": (1e-1, 5e-2),
                       "fp64": (1e-10, 1e-9)}
+#: The precisions a verdict knows (a bundle's manifest names one of them).
+JUDGED_PRECISIONS = tuple(DEFAULT_TOLERANCES)
 #: How many times a form's worst-case pointwise error a whole model may amplify it, by default.
 FORM_ERROR_HEADROOM = 20.0
 

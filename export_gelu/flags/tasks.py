@@ -25,6 +25,9 @@ class Task:
     name: str
     mappings: tuple[str, ...]  # MODEL_FOR_*_MAPPING_NAMES, in order of preference
     kind: str = SINGLE
+    #: serves only encoder-decoder configs (the image-text mapping also holds decoder-only
+    #: multimodal LMs, which are not an encoder and a decoder)
+    encoder_decoder: bool = False
 
 
 #: Generation first, then heads, the bare model last: the first task whose mappings hold the
@@ -34,6 +37,8 @@ TASKS: tuple[Task, ...] = (
     Task("text2text-generation", ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",), SEQ2SEQ),
     Task("automatic-speech-recognition", ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
                                           "MODEL_FOR_CTC_MAPPING_NAMES"), SEQ2SEQ),
+    Task("image-to-text", ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",), SEQ2SEQ,
+         encoder_decoder=True),
     Task("text-generation", ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",), DECODER),
     Task("fill-mask", ("MODEL_FOR_MASKED_LM_MAPPING_NAMES",)),
     Task("text-classification", ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",)),

@@ -47,7 +47,8 @@ def verify(request: Request[VerifyOptions], run: Run) -> VerifyResult:
     o, path = request.options, request.deployed
     assert path is not None  # (verify's request names DEPLOYED)
     with run.step("load", name="open"):
-        deployed = open_artifact(path, o, run)
+        deployed = open_artifact(path, o, run,
+                                 None if request.in_memory is not None else request.model)
     with run.step("load"):
         source = load_one_graph(request, run)
     with run.step("load", name="inputs"):

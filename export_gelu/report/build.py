@@ -37,6 +37,7 @@ from export_gelu.report.sections import (
     TrtLoaded,
     TrtNotHere,
     TrtSkipped,
+    not_tensorrt,
 )
 from export_gelu.results.device import DeviceFormsResult, DeviceJudging, DeviceVerifyResult
 from export_gelu.results.export import (
@@ -131,7 +132,7 @@ def notes_of(notes: Iterable[str]) -> list[Note]:
 
 def _planned_trt(plan: ExportPlan) -> TrtSkipped | TrtNotHere:
     if not plan.wants_engine:
-        return TrtSkipped(f"target {plan.profile.name} is not TensorRT")
+        return TrtSkipped(not_tensorrt(plan.profile.name))
     if plan.trt_missing:
         return TrtNotHere(local_engine_blocker_of(plan.profile) or plan.trt_missing,
                           DEVICE_ROUTE)

@@ -36,6 +36,12 @@ class Section:
 
 # -- trt: what became of the TensorRT engine ----------------------------------------------------
 
+def not_tensorrt(target: str | None) -> str:
+    """`trt.reason` when no engine was wanted (the target is not TensorRT): the summary then
+    prints no TensorRT line."""
+    return f"target {target} is not TensorRT"
+
+
 @dataclass(eq=False)
 class TrtSkipped(Section):
     """No engine: the target is not TensorRT, DEPLOYED is an ONNX file, or nothing ran."""

@@ -69,7 +69,10 @@ register(TieSite, Shape(skip=frozenset({"order"})))
 register(Latency, Shape(skip=frozenset({"samples_ms"}),
                         computed=("spread_ms", "spread_pct", "drifted")))
 register(GeluSite, Shape(refine={"kind": Literal["exact", "tanh", "quick"],
-                                 "level": Literal["fx", "onnx"]}))
+                                 "level": Literal["fx", "onnx"]},
+                         doc={"called_at": "a GELU called in a forward: that forward and the "
+                              "line calling it, e.g. 'Net.forward, model.py:18' (empty when "
+                              "not recorded)"}))
 register(SiteRange, Shape(skip=frozenset({"samples"})))
 register(Calibration, Shape())
 register(FormRow, Shape(skip=frozenset({"path"}), rename={"ratio": "ratio_to_fastest"}))

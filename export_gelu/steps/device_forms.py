@@ -35,6 +35,7 @@ from export_gelu.device.returned import (
 )
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError, TargetUnmetError
+from export_gelu.exporter.loading.load import check_external_data
 from export_gelu.exporter.saving.save import save_onnx_streaming
 from export_gelu.notes import tagged
 from export_gelu.onnx_weights import load_graph
@@ -42,55 +43,62 @@ from export_gelu.options import VerifyOptions
 from export_gelu.results.device import DeviceJudging, FormsChoice, FormsRun
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.run import Run
+from export_gelu.shown import shown
 from export_gelu.steps.device import TRTEXEC_ROUNDING
+from export_gelu.untrusted_files import TAIL_BYTES, UntrustedFolder
 
-_TIMES = re.compile(r"times\.(\d+)\.json")
+_TIMES = re.compile(r"times\.(\d{1,6})\.json")
+#: build_failed.txt: trtexec's last lines; only its last TAIL_BYTES are read, whatever its size.
+BUILD_FAILED = "build_failed.txt"
 
 
-def _times(folder: Path, warmup: float) -> tuple[list[float], int, int]:
-    """(samples in round order, warm-ups dropped, rounds read) from times.<round>.json."""
-    files = sorted((int(m.group(1)), p) for p in folder.iterdir()
-                   if (m := _TIMES.fullmatch(p.name)))
+def _times(returned: UntrustedFolder, form: str, warmup: float) -> tuple[list[float], int, int]:
+    """(samples in round order, warm-ups dropped, rounds read) from <form>/times.<round>.json."""
+    files = sorted((int(m.group(1)), name) for name in returned.names(form)
+                   if (m := _TIMES.fullmatch(name)))
     samples: list[float] = []
     dropped = 0
-    for _round, path in files:
-        got, gone = read_device_times(path, warmup)
+    for _round, name in files:
+        got, gone = read_device_times(f"{form}/{name}", warmup, folder=returned)
         samples += got
         dropped += gone
     return samples, dropped, len(files)
 
 
-def _last_line(path: Path) -> str:
-    lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+def _last_line(returned: UntrustedFolder, rel: str) -> str:
+    """The first error line of the file's tail (TAIL_BYTES), else its last line; at most 300
+    characters."""
+    lines = [ln.strip() for ln in returned.tail_text(rel, TAIL_BYTES).splitlines() if ln.strip()]
     errors = [ln for ln in lines if "[E]" in ln or "rror" in ln]
     return (errors[:1] or lines[-1:] or ["(empty)"])[0][:300]
 
 
-def _form_run(bundle: Path, returned: Path, entry: dict[str, Any], warmup: float,
-              names: list[str] | None, feeds: int) -> FormRun:
-    graph_info = entry.get("graph") or {}
-    graph = check_graph(bundle, str(graph_info.get("file")), graph_info.get("sha256"))
-    form = str(entry.get("form"))
-    run = FormRun(DeviceFormRow(form, list(entry.get("same_as") or [])), graph,
-                  list(graph_info.get("external_data") or []))
-    folder = returned / form
-    failed = folder / "build_failed.txt"
-    if failed.is_file():
-        run.row.build_error = _last_line(failed)
+def _form_run(bundle: Path, returned: UntrustedFolder, index: int, entry: dict[str, Any],
+              warmup: float, *, names: list[str] | None, feeds: int) -> FormRun:
+    """The manifest's form `index` (checked by device/manifest_checks.py: a known GELU form,
+    listed once) and what the device left in <returned>/<form>/."""
+    graph = check_graph(bundle, entry["graph"]["file"], entry["graph"]["sha256"],
+                        f"forms[{index}].graph.file")
+    form = entry["form"]
+    run = FormRun(DeviceFormRow(form, list(entry.get("same_as") or [])), graph)
+    failed = f"{form}/{BUILD_FAILED}"
+    if returned.is_file(failed):
+        run.row.build_error = _last_line(returned, failed)
         return run
-    outputs = folder / "outputs.json"
-    if not outputs.is_file():
+    outputs = f"{form}/outputs.json"
+    if not returned.is_file(outputs):
+        folder = returned.path / form
         run.row.build_error = (f"{folder} holds no outputs.json (not run, or not copied back)"
-                               if folder.is_dir() else f"no {folder} (not run, or not copied "
-                               "back)")
+                               if returned.is_dir(form) else f"no {folder} (not run, or not "
+                               "copied back)")
         return run
-    got, _fmt = read_device_outputs(outputs)
+    got, _fmt = read_device_outputs(outputs, folder=returned)
     if names is not None:
-        check_pairing(got, names, outputs, feeds)
+        check_pairing(got, names, returned.path / outputs, feeds)
     run.outputs = cast_to_graph(got, output_dtypes(graph))
-    run.outputs_file = outputs
+    run.outputs_file = returned.path / outputs
     run.row.built = True
-    samples, run.row.dropped, run.row.rounds = _times(folder, warmup)
+    samples, run.row.dropped, run.row.rounds = _times(returned, form, warmup)
     if samples:
         run.row.latency = summarize([t / 1e3 for t in samples], run.row.dropped,
                                     "trtexec computeMs (GPU compute per inference)")
@@ -108,17 +116,17 @@ def read_forms_run(request: Request[VerifyOptions]) -> FormsRun:
     check_model(manifest, bundle, request.model)
     given = resolve_inputs(None, InputRequest(bundle=bundle))  # as its graphs take them
     warmup = float(manifest.get("trtexec", {}).get("warmup_ms", WARMUP_MS))
-    forms = manifest["forms"]
-    if not forms:
-        raise BadInputError(f"--bundle {bundle}: its manifest lists no form")
-    first = check_graph(bundle, str(forms[0].get("graph", {}).get("file")),
-                        forms[0].get("graph", {}).get("sha256"))
+    forms = manifest["forms"]  # a list of known forms, each once (manifest_checks)
+    first = check_graph(bundle, forms[0]["graph"]["file"], forms[0]["graph"]["sha256"],
+                        "forms[0].graph.file")
     deployed = open_deployed(first)
     names = list(deployed.outputs)
-    runs = [_form_run(bundle, returned, e, warmup, names, len(given.feeds)) for e in forms]
+    folder = UntrustedFolder(returned, "--device-outputs", "device folder")
+    runs = [_form_run(bundle, folder, i, e, warmup, names=names, feeds=len(given.feeds))
+            for i, e in enumerate(forms)]
     if not any(r.row.built for r in runs):
         raise TargetUnmetError(f"no GELU form built on the device ({returned}): " + "; ".join(
-            f"{r.row.form}: {r.row.build_error}" for r in runs))
+            f"{r.row.form}: {shown(r.row.build_error)}" for r in runs))
     return FormsRun(manifest, deployed, tuple(given.feeds), given.source,
                     {r.row.form: r for r in runs})
 
@@ -173,12 +181,13 @@ def describe_forms_run(forms_run: FormsRun, table: DeviceForms, run: Run) -> str
     run.note(f"bundle of {len(table.rows)} GELU form(s) for {manifest.get('target')} (TensorRT "
              f"{version}), each judged with the bundle's tolerances unless --atol/--rtol",
              "forms-bundle-read")
-    logs = [r.outputs_file.parent / "trtexec.log" for r in forms_run.forms.values()
-            if r.outputs_file is not None]
-    if not logs:
+    built = [form for form, r in forms_run.forms.items() if r.outputs_file is not None]
+    if not built:
         return None
-    outputs = logs[0].parent / "outputs.json"
-    ran = device_tensorrt(outputs)
+    outputs = forms_run.forms[built[0]].outputs_file  # <device folder>/<form>/outputs.json
+    assert outputs is not None
+    folder = UntrustedFolder(outputs.parent.parent, "--device-outputs", "device folder")
+    ran = device_tensorrt(Path(built[0]) / "outputs.json", folder)
     if ran is not None:
         run.add_notes(tagged("device-tensorrt", version_notes(outputs, ran, version)))
     return ran
@@ -194,10 +203,13 @@ def write_chosen(forms_run: FormsRun, chosen: DeviceFormRow | None, output: str,
         return None
     out = Path(output)
     form = forms_run.forms[chosen.form]
-    if form.external_data:  # weights beside it: streamed into OUT.data, as an export writes them
+    # the graph's external data was held inside the bundle (returned.check_graph); each file
+    # is checked inside its folder again (exit 2 otherwise) before its bytes are copied
+    if check_external_data(form.graph):  # weights beside it: into OUT.data, as export does
         save_onnx_streaming(load_graph(form.graph), out, external_data=True)
     else:
-        with written_file(out) as staged:
-            shutil.copyfile(form.graph, staged)
+        with written_file(out) as staged, form.graph.open("rb") as src, staged.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
     run.note(f"the chosen form's graph ({chosen.label}) written to {out}", "chosen-written")
     return out
+

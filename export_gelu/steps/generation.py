@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from export_gelu.check import greedy_decode as gd
+from export_gelu.exporter.hf.inputs import start_token
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.run import Run
 from export_gelu.steps.check import ort_missing
@@ -39,7 +40,7 @@ def decode_and_compare(model: LoadedModel, graphs: dict[str, Path], first: Loade
     run.say(f"greedy decoding {gd.STEPS} tokens in ONNX Runtime and with generate")
     prompt = _prompt(first)
     if "encoder" in graphs:
-        start = int(getattr(fm.config, "decoder_start_token_id", None) or 0)
+        start = start_token(fm.config)
         deployed = gd.seq2seq_tokens(graphs, prompt, start, threads=threads)
         reference = gd.generate_tokens(fm.model, gd.torch_inputs(prompt))
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.load import load_model
+from export_gelu.exporter.model_files.detect import refuse_missing
 from export_gelu.notes import tagged
 from export_gelu.options import ExportOptions, FormsOptions, RunOptions
 from export_gelu.results.request import GraphsSource, OneGraphSource, Request, Source, source_of
@@ -17,13 +18,16 @@ def load(request: Request[RunOptions], run: Run) -> Source:
     o = request.options
     loaded = request.in_memory
     if loaded is None:
+        refuse_missing(request.model)  # said before any "loading" progress line
         run.say(f"loading {request.model}")
         loaded = load_model(
             request.model, allow_pickle=o.allow_pickle, model_factory=o.model_factory,
             imports=o.imports, task=o.task, inputs=list(o.inputs),
             inputs_npz=o.inputs_npz if isinstance(o, (ExportOptions, FormsOptions)) else None,
             static=o.static if isinstance(o, ExportOptions) else False,
-            sizes_opset=_export_opset(request), sizes_precision=o.precision or "fp32")
+            sizes_opset=_export_opset(request), sizes_precision=o.precision or "fp32",
+            needs_inputs=isinstance(o, (ExportOptions, FormsOptions)) and not (
+                o.inputs or o.inputs_npz or request.checked.dynamic))
     run.add_notes(tagged("loader", loaded.notes))
     return source_of(loaded)
 

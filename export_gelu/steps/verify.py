@@ -18,6 +18,7 @@ from export_gelu.check.recorded import IN_TURN_NOTE, fits_beside_reference, reco
 from export_gelu.check.reference import model_runner
 from export_gelu.check.saved_data import save_polygraphy_inputs, save_polygraphy_outputs
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.model_files.detect import refuse_missing
 from export_gelu.notes import Note
 from export_gelu.options import VerifyOptions
 from export_gelu.parse_check import model_opset, op_counts
@@ -40,8 +41,13 @@ from export_gelu.steps.quant_verdict import judge_deployed
 from export_gelu.tolerances import resolve_tolerances
 
 
-def open_artifact(path: Path, options: VerifyOptions, run: Run) -> Deployed:
-    """DEPLOYED → what it takes and gives, and the precision it runs in."""
+def open_artifact(path: Path, options: VerifyOptions, run: Run, model: Path | None = None
+                  ) -> Deployed:
+    """DEPLOYED → what it takes and gives, and the precision it runs in. DEPLOYED and MODEL
+    (`model`; None: handed over in memory) missing: exit 2 before any progress line."""
+    refuse_missing(path)
+    if model is not None:
+        refuse_missing(model)
     run.say(f"opening {path}")
     deployed = open_deployed(path)
     if options.bundle and deployed.kind != "onnx":

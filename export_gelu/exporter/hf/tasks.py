@@ -78,8 +78,11 @@ def class_for(task: Task, model_type: str) -> str | None:
     return None
 
 
-def _task_of_class(class_name: str) -> Task | None:
+def _task_of_class(class_name: str, config: Any = None) -> Task | None:
+    composite = bool(getattr(config, "is_encoder_decoder", False))
     for task in TASKS:
+        if task.encoder_decoder and not composite:
+            continue
         for mapping in task.mappings:
             if any(class_name in _classes(v) for v in _mapping(mapping).values()):
                 return task
@@ -94,11 +97,14 @@ def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
     if given:
         task, with_past = task_by_name(given)
         base = task.name
-        cls = (archs[0] if archs and _task_of_class(archs[0]) is task else
+        cls = (archs[0] if archs and _task_of_class(archs[0], config) is task else
                class_for(task, model_type))
         if cls is None:
             raise BadInputError(f"{folder}: transformers has no {given} class for model type "
                                 f"{model_type!r}")
+        if task.encoder_decoder and not getattr(config, "is_encoder_decoder", False):
+            raise BadInputError(f"--task {given!r}: {cls} is not an encoder-decoder model; "
+                                "use --task feature-extraction")
         if with_past and cls.endswith("ForCTC"):
             raise BadInputError(f"--task {given!r}: {cls} is a CTC model (one graph, no "
                                 f"decoder); use --task {base}")
@@ -106,7 +112,7 @@ def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
     if not archs:
         raise BadInputError(f"{folder}/config.json names no architectures; pass --task (one of "
                             f"{', '.join(task_names())})")
-    found = _task_of_class(archs[0])
+    found = _task_of_class(archs[0], config)
     if found is None:  # a class no task mapping holds (ElectraForPreTraining): its own outputs
         import transformers
 

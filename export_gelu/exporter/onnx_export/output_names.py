@@ -17,6 +17,7 @@ import onnx
 
 from export_gelu import graph as G
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.torch_compat import tree_children
 from export_gelu.graph.provenance import torch_props
 
 
@@ -27,7 +28,7 @@ def _join(prefix: str, key: object) -> str:
 def _spec_keys(spec: Any) -> list[str] | None:
     """Field names of a dict-like treespec node (dict, OrderedDict, ModelOutput, namedtuple)."""
     context = spec.context
-    n = len(spec.children())
+    n = len(tree_children(spec))
     if isinstance(context, (list, tuple)) and len(context) == n and \
             all(isinstance(k, str) for k in context):
         return list(context)
@@ -42,7 +43,7 @@ def _walk_spec(spec: Any, prefix: str, out: list[str]) -> None:
         out.append(prefix)
         return
     keys = _spec_keys(spec)
-    for i, child in enumerate(spec.children()):
+    for i, child in enumerate(tree_children(spec)):
         key: object = keys[i] if keys else (i if prefix else f"output_{i}")
         _walk_spec(child, _join(prefix, key), out)
 
