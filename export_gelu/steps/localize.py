@@ -66,7 +66,7 @@ def _as_diagnosis(work: Callable[[], Localization]) -> Localization:
 
 
 def _against(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarray],
-             tolerances: Tolerances, quantized: bool, threads: int, device: str,
+             tolerances: Tolerances, *, quantized: bool, threads: int, device: str,
              recorded: Mapping[str, np.ndarray] | None = None) -> Localization:
     """`localize` against the model's modules, or for a Q/DQ graph (`quantized`) against
     them computing at the graph's scales (steps/quant_verdict.py), so that only what the
@@ -89,7 +89,8 @@ def localize_graph(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndarr
     def work() -> Localization:
         run.say("comparing module outputs with PyTorch (first divergence)"
                 + (" at the graph's scales" if quantized else ""))
-        found = (_against(loaded, graph, feed, tolerances, quantized, threads, device)
+        found = (_against(loaded, graph, feed, tolerances, quantized=quantized, threads=threads,
+                           device=device)
                  if _has_modules(loaded) else None)
         if found is None or found.method == "none":  # no module maps: node by node
             found = localize_nodes(graph, feed, tolerances, threads)
@@ -123,7 +124,8 @@ def localize_device(loaded: LoadedModel, graph: Path, feed: Mapping[str, np.ndar
             return Localization(method="none", reason="MODEL has no PyTorch modules to "
                                                       "compare with")
         run.say("comparing the device's module outputs with PyTorch (first divergence)")
-        found = _against(loaded, graph, feed, tolerances, quantized, threads, device,
+        found = _against(loaded, graph, feed, tolerances, quantized=quantized,
+                         threads=threads, device=device,
                          recorded={**device_outputs, **recorded})
         return with_ties(found, graph, feed, threads) if diverged(parity) else found
 
