@@ -107,6 +107,10 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
 def _in_memory(model: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
                run: Any) -> Report:
     """Run `run(loaded)` on a model in memory, in eval mode (its mode restored after)."""
+    if isinstance(args, (str, bytes)):
+        raise TypeError(f"args={args!r}: a sequence of example tensors, not a string")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise TypeError(f"kwargs: a mapping of example tensors, not {type(kwargs).__name__}")
     loaded = from_memory(model, args, kwargs)
     training = getattr(model, "training", False)
     try:

@@ -24,6 +24,7 @@ from export_gelu.check.marked_run import run_with_outputs
 from export_gelu.check.parity import ParityResult, diverged, errors_of, over_tolerance
 from export_gelu.check.ties import WAY_OUT as TIE_WAY_OUT
 from export_gelu.check.ties import TieSite, find_ties
+from export_gelu.shown import shown
 from export_gelu.tolerances import Tolerances
 
 
@@ -90,16 +91,18 @@ class Localization:
             return (f"first divergence: none ({len(self.modules)} module outputs within "
                     "tolerance)")
         # the file's name and line (the report keeps the path as the exporter recorded it)
-        where = f", {f.source.replace(chr(92), '/').rsplit('/', 1)[-1]}" if f.source else ""
-        module = f.torch_module or "(no module)"
-        return (f"first divergence: {module} — {f.op_type} {f.node}, max abs {f.max_abs:.3g} > "
-                f"{f.atol:g}{where}")
+        where = (f", {shown(f.source.replace(chr(92), '/').rsplit('/', 1)[-1])}" if f.source
+                 else "")
+        module = shown(f.torch_module) if f.torch_module else "(no module)"
+        return (f"first divergence: {module} — {shown(f.op_type)} {shown(f.node)}, max abs "
+                f"{f.max_abs:.3g} > {f.atol:g}{where}")
 
     def _tie_line(self) -> str:
         """The tie-order op named as the cause, before the divergence downstream of it."""
         f = self.first
         after = (f" (the first {'module' if self.method == 'modules' else 'node'} out of "
-                 f"tolerance after it: {f.torch_module or f.node}, max abs {f.max_abs:.3g})"
+                 f"tolerance after it: {shown(f.torch_module or f.node)}, max abs "
+                 f"{f.max_abs:.3g})"
                  if f else "")
         more = f" (and {len(self.ties) - 1} more such op(s))" if len(self.ties) > 1 else ""
         return (f"first divergence: tie order at {self.ties[0].text()}{more}: PyTorch and the "

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.shown import shown
+
 #: op type → index of the output that depends on tie order
 TIE_ORDER_OPS = {"TopK": 1, "ArgMax": 0, "ArgMin": 0}
 #: what the report says to do about it
@@ -50,11 +52,11 @@ class TieSite:
     def text(self) -> str:
         """`TopK node_TopK_3 in model.decoder (modeling_x.py:12) — 84 equal values for its
         10 places in 2 of 2 rows`."""
-        where = f" in {self.torch_module}" if self.torch_module else ""
-        line = f" ({_short(self.source)})" if self.source else ""
-        return (f"{self.op_type} {self.node}{where}{line} — {self.tied} equal values for its "
-                f"{self.places} place{'s' if self.places != 1 else ''} in {self.rows} of "
-                f"{self.of_rows} row{'s' if self.of_rows != 1 else ''}")
+        where = f" in {shown(self.torch_module)}" if self.torch_module else ""
+        line = f" ({shown(_short(self.source))})" if self.source else ""
+        return (f"{shown(self.op_type)} {shown(self.node)}{where}{line} — {self.tied} equal "
+                f"values for its {self.places} place{'s' if self.places != 1 else ''} in "
+                f"{self.rows} of {self.of_rows} row{'s' if self.of_rows != 1 else ''}")
 
 
 def _short(source: str) -> str:

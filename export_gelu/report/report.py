@@ -12,6 +12,7 @@ from export_gelu.check.latency import Latency
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.notes import note_json
 from export_gelu.passes.sites import GeluSite
+from export_gelu.shown import shown, terminal
 
 #: The report's JSON layout version (docs/report.schema.json); bumped when a key changes
 #: meaning or goes away (keys may be added within a version).
@@ -120,7 +121,11 @@ class Report:
         return json.dumps(self.to_json(), indent=2) + "\n"
 
     def summary(self) -> str:
-        """A one-screen, plain-text summary."""
+        """A one-screen, plain-text summary: names shown by shown.py's rule, and the whole
+        text once more through `terminal`, so no control character reaches the terminal."""
+        return terminal(self._summary())
+
+    def _summary(self) -> str:
         if self.command == "verify":
             return self._verify_summary()
         if self.command == "compare-forms" and self.forms is not None:
@@ -132,12 +137,11 @@ class Report:
             kinds[s.kind] = kinds.get(s.kind, 0) + 1
         kind_text = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
         lines.append(f"GELU sites: {len(self.gelu_sites)} ({kind_text})")
-        shown = self.gelu_sites[:8]
-        for s in shown:
-            where = s.label
-            lines.append(f"  {where:<38} {s.kind:<6} {s.source}  →  {s.action}")
-        if len(self.gelu_sites) > len(shown):
-            lines.append(f"  … and {len(self.gelu_sites) - len(shown)} more (see --report)")
+        for s in self.gelu_sites[:8]:
+            where = shown(s.label)
+            lines.append(f"  {where:<38} {s.kind:<6} {shown(s.source)}  →  {shown(s.action, 1000)}")
+        if len(self.gelu_sites) > 8:
+            lines.append(f"  … and {len(self.gelu_sites) - 8} more (see --report)")
         if self.output:
             extra = f" + {Path(self.external_data).name}" if self.external_data else ""
             lines.append(f"Output: {self.output}{extra}  (opset {self.opset}, "
@@ -171,7 +175,7 @@ class Report:
         """On a parity failure: which inputs were made up, and how (not real data)."""
         if self.parity.status != "failed" or not self.generated_inputs:
             return []
-        made = "; ".join(f"{n}: {how}" for n, how in self.generated_inputs.items())
+        made = "; ".join(f"{shown(n)}: {how}" for n, how in self.generated_inputs.items())
         return [f"  inputs generated, not real data ({made}): values a model never sees in use "
                 "may differ with no fault in the export; --inputs FILE.npz of real inputs "
                 "tells"]
@@ -180,9 +184,9 @@ class Report:
         lines = []
         for name, out in self.parity.outputs.items():
             mark = "ok  " if out.passed else "FAIL"
-            lines.append(f"  {mark} {name}: max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}, "
-                         f"mean abs {out.mean_abs:.3g}, p99.9 abs {out.p999_abs:.3g} "
-                         f"(|ref| ≤ {out.ref_scale:.3g})"
+            lines.append(f"  {mark} {shown(name)}: max abs {out.max_abs:.3g}, max rel "
+                         f"{out.max_rel:.3g}, mean abs {out.mean_abs:.3g}, p99.9 abs "
+                         f"{out.p999_abs:.3g} (|ref| ≤ {out.ref_scale:.3g})"
                          + (f", {out.nonfinite} non-finite" if out.nonfinite else "")
                          + _judged_text(out, self.parity))
         return lines
@@ -206,7 +210,7 @@ class Report:
     def _dynamic_lines(self) -> list[str]:
         if not self.dynamic:
             return []
-        dims = ", ".join(f"{d['name']} {d['min']}..{d['max']} (opt {d['opt']})"
+        dims = ", ".join(f"{shown(d['name'])} {d['min']}..{d['max']} (opt {d['opt']})"
                          for d in self.dynamic["dims"])
         lines = [f"Dynamic dims: {dims}"]
         for shape in self.dynamic.get("shapes", []):
@@ -259,7 +263,7 @@ class Report:
             return [f"GELU input ranges: not recorded ({cal.reason})"]
         lines = [f"GELU input ranges ({cal.inputs}):"]
         for s in cal.sites[:8]:
-            where = s.module or s.name
+            where = shown(s.module or s.name)
             lines.append(f"  {where:<38} [{s.min:.3g}, {s.max:.3g}]  |x|>6: {s.share_abs_gt_6:.2%}"
                          f"  |x|>40: {s.share_abs_gt_40:.2%}")
         if len(cal.sites) > 8:

@@ -21,6 +21,7 @@ from typing import Any
 
 from export_gelu.bounded_json import read_json
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.hf.processor import check_processor
 from export_gelu.exporter.hf.tasks import ResolvedTask, resolve_task
 from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.notes import Note
@@ -216,8 +217,9 @@ def _preprocessor(folder: Path) -> dict[str, Any]:
     name = "preprocessor_config.json"
     if not (folder / name).is_file():
         return {}
-    data = read_json(contained(model_root(folder), folder, name, folder, "its file"))
-    return data if isinstance(data, dict) else {}
+    path = contained(model_root(folder), folder, name, folder, "its file")
+    data = read_json(path)
+    return check_processor(data, folder / name) if isinstance(data, dict) else {}
 
 
 def _loading_notes(info: Any, folder: Path) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -71,18 +72,19 @@ def _check_npz_array(where: str, shape: tuple[int, ...], dtype: np.dtype) -> Non
                             "elements allowed")
 
 
-def load_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """Arrays from a `.npz` file, in the order they were saved.
+def load_npz(path: str | Path, fileobj: BinaryIO | None = None) -> dict[str, np.ndarray]:
+    """Arrays from a `.npz` file, in the order they were saved (read from `fileobj`, the file
+    already opened, when given: a bundle's, opened by untrusted_files.py's rule).
 
     Each member's header is checked (dtype, element count) before its data is read, so
     pickled object arrays and oversized declarations never reach memory.
     """
     path = Path(path)
-    if not path.is_file():
+    if fileobj is None and not path.is_file():
         raise BadInputError(f"--inputs {path}: no such file")
     arrays: dict[str, np.ndarray] = {}
     try:
-        with zipfile.ZipFile(path) as zf:
+        with zipfile.ZipFile(fileobj if fileobj is not None else path) as zf:
             for info in zf.infolist():
                 if info.is_dir():
                     continue
