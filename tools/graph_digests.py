@@ -44,17 +44,19 @@ def make_models(folder: Path) -> None:
             subprocess.run([sys.executable, "-c", code, str(path)], check=True)
 
 
-def digest(out_dir: Path, root: Path) -> str:
+def digest(out_dir: Path, roots: tuple[Path, ...]) -> str:
     h = hashlib.sha256()
     for f in sorted(p for p in out_dir.rglob("*") if p.is_file() and p.suffix in (".onnx",
                                                                                   ".data")):
-        data = f.read_bytes().replace(str(root).encode(), b"<ROOT>")
+        data = f.read_bytes()
+        for root in roots:
+            data = data.replace(str(root).encode(), b"<ROOT>")
         h.update(f.name.encode() + b"\0" + data)
     return h.hexdigest()
 
 
-def run(models: Path, quick: bool) -> dict[str, str]:
-    root = Path.cwd().resolve()
+def run(models: Path, quick: bool, also: tuple[Path, ...] = ()) -> dict[str, str]:
+    roots = (Path.cwd().resolve(), *also)
     cases = [(m, t, ()) for m in EXAMPLES for t in TARGETS] + list(EXTRA)
     if quick:
         cases = [c for c in cases if c[1] in ("ort", "trt8.2", "trt10") or c[2]]
@@ -70,7 +72,7 @@ def run(models: Path, quick: bool) -> dict[str, str]:
             if proc.returncode != 0:
                 result[key] = f"exit {proc.returncode}: {proc.stderr.strip()[-200:]}"
             else:
-                result[key] = digest(Path(tmp), root)
+                result[key] = digest(Path(tmp), roots)
         print(f"{key}: {result[key][:16]}", flush=True)
     return result
 
@@ -81,6 +83,10 @@ def main() -> int:
     ap.add_argument("out", type=Path, nargs="?")
     ap.add_argument("--quick", action="store_true", help="ort, trt8.2, trt10 and the extras")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"))
+    ap.add_argument("--mask", type=Path, action="append", default=[], metavar="PATH",
+                    help="another checkout path to mask (the one the model files were saved "
+                         "from); run from a checkout whose path has the same length as the "
+                         "compared one's, since a path's length is in the bytes")
     args = ap.parse_args()
     if args.compare:
         a, b = (json.loads(p.read_text()) for p in args.compare)
@@ -90,7 +96,8 @@ def main() -> int:
             print(f"  differs: {k}")
         return 1 if diff else 0
     make_models(args.models)
-    args.out.write_text(json.dumps(run(args.models, args.quick), indent=1, sort_keys=True))
+    digests = run(args.models, args.quick, tuple(args.mask))
+    args.out.write_text(json.dumps(digests, indent=1, sort_keys=True))
     return 0
 
 

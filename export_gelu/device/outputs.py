@@ -188,7 +188,7 @@ def read_device_times(path: str | Path, warmup_ms: float | None, *,
                       folder: UntrustedFolder | None = None) -> tuple[list[float], int]:
     """(GPU compute ms per timed inference in run order, warm-up entries dropped) from
     trtexec --exportTimes; entries starting before `warmup_ms` are warm-up runs. Every
-    `computeMs` and `startComputeMs` must be a finite number >= 0 (exit 2 naming it)."""
+    `computeMs` and `startComputeMs` must be finite and >= 0 (exit 2 naming it)."""
     where, rel = _source(path, "--device-times", folder)
     shown_path = where.path / rel
     if not where.is_file(rel):

@@ -45,6 +45,15 @@ def _export(tmp_path: Path, model: Path, *extra: str) -> tuple[int, dict, str]:
     return res.code, report, res.err + res.out
 
 
+def _model_field(graph_name: str, ref: dict[str, Any]) -> str:
+    """The model's output field a graph output carries: an output named like a graph input
+    (a UNet's `sample`) is exported as `out_sample` (exporter/onnx_export/model_names.py)."""
+    name = graph_name
+    while name not in ref and name.startswith("out_"):
+        name = name[len("out_"):]
+    return name
+
+
 def _fresh_error(onnx_path: Path, model: Any, feed: dict[str, torch.Tensor]) -> float:
     """Max |graph − eager| over the graph outputs the model's output names, on `feed` (values
     the export never saw)."""
@@ -57,9 +66,9 @@ def _fresh_error(onnx_path: Path, model: Any, feed: dict[str, torch.Tensor]) -> 
         kwargs["use_cache"] = False
     with torch.no_grad():
         ref = dict(model(**kwargs).items())
-    errors = [float(np.abs(v.astype(np.float64) - ref[o.name].double().numpy()).max())
-              for o, v in zip(session.get_outputs(), got)
-              if isinstance(ref.get(o.name), torch.Tensor) and ref[o.name].shape == v.shape]
+    errors = [float(np.abs(v.astype(np.float64) - ref[name].double().numpy()).max())
+              for name, v in zip((_model_field(o.name, ref) for o in session.get_outputs()), got)
+              if isinstance(ref.get(name), torch.Tensor) and ref[name].shape == v.shape]
     assert errors, "no graph output matched a model output"
     return max(errors)
 

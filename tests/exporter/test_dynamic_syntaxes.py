@@ -160,7 +160,8 @@ def test_the_readme_section_shows_each_spelling():
     assert any("--dynamic input_ids:0=1:4:8 --dynamic attention_mask:0=1:4:8" in c
                for c in exports)
     assert any("--dynamic" not in c for c in exports)  # an ExportedProgram saved dynamic
-    assert all(c.startswith(("export-gelu ", "python -m examples.save_model ")) for c in commands)
+    assert all(c.startswith(("export-gelu ", "python -m export_gelu.examples.save_model "))
+               for c in commands)
 
 
 #: slow (make test only): each spelling it runs is exported fast by test_dynamic_matrix's
