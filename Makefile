@@ -14,7 +14,7 @@ TORCH  := $(shell sed -n 's/^torch==//p' constraints.txt)
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PYPI_INDEX      ?= https://pypi.org/simple
 
-.PHONY: torch demo test test-fast test-full test-gpu lint fuzz clean bench
+.PHONY: torch demo test test-fast test-full test-gpu test-min test-latest lint fuzz clean bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,12 +37,16 @@ torch: | $(PY)
 		$(PY) -m pip install -q --index-url $(TORCH_CPU_INDEX) --extra-index-url $(PYPI_INDEX) torch==$(TORCH); \
 	else \
 		echo "installing torch==$(TORCH): no CUDA GPU, but $(TORCH_CPU_INDEX) cannot be reached: from the default index"; \
+		echo "  note: on Linux the default index's torch is the CUDA build (several GB, minutes to download) where"; \
+		echo "  the CPU build is about 200 MB. To avoid it: Ctrl-C now, then either point make at a reachable mirror of"; \
+		echo "  PyTorch's CPU index (make demo TORCH_CPU_INDEX=URL) or install a CPU wheel you have"; \
+		echo "  ($(PY) -m pip install torch-$(TORCH)+cpu-....whl) and run make again: it keeps the torch it finds."; \
 		$(PY) -m pip install -q torch==$(TORCH); \
 	fi
 
 demo: $(STAMP)
 	@mkdir -p $(DEMO)
-	$(PY) -m examples.save_model gpt2 --format exported -o $(DEMO)/model.pt
+	$(PY) -m export_gelu.examples.save_model gpt2 --format exported -o $(DEMO)/model.pt
 	$(VENV)/bin/export-gelu $(DEMO)/model.pt --target trt --report $(DEMO)/report.json
 	@echo
 	@echo "next: put export-gelu on PATH in this shell, then export the demo for TensorRT 8.2:"
@@ -73,6 +77,34 @@ test-fast: $(STAMP)
 test-full: $(STAMP)
 	$(LINT)
 	$(PY) -m pytest -q -rs -n auto
+
+# The support window (docs/testing.md, "The support window"): its subset of the tests in a
+# venv of its own, at the floor of every dependency (test-min: constraints-min.txt, torch
+# 2.6) or at the newest release of each (test-latest: no constraints). torch comes as
+# `make torch` gets it (the CPU build from PyTorch's CPU index where reachable, else the
+# default index's CUDA build, several GB). pip runs without the machine's pip configuration
+# (WINDOW_PIP_ENV), so a local cap or mirror does not decide the versions tested; set
+# WINDOW_PIP_ENV= to keep yours.
+WINDOW_PIP_ENV ?= PIP_CONFIG_FILE=/dev/null
+WINDOW_TESTS   ?= tests/e2e/test_support_window.py tests/exporter/test_torch_versions.py \
+	tests/trt_parser/test_released_versions.py tests/cli/test_front_door.py
+WINDOW_EXTRAS  := pytest pytest-xdist hypothesis jsonschema
+MIN_VENV    ?= build/venv-min
+LATEST_VENV ?= build/venv-latest
+MIN_TORCH   := $(shell sed -n 's/^torch==//p' constraints-min.txt)
+
+test-min:
+	@test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
+	@$(MIN_VENV)/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(MIN_TORCH)')" 2>/dev/null || \
+		$(WINDOW_PIP_ENV) $(MAKE) --no-print-directory torch VENV=$(MIN_VENV) TORCH=$(MIN_TORCH)
+	$(WINDOW_PIP_ENV) $(MIN_VENV)/bin/python -m pip install -q -c constraints-min.txt -e ".[cpu,examples]" $(WINDOW_EXTRAS)
+	$(MIN_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider -n auto $(WINDOW_TESTS)
+
+test-latest:
+	@test -x $(LATEST_VENV)/bin/python || $(PYTHON) -m venv $(LATEST_VENV)
+	$(WINDOW_PIP_ENV) $(LATEST_VENV)/bin/python -m pip install -q --upgrade torch
+	$(WINDOW_PIP_ENV) $(LATEST_VENV)/bin/python -m pip install -q --upgrade -e ".[cpu,examples]" $(WINDOW_EXTRAS)
+	$(LATEST_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider -n auto $(WINDOW_TESTS)
 
 # The GPU tests (pytest markers `trt` and `gpu`). On a machine with a CUDA GPU (nvidia-smi):
 # swaps onnxruntime for onnxruntime-gpu (the gpu extra; never both) and installs tensorrt (the

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from export_gelu.errors import BadInputError, WorldError
+from export_gelu.shown import printable as shown_printable
 
 STAGING_TAG = "export-gelu"
 #: NAME_MAX where the file system does not say (ext4, xfs, btrfs, tmpfs: 255 bytes).
@@ -67,8 +68,8 @@ def check_output_name(out: Path, suffix: str = "") -> None:
 
 
 def printable(path: Path) -> str:
-    """A path for a message, printable even when it is not UTF-8."""
-    return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
+    """A path for a message, printable even when it is not UTF-8 (shown.printable)."""
+    return shown_printable(path)
 
 
 def check_output_path(out: Path, inputs: list[Path], *, check_name: bool = True) -> None:

@@ -15,6 +15,8 @@ import re
 import signal
 from dataclasses import dataclass
 
+from export_gelu.shown import terminal
+
 
 class ExportGeluError(Exception):
     """Base class: a message meant for the user, and the exit code it maps to."""
@@ -180,7 +182,13 @@ def is_world_fault(exc: BaseException) -> bool:
 
 
 def failure_outcome(exc: BaseException, prog: str = PROG) -> Outcome:
-    """The exit code and message for whatever a command raised."""
+    """The exit code and message for whatever a command raised; its line holds no control
+    character (shown.terminal: a name from a model or a device, quoted in it, is text)."""
+    outcome = _outcome(exc, prog)
+    return Outcome(outcome.code, terminal(outcome.line), outcome.traceback)
+
+
+def _outcome(exc: BaseException, prog: str) -> Outcome:
     if isinstance(exc, KeyboardInterrupt):
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         return Outcome(128 + int(signum), interrupted_line(signum, prog), traceback=False)

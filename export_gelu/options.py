@@ -1,9 +1,11 @@
-"""A run's options: one record per command (export, verify, compare-forms), built alike by the
-CLI (from its flags) and the Python API (from its keywords), checked by one function,
-`validate`, and recorded in the report (its `options` key).
+"""A run's options: one record per command (export, verify, compare-forms, inspect), built
+alike by the CLI (from its flags) and the Python API (from its keywords), checked by one
+function, `validate`, and recorded in the report (its `options` key).
 
-The three records share their common fields through `RunOptions`; each command's own flags
-are in its subclass. Messages name the CLI flag (`--threads`, `--atol`), also for API callers.
+The records are generated from the flag declarations (export_gelu/option_records.py, from
+export_gelu/flag_table/table.py); they share their common fields through `RunOptions`, and
+each command's own flags are in its subclass. Messages name the CLI flag (`--threads`,
+`--atol`), also for API callers.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from export_gelu.errors import BadInputError, TargetUnmetError
+from export_gelu.flags.dynamic import DimRange
+from export_gelu.option_records import (
+    ExportOptions,
+    FormsOptions,
+    InspectOptions,
+    RunOptions,
+    VerifyOptions,
+)
 from export_gelu.passes.forms import GELU_FORMS, check_form_name  # noqa: F401 - re-exported
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -40,110 +50,6 @@ _WORDING = {
 CAST_DOWN_ONE_EXPORT = "--cast-down applies to one export: drop --compare-forms / --gelu auto"
 
 
-def _plain(value: Any) -> Any:
-    """Sequences as tuples and paths as strings, so a record equals its JSON round trip."""
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return tuple(_plain(v) for v in value)
-    return value
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """What every command takes: the model's inputs and loading, tolerances, how to run."""
-
-    inputs: tuple[str, ...] = ()  # --input NAME:SHAPE[:DTYPE[:LOW,HIGH]]
-    precision: str | None = "fp32"
-    atol: float | None = None
-    rtol: float | None = None
-    allow_pickle: bool = False
-    model_factory: str | None = None
-    imports: tuple[str, ...] = ()  # --import MODULE
-    threads: int = 1
-    iterations: int = 50
-    warmup: int = 5
-    device: str | None = None  # cpu | cuda | None (cuda where it can run)
-    task: str | None = None  # --task: a Hugging Face folder's task (optimum's names)
-
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _plain(getattr(self, f.name)))
-
-    def to_json(self) -> dict[str, Any]:
-        """Every field, JSON-ready (the report's `options`)."""
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunOptions:
-        """The record a report's `options` block was written from."""
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
-
-
-@dataclass(frozen=True)
-class ExportOptions(RunOptions):
-    """`export-gelu MODEL ...` and `export_gelu.export(model, ...)`."""
-
-    target: str = "trt"
-    output: str | None = None
-    gelu: str = "keep"
-    opset: int | None = None
-    inputs_npz: str | None = None  # --inputs FILE.npz
-    engine: str | None = None
-    report: str | None = None
-    report_md: str | None = None  # --report-md FILE.md (plots beside it)
-    verify: bool = True
-    require_trt: bool = False
-    dynamic: tuple[str, ...] = ()  # --dynamic DIM=MIN:OPT:MAX
-    static: bool = False  # --static: a Hugging Face folder's one graph at its example sizes
-    bundle: str | None = None
-    output_names: str | tuple[str, ...] | None = None
-    cast_down: bool = False  # --cast-down: a float64 model exported in float32
-    localize: bool = False  # --localize: the first divergence even when parity passes
-
-
-@dataclass(frozen=True)
-class VerifyOptions(RunOptions):
-    """`export-gelu verify MODEL DEPLOYED ...` and `export_gelu.verify(...)`."""
-
-    precision: str | None = None  # None: read from DEPLOYED's inputs
-    inputs_file: str | None = None  # --inputs FILE.npz | FILE.json
-    save_inputs: str | None = None
-    save_outputs: str | None = None
-    report: str | None = None
-    report_md: str | None = None
-    calibrate: bool = True
-    bundle: str | None = None
-    bundle_target: str = "trt"
-    device_outputs: str | None = None  # outputs a device wrote: judged instead of running
-    device_times: str | None = None  # trtexec --exportTimes of the same device run
-    localize: bool = False  # --localize: the first divergence even when parity passes
-    output: str | None = None  # -o BEST.onnx: the GELU form the device chose (forms bundle)
-
-
-@dataclass(frozen=True)
-class FormsOptions(RunOptions):
-    """`export-gelu MODEL --compare-forms` and `export_gelu.compare_forms(model, ...)`."""
-
-    targets: tuple[str, ...] = COMPARE_TARGETS
-    forms: tuple[str, ...] = COMPARED_FORMS
-    inputs_npz: str | None = None
-    workdir: str | None = None  # keeps the graphs (default: a temporary directory)
-    report: str | None = None
-    report_md: str | None = None
-    bundle: str | None = None  # --bundle DIR: one graph per form, timed on the device
-
-
-@dataclass(frozen=True)
-class InspectOptions(RunOptions):
-    """`export-gelu inspect MODEL.onnx ...` and `export_gelu.inspect_model(...)`."""
-
-    targets: tuple[str, ...] = ()  # () : every target profile
-    dry_run: bool = True  # run the ONNX passes on a copy: would `export-gelu --target T` fit?
-    nodes: tuple[str, ...] = ()  # node names whose module and source line to show
-
-
 @dataclass(frozen=True)
 class Checked:
     """What checking the options resolved on the way (export: the target and parsed flags)."""
@@ -151,7 +57,7 @@ class Checked:
     profile: Any = None  # targets.TargetProfile
     target_note: str = ""
     output_names: list[str] | None = None
-    dynamic: list[Any] = dataclasses.field(default_factory=list)  # exporter.feeds.dynamic.DimRange
+    dynamic: list[DimRange] = dataclasses.field(default_factory=list)  # --dynamic, parsed
     outputs: Any = None  # output_plan.OutputPlan: what the run writes, checked
     profiles: tuple[Any, ...] = ()  # inspect: the target profiles to judge the file for
     notes: tuple[str, ...] = ()  # what checking changed (a --threads clamped), for the report
@@ -220,8 +126,8 @@ def bound_threads(options: _Options) -> tuple[_Options, str | None]:
 
 
 def _check_export(o: ExportOptions) -> Checked:
-    from export_gelu.exporter.feeds.dynamic import parse_dynamic_flag
-    from export_gelu.exporter.onnx_export.output_names import parse_output_names
+    from export_gelu.flags.dynamic import parse_dynamic_flag
+    from export_gelu.flags.output_names import parse_output_names
     from export_gelu.targets import resolve_target
 
     names = parse_output_names(o.output_names)
@@ -264,8 +170,8 @@ def _check_input_specs(specs: Sequence[str], named_dims: bool) -> None:
     no input named twice."""
     if not specs:
         return
-    from export_gelu.exporter.feeds.dynamic import split_named_dims
-    from export_gelu.exporter.inputs.specs import parse_input_spec
+    from export_gelu.flags.dynamic import split_named_dims
+    from export_gelu.flags.input_spec import parse_input_spec
 
     names = []
     for spec in specs:
@@ -290,18 +196,19 @@ def _check_loading(o: RunOptions) -> None:
     """`--model-factory PKG.MODULE:FUNC` and `--task` by their form (importing the factory and
     matching the task to a folder's config happen when the model loads)."""
     if o.model_factory is not None:
-        from export_gelu.exporter.loading.load import factory_parts
+        from export_gelu.flags.factory import factory_parts
 
         factory_parts(o.model_factory)
     if o.task:
-        from export_gelu.exporter.hf.tasks import task_by_name
+        from export_gelu.flags.tasks import task_by_name
 
         task_by_name(o.task)
 
 
-def check_compare_forms_flags(*, output: str | None, gelu: str, cast_down: bool) -> None:
-    """`export-gelu MODEL --compare-forms` with export flags its record (FormsOptions) has no
-    field for: refused, not dropped (the API's compare_forms() takes no such keyword)."""
+def check_compare_forms_flags(*, output: Any, gelu: str, cast_down: bool) -> None:
+    """`export-gelu MODEL --compare-forms` (or `export(compare_forms=True)`) with export flags
+    its record (FormsOptions) has no field for: refused, not dropped (compare_forms() takes no
+    such keyword)."""
     if output or gelu not in ("keep", "auto"):
         raise BadInputError("--compare-forms exports every form itself and writes no model: "
                             "drop -o and --gelu")

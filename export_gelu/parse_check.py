@@ -184,6 +184,16 @@ def takers_text(op: str) -> str:
     return f"TensorRT {since} and newer: {', '.join(names)}"
 
 
+def opset_takers_text(op: str, opset: int) -> str:
+    """The targets whose opset reaches `opset` and that take `op` (the way out of a "needs
+    opset N" refusal): 'onnx, ort, trt8.5–trt11'."""
+    from export_gelu.targets import PROFILES, TRT_PROFILES
+
+    plain = [n for n, p in PROFILES.items() if p.runtime != "trt" and p.opset_ceiling >= opset]
+    trt = [p.name for p in TRT_PROFILES if p.opset_ceiling >= opset and p.supports(op)]
+    return ", ".join(plain + ([format_targets(trt)] if trt else []))
+
+
 def format_targets(names: list[str]) -> str:
     """TensorRT profile names as runs: ['trt8.2', 'trt8.4', 'trt9'] → 'trt8.2–trt9'."""
     from export_gelu.targets import TRT_PROFILES

@@ -9,6 +9,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from export_gelu.shown import shown as one_name
+
 #: The environment variable that silences progress, as `--quiet` does.
 QUIET_ENV = "EXPORT_GELU_QUIET"
 
@@ -34,7 +36,9 @@ class Progress:
             print(f"\r\x1b[K… {text}  [{elapsed:.0f}s]", file=sys.stderr, end="", flush=True)
 
     def step(self, message: str) -> None:
-        """A step starts: redrawn on a terminal; in a pipe one line `… message [Ns]`."""
+        """A step starts: redrawn on a terminal; in a pipe one line `… message [Ns]` (a name
+        in it shown by shown.py's rule: one line, no control character)."""
+        message = one_name(message, 300)
         if self.enabled and not self.terminal and message != self._last:
             elapsed = time.perf_counter() - self._start
             print(f"… {message}  [{elapsed:.0f}s]", file=sys.stderr, flush=True)

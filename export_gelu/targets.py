@@ -19,7 +19,12 @@ from functools import lru_cache
 
 from export_gelu.trt_parser import ops as parser_ops
 from export_gelu.trt_parser.plugin import PLUGIN_OP, plugin_support  # noqa: F401 - re-exported
-from export_gelu.trt_parser.versions import in_range, version_key
+from export_gelu.trt_parser.versions import (
+    in_range,
+    nearest_released,
+    released_line,
+    version_key,
+)
 
 #: The highest opset the exporters here produce reliably; a ceiling above it is not used.
 EXPORT_OPSET_MAX = 20
@@ -205,6 +210,14 @@ def resolve_profile(name: str) -> TargetProfile:
             raise BadInputError(
                 f"target {name!r}: TensorRT {exact.group(1)} is outside the versions export-gelu "
                 f"knows ({parser_ops.KNOWN_SINCE} to 11.x)")
+        if not released_line(exact.group(1)):
+            near = [f"trt{v}" for v in nearest_released(exact.group(1))]
+            why = ("was never released (the releases either side: " + " and ".join(near) + ")"
+                   if len(near) == 2 else f"is newer than the newest release known ({near[0]})")
+            raise BadInputError(
+                f"target {name!r}: TensorRT {_short(exact.group(1))} {why}; name the "
+                "released version your device runs (`trtexec --version` or `dpkg -l | grep "
+                "nvinfer` shows it)")
         return profile_for_version(exact.group(1))
     raise BadInputError(f"unknown target {name!r}; choose one of: {', '.join(TARGET_NAMES)}, "
                         "or trtX.Y[.Z] for an exact TensorRT version")

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = ("export_gelu", "examples")
 #: Distributions whose versions change what is saved or exported.
 LIBRARIES = ("torch", "onnx", "onnxruntime", "onnxscript", "onnx-graphsurgeon", "transformers",
-             "numpy", "protobuf", "polygraphy")
+             "diffusers", "numpy", "protobuf", "polygraphy")
 #: The pytest cache's folder name (`config.cache.mkdir`).
 CACHE_NAME = "export-gelu"
 

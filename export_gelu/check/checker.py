@@ -22,6 +22,7 @@ from export_gelu.check.half_baseline import judge_against_pytorch
 from export_gelu.check.latency import Latency, measure_latency
 from export_gelu.check.parity import ParityResult, compare_all
 from export_gelu.check.recorded import RecordedRunner
+from export_gelu.check.run_failure import deployed_run_failure
 from export_gelu.progress import Progress
 from export_gelu.tolerances import Tolerances
 
@@ -55,7 +56,17 @@ class CheckOutcome:
 def run_check(job: CheckJob, progress: Progress | None = None) -> CheckOutcome:
     """Parity of every runner against the reference, the verdict, and latency when asked."""
     tol = job.tolerances
-    results = compare_all(job.reference, list(job.runners), list(job.feeds), tol.atol, tol.rtol)
+    try:
+        results = compare_all(job.reference, list(job.runners), list(job.feeds), tol.atol,
+                              tol.rtol)
+    except Exception as exc:  # a deployed graph that cannot run there is a verdict
+        why = deployed_run_failure(exc)
+        if why is None:
+            raise
+        failed = [ParityResult("failed", why, tol.atol, tol.rtol,
+                               ["pytorch", getattr(r, "name", "deployed")])
+                  for r in job.runners]
+        return CheckOutcome(failed[0], {r.runners[1]: r for r in failed})
     judge_against_pytorch(results, job.reference, list(job.feeds), job.precision)
     by_runner = OrderedDict((r.runners[1], r) for r in results)
     failed = [r for r in results if r.status == "failed"]

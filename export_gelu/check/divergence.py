@@ -13,8 +13,6 @@ module before it in the graph, those that feed it included, is inside.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.parity import errors_of
+from export_gelu.check.marked_run import run_with_outputs
+from export_gelu.check.parity import ParityResult, diverged, errors_of, over_tolerance
+from export_gelu.check.ties import WAY_OUT as TIE_WAY_OUT
+from export_gelu.check.ties import TieSite, find_ties
+from export_gelu.shown import shown
 from export_gelu.tolerances import Tolerances
 
 
@@ -61,14 +63,23 @@ class Localization:
     modules: list[ModuleError] = field(default_factory=list)
     method: str = "modules"
     reason: str = ""
+    #: ops fed exact ties that decide their result (check/ties.py), in graph order
+    ties: list[TieSite] = field(default_factory=list)
+    #: the first of them comes before the first divergence (or none was found): the cause
+    tie_cause: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        ties = ({"cause": self.tie_cause, "ops": [t.to_json() for t in self.ties],
+                 "way_out": TIE_WAY_OUT} if self.ties else None)
         return {"first_divergence": asdict(self.first) if self.first else None,
                 "module_errors": [asdict(m) for m in self.modules],
-                "localized_by": self.method, "localize_note": self.reason}
+                "localized_by": self.method, "localize_note": self.reason,
+                "tie_order": ties}
 
     def line(self) -> str:
         """The one line the CLI prints."""
+        if self.tie_cause and self.ties:
+            return self._tie_line()
         f = self.first
         if f is None:
             if self.reason:
@@ -80,10 +91,37 @@ class Localization:
             return (f"first divergence: none ({len(self.modules)} module outputs within "
                     "tolerance)")
         # the file's name and line (the report keeps the path as the exporter recorded it)
-        where = f", {f.source.replace(chr(92), '/').rsplit('/', 1)[-1]}" if f.source else ""
-        module = f.torch_module or "(no module)"
-        return (f"first divergence: {module} — {f.op_type} {f.node}, max abs {f.max_abs:.3g} > "
-                f"{f.atol:g}{where}")
+        where = (f", {shown(f.source.replace(chr(92), '/').rsplit('/', 1)[-1])}" if f.source
+                 else "")
+        module = shown(f.torch_module) if f.torch_module else "(no module)"
+        return (f"first divergence: {module} — {shown(f.op_type)} {shown(f.node)}, max abs "
+                f"{f.max_abs:.3g} > {f.atol:g}{where}")
+
+    def _tie_line(self) -> str:
+        """The tie-order op named as the cause, before the divergence downstream of it."""
+        f = self.first
+        after = (f" (the first {'module' if self.method == 'modules' else 'node'} out of "
+                 f"tolerance after it: {shown(f.torch_module or f.node)}, max abs "
+                 f"{f.max_abs:.3g})"
+                 if f else "")
+        more = f" (and {len(self.ties) - 1} more such op(s))" if len(self.ties) > 1 else ""
+        return (f"first divergence: tie order at {self.ties[0].text()}{more}: PyTorch and the "
+                "runtime may keep tied elements in a different order, so what it selects "
+                f"differs downstream with no fault in the graph{after}; {TIE_WAY_OUT}")
+
+
+def worth_localizing(parity: ParityResult | None, asked: bool) -> bool:
+    """Whether a first divergence is looked for: parity failed because the graph's outputs
+    differ (`parity.diverged`), or `--localize` asked on a run whose verdict a module
+    comparison can speak to. Never where nothing diverged: a verdict that failed only because
+    an output's reference says nothing (all 0, constant) and the graph matched it, nor a
+    nondeterministic model (two runs of it differ: no graph can match, and a module compared
+    with one of its runs diverges by chance)."""
+    if parity is None or parity.status not in ("passed", "failed"):
+        return False
+    if parity.nondeterministic is not None:
+        return False
+    return diverged(parity) or asked
 
 
 @dataclass
@@ -120,47 +158,6 @@ def module_sites(graph: Any, modules: Collection[str] | None = None) -> list[_Si
     return sorted(found.values(), key=lambda s: (s.order, -len(s.module)))
 
 
-def run_with_outputs(path: Path, names: list[str], feed: Mapping[str, np.ndarray],
-                     threads: int) -> dict[str, np.ndarray]:
-    """`path`'s graph with `names` marked as outputs (a copy, through polygraphy's
-    ModifyOutputs), run once in ONNX Runtime on `feed`. The copy holds no weights of its own:
-    a graph whose weights are in external-data files gets its copy written beside it under a
-    temporary name (so the files resolve), and removed after."""
-    import onnx
-    from polygraphy.backend.onnx import ModifyOutputs
-
-    from export_gelu.check.quiet import quiet_polygraphy
-
-    model = onnx.load(str(path), load_external_data=False)
-    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-    with quiet_polygraphy(silent=True):
-        marked = ModifyOutputs(model, outputs=[o.name for o in model.graph.output] + names,
-                               copy=False)()
-    if not external:
-        with tempfile.TemporaryDirectory(prefix="export-gelu-localize-") as tmp:
-            return _run_copy(marked, Path(tmp) / "marked.onnx", feed, threads)
-    fd, name = tempfile.mkstemp(prefix=f".{path.stem}.localize-", suffix=".onnx",
-                                dir=path.parent)
-    os.close(fd)
-    try:
-        return _run_copy(marked, Path(name), feed, threads)
-    finally:
-        Path(name).unlink(missing_ok=True)
-
-
-def _run_copy(marked: Any, copy: Path, feed: Mapping[str, np.ndarray], threads: int
-              ) -> dict[str, np.ndarray]:
-    import onnx
-
-    from export_gelu.check.ort_runner import ort_runner
-    from export_gelu.check.quiet import quiet_polygraphy
-
-    onnx.save(marked, str(copy))
-    runner = ort_runner(copy, threads=threads, name="onnxruntime-marked")
-    with quiet_polygraphy(silent=True), runner:
-        return dict(runner.infer(dict(feed)))
-
-
 def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
                     graph_values: Mapping[str, np.ndarray], tol: Tolerances,
                     source_of: Callable[[Any], str | None]) -> Localization:
@@ -173,9 +170,10 @@ def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
             continue
         with np.errstate(all="ignore"):  # an inf or nan in the graph is a finding, not noise
             stats, _ = errors_of([ref.value], [got], tol.atol, tol.rtol)
+        inside = not over_tolerance(stats, tol.atol)  # a zero matched is no divergence
         loc.modules.append(ModuleError(site.module, site.tensor, len(loc.modules),
-                                       stats.max_abs, stats.ref_scale, stats.passed))
-        if not stats.passed and loc.first is None:
+                                       stats.max_abs, stats.ref_scale, inside))
+        if not inside and loc.first is None:
             loc.first = FirstDivergence(site.node.name, site.node.op, site.tensor, site.module,
                                         source_of(site.node) or ref.call_site or "", stats.max_abs,
                                         tol.atol)
@@ -229,3 +227,28 @@ def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol:
         graph_values = (recorded if recorded is not None
                         else run_with_outputs(graph_path, wanted, feed, threads))
         return compare_modules(sites, torch_values, graph_values, tol, source_of)
+
+
+def with_ties(loc: Localization, graph_path: Path, feed: Mapping[str, np.ndarray],
+              threads: int = 1) -> Localization:
+    """`loc` with the graph's tie-order ops fed deciding ties (`find_ties`), and whether the
+    first of them is the cause: it comes before the first divergence in the graph, or no
+    divergence was placed. Run only on a parity failure whose outputs diverged."""
+    import onnx
+
+    try:
+        loc.ties = find_ties(graph_path, feed, threads)
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a diagnosis: the verdict and the rest stand
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        loc.reason = "; ".join(r for r in (loc.reason, f"tie check failed: {first}") if r)
+        return loc
+    if loc.ties:
+        first_at = None
+        if loc.first is not None:
+            model = onnx.load(str(graph_path), load_external_data=False)
+            first_at = next((i for i, n in enumerate(model.graph.node)
+                             if n.name == loc.first.node), None)
+        loc.tie_cause = first_at is None or loc.ties[0].order < first_at
+    return loc

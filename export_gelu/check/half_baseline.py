@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 
 from export_gelu.check.parity import ParityResult, errors_of
+from export_gelu.check.reduced_precision import SCALE_SHARE, judge_reduced
 from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_PYTORCH_PRECISION,
     PRECISION_ERROR_MULTIPLE,
     PRECISION_FLOOR_SHARE,
-    precision_bound,
 )
 
 LOW_PRECISIONS = ("fp16", "bf16")
@@ -84,55 +84,166 @@ def _run(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[dict[st
 def judge_against_pytorch(results: Sequence[ParityResult], reference: Any,
                           feeds: Sequence[Mapping[str, np.ndarray]], precision: str) -> None:
     """Measure PyTorch's own error at `precision` on `feeds` and re-judge each result's
-    outputs: one over the fixed tolerance passes when its max abs error is within
-    `precision_bound` of PyTorch's. Every result gets the `pytorch_precision` block."""
+    outputs by check/reduced_precision.py: one over the fixed tolerance passes when its max
+    abs error is within `precision_bound` of PyTorch's and within SCALE_SHARE of the output's
+    scale. Where PyTorch's own error exceeds that share, the precision is named unsafe for the
+    model (fp16: with PyTorch's bf16 error measured too, to say whether bf16 is a way out).
+    Every result gets the `pytorch_precision` block."""
     if precision not in LOW_PRECISIONS or not results:
         return
     ran = next((r for r in results if r.run_results is not None), None)
-    runner, why = _half_runner(reference, precision)
     block: dict[str, Any] = {"precision": precision, "runner": f"pytorch-{precision}",
                              "multiple": PRECISION_ERROR_MULTIPLE,
                              "floor": PRECISION_FLOOR_SHARE * results[0].atol,
-                             "status": "measured", "reason": "", "outputs": {}}
-    if ran is None or runner is None:
-        block.update(status="skipped", reason=why or "no reference outputs to compare with")
+                             "scale_share": SCALE_SHARE,
+                             "status": "measured", "reason": "", "outputs": {}, "unsafe": {}}
+    errors, why = _errors_at(reference, feeds, ran, precision)
+    if errors is None:
+        block.update(status="skipped", reason=why)
     else:
-        ref_iters = ran.run_results[0][1]
-        try:
-            half = _run(runner, feeds)
-        except Exception as exc:  # noqa: BLE001 - many kernels lack fp16 on some devices
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            block.update(status="skipped", reason=f"PyTorch could not run the model in "
-                                                  f"{precision}: {first}")
-        else:
-            for name in ref_iters[0].keys():
-                if all(name in h for h in half):
-                    stats, _ = errors_of([it[name] for it in ref_iters], [h[name] for h in half],
-                                         ran.atol, ran.rtol)
-                    block["outputs"][name] = stats.max_abs if stats.nonfinite == 0 \
-                        else float("inf")
+        block["outputs"] = errors
+        block["unsafe"] = _unsafe_outputs(results[0], errors)
+    advice = ""
+    if block["unsafe"]:
+        other = "bf16" if precision == "fp16" else None
+        measured = _errors_at(reference, feeds, ran, other)[0] if other else None
+        if other and measured is not None:
+            block[other] = measured
+        advice = way_out(precision, results[0], block["unsafe"],
+                         keep_in_fp32(getattr(reference, "module", None)), other, measured)
     for result in results:
         result.pytorch_precision = block
-        _rejudge(result, block["outputs"])
+        _rejudge(result, block["outputs"], block["unsafe"], precision, advice)
 
 
-def _rejudge(result: ParityResult, pytorch: Mapping[str, float]) -> None:
+def _errors_at(reference: Any, feeds: Sequence[Mapping[str, np.ndarray]],
+               ran: ParityResult | None, precision: str | None
+               ) -> tuple[dict[str, float] | None, str]:
+    """(output → PyTorch's max abs error at `precision` against the reference's outputs in
+    `ran`, "") or (None, why it was not measured)."""
+    if precision is None:
+        return None, "no precision to measure"
+    runner, why = _half_runner(reference, precision)
+    if ran is None or runner is None:
+        return None, why or "no reference outputs to compare with"
+    ref_iters = ran.run_results[0][1]
+    try:
+        half = _run(runner, feeds)
+    except Exception as exc:  # noqa: BLE001 - many kernels lack fp16 on some devices
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return None, f"PyTorch could not run the model in {precision}: {first}"
+    errors = {}
+    for name in ref_iters[0].keys():
+        if all(name in h for h in half):
+            stats, _ = errors_of([it[name] for it in ref_iters], [h[name] for h in half],
+                                 ran.atol, ran.rtol)
+            errors[name] = stats.max_abs if stats.nonfinite == 0 else float("inf")
+    return errors, ""
+
+
+def _unsafe_outputs(result: ParityResult, pytorch: Mapping[str, float]) -> dict[str, Any]:
+    """output → PyTorch's error and its share of the scale, where that share makes the
+    precision unsafe for the model (the same for every runner: it reads only the
+    reference)."""
+    found = {}
+    for name, out in result.outputs.items():
+        ours = pytorch.get(name)
+        if ours is None:
+            continue
+        verdict = judge_reduced(ours, out.max_abs, out.ref_scale, result.atol)
+        if verdict.unsafe:
+            found[name] = {"pytorch_max_abs": ours, "ref_scale": out.ref_scale,
+                           "share": verdict.reference_share}
+    return found
+
+
+def _rejudge(result: ParityResult, pytorch: Mapping[str, float], unsafe: Mapping[str, Any],
+             precision: str, advice: str) -> None:
+    """Each output against PyTorch's own error at `precision` and against its own scale
+    (check/reduced_precision.py); where the precision is `unsafe` for the model the reason
+    says so, with the numbers and `advice`, passed or failed: never a bare PASSED."""
+    bounds: dict[str, float] = {}
     for name, out in result.outputs.items():
         ours = pytorch.get(name)
         if ours is None:
             continue
         out.pytorch_max_abs = ours
-        bound = precision_bound(ours, result.atol)
-        if (not out.passed and out.judged == JUDGED_ATOL and np.isfinite(ours)
-                and out.nonfinite == 0 and out.max_abs <= bound):
-            out.passed, out.judged, out.judged_atol = True, JUDGED_PYTORCH_PRECISION, bound
+        verdict = judge_reduced(ours, out.max_abs, out.ref_scale, result.atol)
+        bounds[name] = verdict.bound
+        if (not out.passed and out.judged == JUDGED_ATOL and out.nonfinite == 0
+                and verdict.passed):
+            out.passed, out.judged, out.judged_atol = True, JUDGED_PYTORCH_PRECISION, \
+                verdict.bound
     if (result.status == "failed" and result.nondeterministic is None and result.outputs
             and all(o.passed for o in result.outputs.values())):
         result.status, result.reason = "passed", ""
     elif result.status == "failed":
         over = [(n, o.pytorch_max_abs) for n, o in result.outputs.items()
-                if not o.passed and o.pytorch_max_abs is not None]
+                if not o.passed and n in bounds]
         if over:
             result.reason += "; PyTorch's own model at this precision: " + ", ".join(
-                f"{n} max abs {own:.3g} (the graph may have "
-                f"{precision_bound(own, result.atol):.3g})" for n, own in over)
+                f"{n} max abs {own:.3g} (the graph may have {bounds[n]:.3g})"
+                for n, own in over)
+    if unsafe:
+        note = unsafe_text(precision, result, unsafe, advice)
+        result.reason = f"{result.reason}; {note}" if result.reason else note
+
+
+def _percent(share: float) -> str:
+    if share == 0 or share >= 0.01:
+        return f"{share:.0%}"
+    return f"{share:.1%}" if share >= 0.001 else "<0.1%"
+
+
+def unsafe_text(precision: str, result: ParityResult, unsafe: Mapping[str, Any],
+                advice: str) -> str:
+    """The verdict's words for a precision the model itself cannot compute in: PyTorch's own
+    error and the graph's, each with its share of the output's scale, and the way out."""
+    parts = []
+    for name, row in unsafe.items():
+        out = result.outputs[name]
+        parts.append(f"{name} by {row['pytorch_max_abs']:.3g} ({_percent(row['share'])} of "
+                     f"|ref| ≤ {row['ref_scale']:.3g}; the graph's error: {out.max_abs:.3g}, "
+                     f"{_percent(out.max_abs / row['ref_scale'] if row['ref_scale'] else 0)}"
+                     ")")
+    return (f"{precision} is unsafe for this model: PyTorch's own {precision} errs on "
+            f"{'; '.join(parts)}: more than {SCALE_SHARE:.0%} of the output's scale, so "
+            f"matching it means nothing and the graph is judged against the output's scale "
+            f"(within {SCALE_SHARE:.0%}); {advice}")
+
+
+def way_out(precision: str, result: ParityResult, unsafe: Mapping[str, Any],
+            keep: Sequence[str], other: str | None, measured: Mapping[str, float] | None
+            ) -> str:
+    """What to do: keep what the model declares (or what overflows) in fp32, or another
+    precision: `other` where PyTorch's own error there (`measured`) is within the share on
+    every unsafe output, else fp32."""
+    kept = (f"keep {', '.join(keep)} in fp32 (the model's own _keep_in_fp32_modules)"
+            if keep else "keep the layers that overflow in fp32")
+    if other is None:
+        return f"{kept}, or export with --precision fp32"
+    if measured is None:
+        return f"{kept}, or export with --precision {other} or fp32"
+    errs = [(n, measured.get(n, float("inf"))) for n in unsafe]
+    safe = all(not judge_reduced(e, 0.0, result.outputs[n].ref_scale, result.atol).unsafe
+               for n, e in errs)
+    worst = max(errs, key=lambda t: t[1])
+    if safe:
+        return (f"{kept}, or export with --precision {other} (PyTorch's own {other} errs by "
+                f"at most {worst[1]:.3g} there, within {SCALE_SHARE:.0%}) or fp32")
+    return (f"{kept}, or export with --precision fp32 ({other} is no way out: PyTorch's own "
+            f"{other} errs by {worst[1]:.3g} on {worst[0]})")
+
+
+def keep_in_fp32(module: Any) -> list[str]:
+    """The module names the model declares to keep in fp32 (transformers'
+    `_keep_in_fp32_modules`, e.g. T5's `wo`), from the module or any submodule."""
+    import torch
+
+    names: list[str] = []
+    if isinstance(module, torch.nn.Module):
+        for sub in module.modules():
+            for name in getattr(sub, "_keep_in_fp32_modules", None) or ():
+                if isinstance(name, str) and name not in names:
+                    names.append(name)
+    return names

@@ -36,8 +36,10 @@ from export_gelu.exporter.feeds.feeds import (
     npz_feed,
     spec_feed,
 )
-from export_gelu.exporter.inputs.specs import SPEC_HELP
+from export_gelu.exporter.inputs.specs import SPEC_HELP, load_npz
 from export_gelu.exporter.loading.load import LoadedModel, load_model
+from export_gelu.shown import shown
+from export_gelu.untrusted_files import UntrustedFolder
 
 Feed = OrderedDict[str, np.ndarray]  # name → array, in forward() order
 
@@ -138,10 +140,12 @@ def _from_file(loaded: LoadedModel | None, request: InputRequest) -> ResolvedInp
 
 def _from_bundle(bundle: Path) -> ResolvedInputs:
     """A device bundle's inputs.npz (as the bundled graph takes them)."""
-    npz = bundle / "inputs.npz"
-    if not npz.is_file():
+    folder = UntrustedFolder(bundle, "--bundle", "bundle")
+    if not folder.is_file("inputs.npz"):
         raise BadInputError(f"--bundle {bundle}: inputs.npz is missing")
-    return ResolvedInputs([npz_feed(None, npz)], f"the bundle's inputs ({bundle.name}/inputs.npz)",
+    with folder.open("inputs.npz", max_bytes=None) as fh:  # its arrays: bounded by load_npz
+        feed = OrderedDict(load_npz(bundle / "inputs.npz", fh))
+    return ResolvedInputs([feed], f"the bundle's inputs ({shown(bundle.name)}/inputs.npz)",
                           real=False)
 
 

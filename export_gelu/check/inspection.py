@@ -20,6 +20,7 @@ from export_gelu.parse_check import (
     format_targets,
     incompatibilities,
 )
+from export_gelu.shown import shown, terminal
 from export_gelu.targets import TargetProfile
 
 
@@ -67,24 +68,30 @@ def _origin(module: str | None, where: str | None, cls: str | None = None) -> st
     shortened to its name), or "" when the graph does not record it."""
     if module is None:
         return ""
-    shown = (module or "the model itself") + (f" ({cls})" if cls else "")
+    text = (shown(module) if module else "the model itself") + (f" ({shown(cls)})" if cls
+                                                                 else "")
     if where:
         path, _, line = where.rpartition(":")
-        shown += f", {Path(path).name}:{line}"
-    return f"  in {shown}"
+        text += f", {shown(Path(path).name)}:{shown(line, 20)}"
+    return f"  in {text}"
 
 
 def format_table(info: dict[str, Any]) -> str:
-    """The plain-text view `export-gelu inspect` prints."""
+    """The plain-text view `export-gelu inspect` prints: the graph's names shown by
+    shown.py's rule, the whole once more through `terminal`."""
+    return terminal(_table(info))
+
+
+def _table(info: dict[str, Any]) -> str:
     sites = info["gelu_sites"]
     lines = [f"{info['model']}: opset {info['opset']}, IR {info['ir_version']}, "
              f"{len(sites)} GELU site(s)"]
     for s in sites:
         origin = _origin(s.get("module") or None, s.get("where"))
-        lines.append(f"  {s['name']:<40} {s['kind']:<6} {s['source']}{origin}")
+        lines.append(f"  {shown(s['name']):<40} {s['kind']:<6} {shown(s['source'])}{origin}")
     for n in info.get("nodes", []):
         origin = _origin(n["module"], n["source"], n["class"]) or "  (no module recorded)"
-        lines.append(f"  node {n['name']}: {n['op_type']}{origin}")
+        lines.append(f"  node {shown(n['name'])}: {shown(n['op_type'])}{origin}")
     after = info.get("after_export", {})
     engines = info.get("engine_here", {})
     width = max(8, *(len(n) for n in info["compatibility"]))

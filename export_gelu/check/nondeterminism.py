@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from export_gelu.graph.provenance import is_model_frame, source_in
 from export_gelu.tolerances import judging_for
 
 #: aten ops that draw random numbers (dropout only counts in train mode: see `_draws`).
@@ -20,8 +21,6 @@ _RANDOM_OP = re.compile(r"^(rand|randn|randint|rand_like|randn_like|randint_like
                         r"exponential_|geometric_|poisson|cauchy_|log_normal_|random_|"
                         r"native_dropout|dropout|feature_dropout|alpha_dropout)$")
 _DROPOUTS = {"dropout", "feature_dropout", "alpha_dropout"}
-#: Frames of these packages are not the model's source line.
-_NOT_MODEL = ("/torch/", "/export_gelu/", "/polygraphy/", "/site-packages/", "<frozen")
 
 
 @dataclass
@@ -48,10 +47,16 @@ def _op_name(target: Any) -> str:
     return getattr(packet, "__name__", "") or getattr(target, "__name__", "") or str(target)
 
 
+def _short(source: str | None) -> str:
+    """`file.py:LINE` of a `path/to/file.py:LINE` ("" for None)."""
+    return (source or "").replace("\\", "/").rsplit("/", 1)[-1]
+
+
 def _source_of(stack_trace: str | None) -> str:
-    """The last `File "...", line N` of a recorded stack trace, as file:line."""
-    found = re.findall(r'File "([^"]+)", line (\d+)', stack_trace or "")
-    return f"{found[-1][0].rsplit('/', 1)[-1]}:{found[-1][1]}" if found else ""
+    """The innermost frame of the model's own code in a recorded stack trace, as
+    file.py:LINE (graph/provenance.py `source_in`: torch's and this package's frames
+    skipped; a library's model code, such as transformers' modeling files, is the model's)."""
+    return _short(source_in(stack_trace or ""))
 
 
 def sites_in_graph(module: Any) -> list[RandomSite]:
@@ -70,11 +75,26 @@ def sites_in_graph(module: Any) -> list[RandomSite]:
     return sites
 
 
-def _model_line() -> str:
-    for frame in reversed(traceback.extract_stack()):
-        if not any(part in frame.filename for part in _NOT_MODEL):
-            return f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"
+def _model_line(depth: int) -> str:
+    """file.py:LINE of the innermost frame of the model's own code that the call made at
+    stack `depth` (the runner's) led to: the line that called the random op. Only frames
+    deeper than `depth` count (never the caller's: the command's entry point, a test), and of
+    those not torch's, this package's, polygraphy's or Python's own; a model file inside an
+    installed library (transformers' modeling_vit_mae.py) is the model's code."""
+    for frame in reversed(traceback.extract_stack()[depth:]):
+        if is_model_frame(frame.filename) and not _python_or_tool(frame.filename):
+            return f"{_short(frame.filename)}:{frame.lineno}"
     return ""
+
+
+def _python_or_tool(path: str) -> bool:
+    """A frame of Python's standard library or of polygraphy (which runs the model)."""
+    import sysconfig
+
+    norm = path.replace("\\", "/")
+    stdlib = sysconfig.get_paths()["stdlib"].replace("\\", "/")
+    return (norm.startswith(stdlib + "/") and "-packages/" not in norm) \
+        or "/polygraphy/" in norm
 
 
 def _entering(stack: list[str], path: str) -> Callable[[Any, Any], None]:
@@ -93,13 +113,14 @@ def sites_by_running(runner: Any, feed: Mapping[str, np.ndarray]) -> list[Random
 
     stack: list[str] = []
     sites: list[RandomSite] = []
+    depth = len(traceback.extract_stack())  # frames deeper than this one are the model's run
 
     class Watch(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
             name = _op_name(func)
             if _draws(name, tuple(args)):
-                site = RandomSite(f"aten.{name}", stack[-1] if stack else "", _model_line())
+                site = RandomSite(f"aten.{name}", stack[-1] if stack else "", _model_line(depth))
                 if site not in sites:
                     sites.append(site)
             return func(*args, **(kwargs or {}))

@@ -221,10 +221,38 @@ def _result_of(pair: Any, verdict: bool, atol: float, rtol: float, n_feeds: int,
                         [ref_name, dep_name], outputs, n_feeds, samples, pair)
 
 
+def unjudged(out: OutputError) -> bool:
+    """The output's reference says nothing (0 in every element, or the same for different
+    inputs): its verdict cannot be PASSED, whatever the graph gives."""
+    return out.judged in (JUDGED_ZERO, JUDGED_CONSTANT)
+
+
+def over_tolerance(out: OutputError, atol: float) -> bool:
+    """The graph's output differs from the reference beyond tolerance: a divergence. An
+    output failed only because its reference says nothing (`unjudged`) has diverged only where
+    the graph is off by more than `atol` (or not finite): matching a zero is no divergence."""
+    if out.passed:
+        return False
+    if unjudged(out):
+        return out.nonfinite > 0 or not out.max_abs <= atol
+    return True
+
+
+def diverged(result: ParityResult | None) -> bool:
+    """Something in the graph's outputs differs from the reference: a failure that a first
+    divergence can place. Not so when the reference differs from itself (nondeterministic: no
+    graph can match it), nor when every failed output was only not judged and matches."""
+    if result is None or result.status != "failed" or result.nondeterministic is not None:
+        return False
+    if not result.outputs:  # nothing paired: the graph's own tensors may still tell
+        return True
+    return any(over_tolerance(o, result.atol) for o in result.outputs.values())
+
+
 def failure_reason(outputs: Mapping[str, OutputError], failed: Sequence[str]) -> str:
     """Why these outputs failed: over tolerance, or a reference that says nothing."""
-    unjudged = [n for n in failed if outputs[n].judged in (JUDGED_ZERO, JUDGED_CONSTANT)]
-    over = [n for n in failed if n not in unjudged]
+    silent = [n for n in failed if unjudged(outputs[n])]
+    over = [n for n in failed if n not in silent]
     parts = []
     if over:
         parts.append("outputs over tolerance: " + ", ".join(
@@ -232,7 +260,7 @@ def failure_reason(outputs: Mapping[str, OutputError], failed: Sequence[str]) ->
             + (f", judged at the reference's own scale: atol {outputs[n].judged_atol:.3g}"
                if outputs[n].judged == JUDGED_OWN_SCALE else "") + ")"
             for n in over))
-    for n in unjudged:
+    for n in silent:
         what = ("is 0 in every element" if outputs[n].judged == JUDGED_ZERO
                 else "is the same for different inputs")
         parts.append(f"not judged: the reference of {n} {what}, so any graph giving that "

@@ -89,7 +89,7 @@ class TorchRunner(BaseRunner):
         if len(tensors) != len(names):
             raise RuntimeError(f"the PyTorch model returned {len(tensors)} tensors but the "
                                f"deployed graph has {len(names)} outputs")
-        return OrderedDict((n, t.detach().cpu().numpy()) for n, t in zip(names, tensors))
+        return OrderedDict((n, _numpy(t)) for n, t in zip(names, tensors))
 
     def _tensor(self, value: Any) -> torch.Tensor:
         t = torch.as_tensor(np.asarray(value)).to(self.device)
@@ -102,6 +102,12 @@ class TorchRunner(BaseRunner):
         if tf32 is not None:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
             self._tf32 = None
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor as numpy; bfloat16, which numpy has no type for, widened exactly to float32."""
+    t = t.detach().cpu()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
 def dtype_metadata(arrays: dict[str, np.ndarray]) -> TensorMetadata:

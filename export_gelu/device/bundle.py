@@ -16,6 +16,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
 import zipfile
 from collections import OrderedDict
@@ -30,7 +31,9 @@ from export_gelu.atomic import placed, signals_deferred, staging_dir
 from export_gelu.device import script as ds
 from export_gelu.errors import BadInputError
 from export_gelu.notes import Note
+from export_gelu.shown import shown
 from export_gelu.trt_parser.versions import in_range
+from export_gelu.untrusted_files import UntrustedFolder
 
 if TYPE_CHECKING:
     from export_gelu.check.parity import ParityResult
@@ -177,6 +180,26 @@ def _entries_under(folder: Path) -> list[str]:
         if not dirs and not files and not links and rel != Path("."):
             found.append(rel.as_posix())
     return found
+
+
+#: An input name kept as its raw file's name: letters, digits, `_`, `-`, `.`, not first.
+_FILE_STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}")
+
+
+def input_files(names: Sequence[str]) -> OrderedDict[str, str]:
+    """Each input's raw file in the bundle: `inputs/<name>.bin` where the name is a plain
+    file name (`input_ids`), else `inputs/input_<i>.bin` (its position). A model's names are
+    data, never path parts: `../../x` is input_0; two names one file system could fold
+    together (`X`, `x`) get one file each. The manifest records the mapping (`inputs[].file`)."""
+    files: OrderedDict[str, str] = OrderedDict()
+    taken: set[str] = set()
+    for i, name in enumerate(names):
+        stem = name if _FILE_STEM.fullmatch(name) else f"input_{i}"
+        while stem.lower() in taken:
+            stem = f"input_{i}" if stem != f"input_{i}" else f"input_{i}_{len(taken)}"
+        taken.add(stem.lower())
+        files[name] = f"{INPUTS_DIR}/{stem}.bin"
+    return files
 
 
 def binding_dtype(onnx_dtype: str, trt_version: str) -> str:
@@ -358,7 +381,7 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
     symbolic = {n: any(not isinstance(d, int) or d <= 0 for d in dims)
                 for n, (_t, dims) in inputs.items()}
     profile = profile_shapes(shapes, list(req.dynamic), symbolic)
-    files = OrderedDict((n, f"inputs/{n}.bin") for n in feed)
+    files = input_files(list(feed))
     trtexec = ds.trtexec_args(req.trt_version, req.precision, files, shapes, profile,
                               req.fp32_layers)
     polygraphy = ds.polygraphy_args(req.precision, req.trt_version, profile, req.fp32_layers)
@@ -503,26 +526,24 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def read_manifest(bundle: str | Path) -> dict[str, Any]:
-    """The bundle's manifest, checked for form (exit 2 when it is not a bundle)."""
-    path = Path(bundle) / MANIFEST
-    if not path.is_file():
+    """The bundle's manifest, read as every file of a bundle is (untrusted_files.py: inside
+    the folder, no link, bounded size and nesting) and checked for form and for every field
+    a verify reads (device/manifest_checks.py); exit 2 when it is not a bundle's."""
+    from export_gelu.device.manifest_checks import check_manifest
+
+    folder = UntrustedFolder(bundle, "--bundle", "bundle")
+    if not folder.is_file(MANIFEST):
         raise BadInputError(f"--bundle {bundle}: no {MANIFEST} (not an export-gelu bundle)")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"--bundle {bundle}: {MANIFEST} is not valid JSON ({exc})") from exc
-    except OSError as exc:
-        raise BadInputError(f"--bundle {bundle}: cannot read {MANIFEST} "
-                            f"({exc.strerror or exc})") from exc
+    data = folder.read_json(MANIFEST)
     if not isinstance(data, dict) or data.get("format") != BUNDLE_FORMAT:
         raise BadInputError(f"--bundle {bundle}: {MANIFEST} is not an export-gelu bundle "
                             "manifest")
     version = data.get("bundle_version")
     if type(version) is not int or not 1 <= version <= BUNDLE_VERSION:
-        raise BadInputError(f"--bundle {bundle}: {MANIFEST} has bundle_version {version!r}; "
-                            f"this export-gelu reads 1 to {BUNDLE_VERSION} (a newer "
-                            "export-gelu wrote it?)")
-    return data
+        raise BadInputError(f"--bundle {bundle}: {MANIFEST} has bundle_version "
+                            f"{shown(repr(version), 40)}; this export-gelu reads 1 to "
+                            f"{BUNDLE_VERSION} (a newer export-gelu wrote it?)")
+    return check_manifest(data, folder.where(MANIFEST))
 
 
 def reference_outputs(parity: ParityResult | None, make_runner: Any,

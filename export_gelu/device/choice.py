@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from export_gelu.check.latency import Latency
+from export_gelu.shown import shown
 
 #: The exact GELU; another form must beat it beyond noise to be chosen over it.
 EXACT_FORM = "erf"
@@ -106,10 +107,10 @@ class DeviceForms:
             median = f"{lat.median_ms:.4g}" if lat else "–"
             err = f"{r.max_abs:.3g}" if r.max_abs is not None else "–"
             parity = "–" if r.passed is None else "passed" if r.passed else "FAILED"
-            lines.append(f"  {r.label:<16} {'yes' if r.built else 'no':<5} {median:>10} "
+            lines.append(f"  {shown(r.label):<16} {'yes' if r.built else 'no':<5} {median:>10} "
                          f"{spread:>19} {err:>11} {parity:<7} {'*' if r.chosen else ''}")
             if not r.built and r.build_error:
-                lines.append(f"      not built: {r.build_error}")
+                lines.append(f"      not built: {shown(r.build_error, 300)}")
         lines += [f"Note: {n}" for n in self.notes]
         if self.choice:
             lines.append(self.choice)

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from export_gelu.errors import BadInputError
+from export_gelu.shown import shown
+from export_gelu.untrusted_files import UntrustedFolder
 
 DEVICE_RUNNER = "tensorrt-device"
 
@@ -20,6 +22,11 @@ def _sha256(path: Path) -> str:
     from export_gelu.device.bundle import sha256_file
 
     return sha256_file(path)
+
+
+def bundle_folder(bundle: Path) -> UntrustedFolder:
+    """The bundle as a folder whose files are untrusted (untrusted_files.py)."""
+    return UntrustedFolder(bundle, "--bundle", "bundle")
 
 
 def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
@@ -33,10 +40,7 @@ def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
         raise BadInputError(f"--bundle {bundle}: holds one graph per GELU form; give the "
                             f"folder the device wrote: --device-outputs {bundle}/outputs")
     check_model(manifest, bundle, model_path)
-    graph = bundle / GRAPH
-    if not graph.is_file() or _sha256(graph) != manifest.get("graph", {}).get("sha256"):
-        raise BadInputError(f"--bundle {bundle}: {GRAPH} is missing or is not the graph the "
-                            "manifest names (sha256 differs)")
+    graph = check_graph(bundle, GRAPH, manifest["graph"]["sha256"])
     if deployed is not None and _sha256(deployed) != _sha256(graph):
         raise BadInputError(f"{deployed} is not the bundle's graph ({graph}); drop DEPLOYED "
                             "or give the bundle made from it")
@@ -45,19 +49,26 @@ def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
 
 def check_model(manifest: dict[str, Any], bundle: Path, model_path: Path) -> None:
     """The bundle was made from MODEL (its sha256), else exit 2."""
-    want = manifest.get("model", {}).get("sha256")
+    want = manifest["model"]["sha256"]
     if _sha256(model_path) != want:
         raise BadInputError(f"--bundle {bundle}: made from another model "
-                            f"({manifest.get('model', {}).get('file')}, sha256 {str(want)[:12]}…),"
+                            f"({shown(manifest['model'].get('file', ''))}, sha256 {want[:12]}…),"
                             f" not {model_path.name} (sha256 {_sha256(model_path)[:12]}…)")
 
 
-def check_graph(bundle: Path, rel: str, sha256: Any) -> Path:
-    """The bundle's graph `rel`, unchanged since the bundle was written, else exit 2."""
-    graph = bundle / rel
-    if not graph.is_file() or _sha256(graph) != sha256:
-        raise BadInputError(f"--bundle {bundle}: {rel} is missing or is not the graph the "
-                            "manifest names (sha256 differs)")
+def check_graph(bundle: Path, rel: str, sha256: Any, field: str = "graph.file") -> Path:
+    """The bundle's graph `rel` (a path inside the bundle, no link, a regular file; `field`:
+    the manifest's field that names it), unchanged since the bundle was written, with its
+    external data beside it inside the bundle; else exit 2. Returns its real path."""
+    from export_gelu.exporter.loading.load import check_external_data
+
+    folder = bundle_folder(bundle)
+    folder.check_name(rel, field, "manifest.json")
+    if not folder.is_file(rel) or folder.sha256(rel) != sha256:
+        raise BadInputError(f"--bundle {bundle}: {shown(rel)} is missing or is not the graph "
+                            "the manifest names (sha256 differs)")
+    graph = folder.real_path(rel)
+    check_external_data(graph)  # its data: inside the graph's folder, which is the bundle's
     return graph
 
 
@@ -69,12 +80,16 @@ def check_pairing(outputs: list[OrderedDict[str, np.ndarray]], names: list[str],
     got = list(outputs[0])
     missing = [n for n in names if n not in got]
     extra = [n for n in got if n not in names]
+
+    def listed(items: list[str]) -> str:
+        return ", ".join(shown(n, 80) for n in items[:20]) + (", …" if len(items) > 20 else "")
+
     if missing or extra:
         raise BadInputError(
-            f"--device-outputs {path}: its outputs ({', '.join(got)}) are not the graph's "
-            f"({', '.join(names)}): " + "; ".join(filter(None, [
-                f"missing {', '.join(missing)}" if missing else None,
-                f"not in the graph: {', '.join(extra)}" if extra else None])) + " (another model?)")
+            f"--device-outputs {path}: its outputs ({listed(got)}) are not the graph's "
+            f"({listed(names)}): " + "; ".join(filter(None, [
+                f"missing {listed(missing)}" if missing else None,
+                f"not in the graph: {listed(extra)}" if extra else None])) + " (another model?)")
 
 
 def check_shapes(parity: Any, path: Path) -> None:
@@ -85,8 +100,9 @@ def check_shapes(parity: Any, path: Path) -> None:
             if name in ref and tuple(np.shape(ref[name])) != tuple(np.shape(arr)):
                 show = "x".join(map(str, np.shape(arr))) or "scalar"
                 want = "x".join(map(str, np.shape(ref[name]))) or "scalar"
-                raise BadInputError(f"--device-outputs {path}: output {name!r} is {show}, the "
-                                    f"reference's is {want} (another model or other inputs?)")
+                raise BadInputError(f"--device-outputs {path}: output {shown(repr(name))} is "
+                                    f"{show}, the reference's is {want} (another model or "
+                                    "other inputs?)")
 
 
 def cast_to_graph(outputs: list[OrderedDict[str, np.ndarray]], dtypes: dict[str, str]
@@ -114,13 +130,21 @@ def output_dtypes(graph: Path) -> dict[str, str]:
     return {o.name: _onnx_dtype_name(o.type.tensor_type.elem_type) for o in model.graph.output}
 
 
-def device_version_notes(rep: Any, outputs: Path, bundle_version: str) -> list[str]:
-    """What trtexec.log beside the outputs says about the TensorRT that produced them."""
+def device_version_notes(rep: Any, outputs: Path, bundle_version: str,
+                         folder: UntrustedFolder | None = None) -> list[str]:
+    """What trtexec.log beside the outputs says about the TensorRT that produced them (`outputs`
+    inside `folder`, a device folder, or the file the user named): read by the device
+    folder's rule, its head only."""
     from export_gelu.device.outputs import trtexec_log_version
     from export_gelu.device.trtexec_flags import line_of
 
-    log = outputs.parent / "trtexec.log"
-    ran = trtexec_log_version(log) if log.is_file() else None
+    if folder is None:
+        folder, name = UntrustedFolder.of_file(outputs, "--device-outputs")
+        outputs = Path(name)
+    rel = (outputs.parent / "trtexec.log").as_posix()
+    rel = rel[2:] if rel.startswith("./") else rel
+    log = folder.path / rel
+    ran = trtexec_log_version(folder, rel) if folder.is_file(rel) else None
     if ran is None:
         return []
     rep.trt["device_tensorrt"] = ran

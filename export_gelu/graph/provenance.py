@@ -163,6 +163,8 @@ def is_model_frame(path: str) -> bool:
     not torch's own files, not this package's."""
     if path.startswith("<") or re.search(r"[\\/](site|dist)-packages[\\/]torch[\\/]", path):
         return False
+    if re.search(r"export_gelu[\\/]examples[\\/]", path):
+        return True  # the bundled example models are models, shipped inside the package
     return not any(path.startswith(d + "/") or path.startswith(d + "\\") for d in _own_dirs())
 
 

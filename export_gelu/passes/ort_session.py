@@ -13,7 +13,7 @@ from export_gelu.trt_parser.plugin import PLUGIN_OP
 
 def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = True,
                  providers: list | None = None, log_severity: int = 3,
-                 weights_folder: str | None = None,
+                 weights_folder: str | None = None, *,
                  disabled_optimizers: list[str] | None = None,
                  ):  # -> onnxruntime.InferenceSession
     """An ORT session with `threads` intra-op threads and no spinning (stable timings), for a

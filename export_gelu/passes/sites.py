@@ -40,6 +40,14 @@ class GeluSite:
     added_max_error: float = 0.0  # worst-case abs error the action adds over the source math
     onnx_nodes: list[str] = field(default_factory=list)  # ONNX nodes that computed it
     emitted: list[str] = field(default_factory=list)  # ONNX nodes written for it
+    # a GELU called in a forward: that forward and the line, "Net.forward, model.py:18"
+    called_at: str = ""
+
+    @property
+    def label(self) -> str:
+        """How the report names the site: its module path, else (a GELU written in the
+        root model's forward) the forward and line that call it, else the graph's name."""
+        return self.module or self.called_at or self.name
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

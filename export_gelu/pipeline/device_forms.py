@@ -39,54 +39,61 @@ from export_gelu.notes import Note
 from export_gelu.onnx_weights import load_graph
 from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import VerifyState, need
+from export_gelu.shown import shown
+from export_gelu.untrusted_files import TAIL_BYTES, UntrustedFolder
 
-_TIMES = re.compile(r"times\.(\d+)\.json")
+_TIMES = re.compile(r"times\.(\d{1,6})\.json")
+#: build_failed.txt: trtexec's last lines; only its last TAIL_BYTES are read, whatever its size.
+BUILD_FAILED = "build_failed.txt"
 
 
-def _times(folder: Path, warmup: float) -> tuple[list[float], int, int]:
-    """(samples in round order, warm-ups dropped, rounds read) from times.<round>.json."""
-    files = sorted((int(m.group(1)), p) for p in folder.iterdir()
-                   if (m := _TIMES.fullmatch(p.name)))
+def _times(returned: UntrustedFolder, form: str, warmup: float) -> tuple[list[float], int, int]:
+    """(samples in round order, warm-ups dropped, rounds read) from <form>/times.<round>.json."""
+    files = sorted((int(m.group(1)), name) for name in returned.names(form)
+                   if (m := _TIMES.fullmatch(name)))
     samples: list[float] = []
     dropped = 0
-    for _round, path in files:
-        got, gone = read_device_times(path, warmup)
+    for _round, name in files:
+        got, gone = read_device_times(f"{form}/{name}", warmup, folder=returned)
         samples += got
         dropped += gone
     return samples, dropped, len(files)
 
 
-def _last_line(path: Path) -> str:
-    lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+def _last_line(returned: UntrustedFolder, rel: str) -> str:
+    """The first error line of the file's tail (TAIL_BYTES), else its last line; at most 300
+    characters."""
+    lines = [ln.strip() for ln in returned.tail_text(rel, TAIL_BYTES).splitlines() if ln.strip()]
     errors = [ln for ln in lines if "[E]" in ln or "rror" in ln]
     return (errors[:1] or lines[-1:] or ["(empty)"])[0][:300]
 
 
-def _form_run(bundle: Path, returned: Path, entry: dict[str, Any], warmup: float,
-              names: list[str] | None, feeds: int) -> FormRun:
-    graph_info = entry.get("graph") or {}
-    graph = check_graph(bundle, str(graph_info.get("file")), graph_info.get("sha256"))
-    form = str(entry.get("form"))
-    run = FormRun(DeviceFormRow(form, list(entry.get("same_as") or [])), graph,
-                  list(graph_info.get("external_data") or []))
-    folder = returned / form
-    failed = folder / "build_failed.txt"
-    if failed.is_file():
-        run.row.build_error = _last_line(failed)
+def _form_run(bundle: Path, returned: UntrustedFolder, index: int, entry: dict[str, Any],
+              warmup: float, names: list[str] | None, feeds: int) -> FormRun:
+    """The manifest's form `index` (checked by device/manifest_checks.py: a known GELU form,
+    listed once) and what the device left in <returned>/<form>/."""
+    graph = check_graph(bundle, entry["graph"]["file"], entry["graph"]["sha256"],
+                        f"forms[{index}].graph.file")
+    form = entry["form"]
+    run = FormRun(DeviceFormRow(form, list(entry.get("same_as") or [])), graph)
+    failed = f"{form}/{BUILD_FAILED}"
+    if returned.is_file(failed):
+        run.row.build_error = _last_line(returned, failed)
         return run
-    outputs = folder / "outputs.json"
-    if not outputs.is_file():
+    outputs = f"{form}/outputs.json"
+    if not returned.is_file(outputs):
+        folder = returned.path / form
         run.row.build_error = (f"{folder} holds no outputs.json (not run, or not copied back)"
-                               if folder.is_dir() else f"no {folder} (not run, or not copied "
-                               "back)")
+                               if returned.is_dir(form) else f"no {folder} (not run, or not "
+                               "copied back)")
         return run
-    got, fmt = read_device_outputs(outputs)
+    got, _fmt = read_device_outputs(outputs, folder=returned)
     if names is not None:
-        check_pairing(got, names, outputs, feeds)
+        check_pairing(got, names, returned.path / outputs, feeds)
     run.outputs = cast_to_graph(got, output_dtypes(graph))
-    run.outputs_file = outputs
+    run.outputs_file = returned.path / outputs
     run.row.built = True
-    samples, run.row.dropped, run.row.rounds = _times(folder, warmup)
+    samples, run.row.dropped, run.row.rounds = _times(returned, form, warmup)
     if samples:
         run.row.latency = summarize([t / 1e3 for t in samples], run.row.dropped,
                                     "trtexec computeMs (GPU compute per inference)")
@@ -108,17 +115,17 @@ def read_forms_run(state: VerifyState) -> None:
     state.manifest = manifest
     state.feeds, state.inputs_label = given.feeds, given.source
     warmup = float(manifest.get("trtexec", {}).get("warmup_ms", WARMUP_MS))
-    forms = manifest["forms"]
-    if not forms:
-        raise BadInputError(f"--bundle {bundle}: its manifest lists no form")
-    first = check_graph(bundle, str(forms[0].get("graph", {}).get("file")),
-                        forms[0].get("graph", {}).get("sha256"))
+    forms = manifest["forms"]  # a list of known forms, each once (manifest_checks)
+    first = check_graph(bundle, forms[0]["graph"]["file"], forms[0]["graph"]["sha256"],
+                        "forms[0].graph.file")
     state.deployed = open_deployed(first)
     names = list(state.deployed.outputs)
-    runs = [_form_run(bundle, returned, e, warmup, names, len(state.feeds)) for e in forms]
+    folder = UntrustedFolder(returned, "--device-outputs", "device folder")
+    runs = [_form_run(bundle, folder, i, e, warmup, names, len(state.feeds))
+            for i, e in enumerate(forms)]
     if not any(r.row.built for r in runs):
         raise TargetUnmetError(f"no GELU form built on the device ({returned}): " + "; ".join(
-            f"{r.row.form}: {r.row.build_error}" for r in runs))
+            f"{r.row.form}: {shown(r.row.build_error)}" for r in runs))
     state.device_forms = {r.row.form: r for r in runs}
     state.device_format = "trtexec"
 
@@ -187,13 +194,14 @@ def _describe(state: VerifyState, table: DeviceForms, chosen: DeviceFormRow | No
     rep.notes.append(Note(f"bundle of {len(table.rows)} GELU form(s) for "
                           f"{manifest.get('target')} (TensorRT {version}), each judged with "
                           "the bundle's tolerances unless --atol/--rtol", "forms-bundle-read"))
-    logs = [run.outputs_file.parent / "trtexec.log" for run in state.device_forms.values()
-            if run.outputs_file is not None]
-    if logs:
+    built = [form for form, run in state.device_forms.items() if run.outputs_file is not None]
+    if built:
         from export_gelu.notes import tagged
 
-        rep.notes += tagged("device-tensorrt", device_version_notes(rep, logs[0].parent
-                                                                    / "outputs.json", version))
+        returned = UntrustedFolder(Path(o.device_outputs or ""), "--device-outputs",
+                                   "device folder")
+        rep.notes += tagged("device-tensorrt", device_version_notes(
+            rep, Path(built[0]) / "outputs.json", version, returned))
 
 
 @stage_io(reads=("chosen", "device_forms", "options"), writes=())
@@ -206,14 +214,24 @@ def write_chosen(state: VerifyState) -> None:
         rep.notes.append(Note(f"-o {o.output} not written: no form was chosen", "no-choice"))
         return
     run = state.device_forms[chosen.form]
-    if run.external_data:  # weights beside it: streamed into OUT.data, as an export writes them
+    # the graph's external data was held inside the bundle (returned.check_graph); its bytes
+    # are read from there again, by the same rule, as they are copied
+    if lazy_graph_files(run.graph):  # weights beside it: streamed into OUT.data, as export does
         save_onnx_streaming(load_graph(run.graph), out, external_data=True)
     else:
-        with written_file(out) as staged:
-            shutil.copyfile(run.graph, staged)
+        with written_file(out) as staged, run.graph.open("rb") as src, staged.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
     rep.output = str(out)
     rep.notes.append(Note(f"the chosen form's graph ({chosen.label}) written to {out}",
                           "chosen-written"))
+
+
+def lazy_graph_files(graph: Path) -> list[Path]:
+    """The external-data files `graph` references, each inside its folder (exit 2 otherwise:
+    exporter.loading.load.check_external_data)."""
+    from export_gelu.exporter.loading.load import check_external_data
+
+    return check_external_data(graph)
 
 
 def writes_chosen(state: VerifyState) -> bool:

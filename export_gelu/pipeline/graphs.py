@@ -18,6 +18,7 @@ import numpy as np
 from export_gelu.check import greedy_decode as gd
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.hf.inputs import start_token
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.notes import Note
 from export_gelu.options import ExportOptions
@@ -54,7 +55,7 @@ def _decode(state: ExportState, graphs: dict[str, Path], first: LoadedModel
     prompt = _prompt(first)
     threads = state.options.threads
     if "encoder" in graphs:
-        start = int(getattr(fm.config, "decoder_start_token_id", None) or 0)
+        start = start_token(fm.config)
         deployed = gd.seq2seq_tokens(graphs, prompt, start, threads=threads)
         reference = gd.generate_tokens(fm.model, gd.torch_inputs(prompt))
     else:
@@ -129,8 +130,10 @@ def _sum_parity(verdicts: dict[str, ParityResult]) -> ParityResult:
         return skipped("; ".join(sorted(reasons)) or "not every graph was checked")
     first = results[0]
     outputs = {f"{n}/{o}": e for n, p in verdicts.items() for o, e in p.outputs.items()}
-    return ParityResult("passed", f"all {len(results)} graphs passed", first.atol, first.rtol,
-                        list(first.runners), outputs, first.iterations)
+    said = "; ".join(f"{n}: {p.reason}" for n, p in verdicts.items() if p.reason)
+    return ParityResult("passed", f"all {len(results)} graphs passed" + (f"; {said}" if said
+                                                                         else ""),
+                        first.atol, first.rtol, list(first.runners), outputs, first.iterations)
 
 
 def export_graphs(state: ExportState, stages: Sequence[Stage[ExportState]]) -> None:

@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from export_gelu.check.deployed import deployed_feed, feed_for
-from export_gelu.check.divergence import Localization, localize, module_tensors
+from export_gelu.check.divergence import (
+    Localization,
+    localize,
+    module_tensors,
+    with_ties,
+    worth_localizing,
+)
 from export_gelu.check.node_divergence import localize_nodes
+from export_gelu.check.parity import diverged
 from export_gelu.options import ExportOptions, VerifyOptions
 from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import AnyState, RunState, VerifyState, need
@@ -20,9 +27,9 @@ _S = TypeVar("_S", bound=AnyState)
 
 
 def localizes(state: LocalizingState) -> bool:
-    """Parity ran on a graph and failed, or `--localize` was given and it ran at all."""
-    status = state.parity.status if state.parity is not None else None
-    return status == "failed" or (state.options.localize and status == "passed")
+    """Parity ran on a graph and its outputs diverged, or `--localize` was given and it ran
+    at all; never where nothing diverged (check/divergence.py `worth_localizing`)."""
+    return worth_localizing(state.parity, state.options.localize)
 
 
 def _why_not(state: LocalizingState) -> str:
@@ -57,7 +64,7 @@ def _as_diagnosis(state: _S, work: Callable[[_S], None]) -> None:
 
 
 @stage_io(reads=("deployed", "device", "feeds", "gelu_sites", "graph", "loaded", "options",
-                "output", "run_precision", "tolerances"),
+                "output", "parity", "run_precision", "tolerances"),
           writes=())
 def localize_stage(state: LocalizingState) -> None:
     """loaded, the graph (DEPLOYED or the written output), the main feed, the tolerances →
@@ -87,7 +94,7 @@ def _localize(state: LocalizingState) -> None:
              if _has_modules(state) else None)
     if found is None or found.method == "none":  # no module maps: node by node
         found = localize_nodes(path, feed, tol, threads)
-    rep.divergence = found
+    rep.divergence = with_ties(found, path, feed, threads) if diverged(state.parity) else found
 
 
 def bundle_tensors(state: LocalizingState, graph_path: Path) -> list[str]:
@@ -97,7 +104,7 @@ def bundle_tensors(state: LocalizingState, graph_path: Path) -> list[str]:
 
 
 @stage_io(reads=("deployed", "device", "device_module_outputs", "device_outputs", "feeds",
-                "loaded", "options", "tolerances"),
+                "loaded", "options", "parity", "tolerances"),
           writes=())
 def localize_device(state: VerifyState) -> None:
     """`verify --bundle DIR --device-outputs F`: the module-boundary tensors the device handed
@@ -121,7 +128,7 @@ def _localize_device(state: VerifyState) -> None:
     feed = feed_for(dep, state.feed)
     device = state.device.device if state.device else "cpu"
     recorded = {**state.device_outputs[0], **recorded}  # the graph's outputs end modules too
-    state.report.divergence = localize(state.loaded, dep.path, feed,
-                                       need(state.tolerances, "tolerances"),
-                                       threads=state.options.threads, device=device,
-                                       recorded=recorded)
+    found = localize(state.loaded, dep.path, feed, need(state.tolerances, "tolerances"),
+                     threads=state.options.threads, device=device, recorded=recorded)
+    state.report.divergence = (with_ties(found, dep.path, feed, state.options.threads)
+                               if diverged(state.parity) else found)

@@ -17,6 +17,7 @@ from export_gelu.notes import tagged
 from export_gelu.output_plan import export_output
 from export_gelu.pipeline.stage import stage_io
 from export_gelu.pipeline.state import ExportState, need
+from export_gelu.report.report import not_tensorrt
 from export_gelu.targets import TargetProfile
 
 
@@ -48,7 +49,7 @@ def plan_export(state: ExportState) -> None:
     if not o.verify:
         state.parity = rep.parity = skipped("--no-verify")
     if not wants_engine(state):
-        rep.trt = {"status": "skipped", "reason": f"target {profile.name} is not TensorRT"}
+        rep.trt = {"status": "skipped", "reason": not_tensorrt(profile.name)}
     elif why_not:
         rep.trt = {"status": "skipped", "engine_here": False,
                    "reason": local_engine_blocker_of(profile) or why_not,

@@ -14,6 +14,7 @@ from export_gelu.exporter.feeds.hf_dims import declared_plan
 from export_gelu.exporter.inputs.call_plan import ordered_feed, plan_for
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.exporter.loading.model_dtype import feed_precision
+from export_gelu.exporter.model_files.detect import refuse_missing
 from export_gelu.notes import Note, tagged
 from export_gelu.options import ExportOptions, FormsOptions
 from export_gelu.pipeline.stage import stage_io
@@ -26,13 +27,16 @@ def load(state: AnyState) -> None:
     once for several runs); the report learns the format and the loader's notes."""
     o = state.options
     if state.loaded is None:
+        refuse_missing(state.model_path)  # said before any "loading" progress line
         state.progress.step(f"loading {state.model_path}")
         state.loaded = load_model(
             state.model_path, allow_pickle=o.allow_pickle, model_factory=o.model_factory,
             imports=o.imports, task=o.task, inputs=list(o.inputs),
             inputs_npz=o.inputs_npz if isinstance(o, (ExportOptions, FormsOptions)) else None,
             static=o.static if isinstance(o, ExportOptions) else False,
-            sizes_opset=_export_opset(state), sizes_precision=o.precision or "fp32")
+            sizes_opset=_export_opset(state), sizes_precision=o.precision or "fp32",
+            needs_inputs=isinstance(o, (ExportOptions, FormsOptions)) and not (
+                o.inputs or o.inputs_npz or state.checked.dynamic))
     if state.loaded.graphs and not isinstance(o, ExportOptions):
         raise BadInputError(f"{state.model_path}: task {state.loaded.task} exports "
                             f"{len(state.loaded.graphs)} graphs; verify and --compare-forms "

@@ -25,6 +25,7 @@ from export_gelu.device.bundle import (
     write_bundle,
 )
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.model_files.detect import refuse_missing
 from export_gelu.notes import Note
 from export_gelu.parse_check import model_opset, op_counts
 from export_gelu.passes.onnx import find_sites
@@ -44,9 +45,12 @@ def plan_verify(state: VerifyState) -> None:
     rep.output, rep.gelu_form, rep.command = str(state.output), "", "verify"
 
 
-@stage_io(reads=("options", "output"), writes=("deployed",))
+@stage_io(reads=("loaded", "model_path", "options", "output"), writes=("deployed",))
 def open_artifact(state: VerifyState) -> None:
     """DEPLOYED → what it takes and gives, and the precision it runs in."""
+    refuse_missing(need(state.output, "output"))  # both said before any progress line
+    if state.loaded is None:
+        refuse_missing(state.model_path)
     state.progress.step(f"opening {state.output}")
     dep = state.deployed = open_deployed(need(state.output, "output"))
     if state.options.bundle and dep.kind != "onnx":

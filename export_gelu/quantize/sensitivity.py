@@ -100,7 +100,7 @@ def sensitivity(model: onnx.ModelProto, plan: QuantPlan, ranges: Mapping[str, Te
 
 
 def auto_keep(model: onnx.ModelProto, plan: QuantPlan, ranges: Mapping[str, TensorRange],
-              route: QuantRoute, feeds: Feeds, target_db: float = DEFAULT_TARGET_SQNR_DB,
+              route: QuantRoute, feeds: Feeds, *, target_db: float = DEFAULT_TARGET_SQNR_DB,
               ranking: Sequence[ModuleSensitivity] | None = None,
               fp32: Feeds | None = None) -> MixedPrecision:
     """Keep the fewest most-sensitive modules in float until the output SQNR on `feeds`

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from export_gelu.atomic import written_file
+from export_gelu.shown import label
 
 #: Plot at least this input range, so a narrow observed range still shows the curves' shape.
 MIN_SPAN = 8.0
@@ -48,6 +49,15 @@ def observed_range(calibration: Any) -> tuple[float, float] | None:
     return min(s.min for s in sites), max(s.max for s in sites)
 
 
+def forms_title(calibration: Any) -> str:
+    """The forms plot's title (and the report's caption for it): the range the sites saw, or
+    the default range when no inputs were recorded (never the first when it is the second)."""
+    seen = observed_range(calibration)
+    if seen is None:
+        return "GELU forms over a default range −4…4 (no GELU inputs recorded)"
+    return f"GELU forms over the input range the GELU sites saw ({seen[0]:.3g}…{seen[1]:.3g})"
+
+
 def plot_gelu_forms(calibration: Any, out: Path) -> Path:
     """Exact, tanh and sigmoid GELU over the observed range, and each form's |error|."""
     import matplotlib
@@ -73,7 +83,7 @@ def plot_gelu_forms(calibration: Any, out: Path) -> Path:
     for (name, y), style in zip(forms.items(), ("--", ":")):
         top.plot(x, y, style, lw=1.6, label=name)
     top.set_ylabel("GELU(x)")
-    top.set_title("GELU forms over the input range the GELU sites saw")
+    top.set_title(forms_title(calibration))
     for (name, y), color in zip(forms.items(), ("tab:orange", "tab:green")):
         bottom.semilogy(x, np.maximum(np.abs(y - exact), 1e-12), color=color, label=name)
     bottom.set_ylabel("|form − exact|")
@@ -90,7 +100,8 @@ def plot_gelu_forms(calibration: Any, out: Path) -> Path:
         hist.set_yscale("log")
         hist.set_ylabel("GELU inputs seen")
         n_sites = len(seen_values)
-        hist.set_title(f"inputs of {n_sites} GELU site(s) ({calibration.inputs})", fontsize=9)
+        hist.set_title(f"inputs of {n_sites} GELU site(s) ({label(calibration.inputs, 120)})",
+                       fontsize=9)
     axes[-1].set_xlabel("GELU input x")
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -123,11 +134,11 @@ def plot_error_histograms(errors: Mapping[str, np.ndarray], atol: float, out: Pa
                     transform=ax.transAxes, fontsize=8)
         marks = [(atol, "atol", "tab:red"), (float(err.max()), "max", "black"),
                  (float(np.quantile(err, 0.999)), "p99.9", "tab:orange")]
-        for value, label, color in marks:
+        for value, what, color in marks:
             if value > 0:
                 ax.axvline(np.log10(value), color=color, ls="--", lw=1.2,
-                           label=f"{label} {value:.2g}")
-        ax.set_title(f"{name}: |deployed − reference| ({err.size} values)", fontsize=10)
+                           label=f"{what} {value:.2g}")
+        ax.set_title(f"{label(name)}: |deployed − reference| ({err.size} values)", fontsize=10)
         ax.set_xlabel("log10 absolute error")
         ax.set_ylabel("count")
         ax.legend(fontsize=8)
@@ -161,7 +172,7 @@ def plot_error_by_depth(localization: Any, out: Path) -> Path | None:
         at = next((r.depth for r in rows if r.tensor == first.tensor), None)
         if at is not None:
             ax.axvline(at, color="black", ls=":", lw=1,
-                       label=f"first divergence: {first.torch_module or first.node}")
+                       label=f"first divergence: {label(first.torch_module or first.node)}")
     what = "module" if localization.method == "modules" else "node"
     ax.set_yscale("log")
     ax.set_xlabel(f"{what} depth (graph order)")
@@ -190,14 +201,14 @@ def plot_device_forms(forms: Any, out: Path) -> bool:
     low = [r.latency.median_ms - r.latency.spread_ms[0] for r in rows]
     high = [r.latency.spread_ms[1] - r.latency.median_ms for r in rows]
     colors = ["tab:green" if r.chosen else "tab:gray" for r in rows]
-    bars = ax.barh([r.label for r in rows], medians, xerr=[low, high], color=colors,
+    bars = ax.barh([label(r.label) for r in rows], medians, xerr=[low, high], color=colors,
                    capsize=4)
     for bar, r in zip(bars, rows):
         if r.passed is False:
             bar.set_hatch("//")
     ax.invert_yaxis()
     ax.set_xlabel("median GPU compute per inference (ms), bars: spread")
-    ax.set_title(f"GELU forms on the device ({forms.runtime}); green: chosen, hatched: "
+    ax.set_title(f"GELU forms on the device ({label(forms.runtime)}); green: chosen, hatched: "
                  "failed parity", fontsize=9)
     _save(fig, out)
     return True

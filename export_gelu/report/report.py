@@ -12,10 +12,17 @@ from export_gelu.check.latency import Latency
 from export_gelu.check.parity import ParityResult, skipped
 from export_gelu.notes import note_json
 from export_gelu.passes.sites import GeluSite
+from export_gelu.shown import shown, terminal
 
 #: The report's JSON layout version (docs/report.schema.json); bumped when a key changes
 #: meaning or goes away (keys may be added within a version).
 SCHEMA_VERSION = 1
+
+
+def not_tensorrt(target: str | None) -> str:
+    """`trt.reason` when no engine was wanted (the target is not TensorRT): the summary then
+    prints no TensorRT line."""
+    return f"target {target} is not TensorRT"
 
 
 @dataclass
@@ -114,7 +121,11 @@ class Report:
         return json.dumps(self.to_json(), indent=2) + "\n"
 
     def summary(self) -> str:
-        """A one-screen, plain-text summary."""
+        """A one-screen, plain-text summary: names shown by shown.py's rule, and the whole
+        text once more through `terminal`, so no control character reaches the terminal."""
+        return terminal(self._summary())
+
+    def _summary(self) -> str:
         if self.command == "verify":
             return self._verify_summary()
         if self.command == "compare-forms" and self.forms is not None:
@@ -126,12 +137,11 @@ class Report:
             kinds[s.kind] = kinds.get(s.kind, 0) + 1
         kind_text = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
         lines.append(f"GELU sites: {len(self.gelu_sites)} ({kind_text})")
-        shown = self.gelu_sites[:8]
-        for s in shown:
-            where = s.module or s.name
-            lines.append(f"  {where:<38} {s.kind:<6} {s.source}  →  {s.action}")
-        if len(self.gelu_sites) > len(shown):
-            lines.append(f"  … and {len(self.gelu_sites) - len(shown)} more (see --report)")
+        for s in self.gelu_sites[:8]:
+            where = shown(s.label)
+            lines.append(f"  {where:<38} {s.kind:<6} {shown(s.source)}  →  {shown(s.action, 1000)}")
+        if len(self.gelu_sites) > 8:
+            lines.append(f"  … and {len(self.gelu_sites) - 8} more (see --report)")
         if self.output:
             extra = f" + {Path(self.external_data).name}" if self.external_data else ""
             lines.append(f"Output: {self.output}{extra}  (opset {self.opset}, "
@@ -149,7 +159,7 @@ class Report:
         if self.trt.get("status") == "built":
             engine = self.trt.get("engine") or "in memory"
             lines.append(f"TensorRT: engine built ({engine}); parity above includes it")
-        else:
+        elif self.trt.get("reason") != not_tensorrt(self.target):  # no TensorRT line for ORT
             device = f"; {self.trt['device']}" if self.trt.get("device") else ""
             lines.append(f"TensorRT: engine build and TensorRT parity skipped: "
                          f"{self.trt.get('reason')}{device}")
@@ -165,7 +175,7 @@ class Report:
         """On a parity failure: which inputs were made up, and how (not real data)."""
         if self.parity.status != "failed" or not self.generated_inputs:
             return []
-        made = "; ".join(f"{n}: {how}" for n, how in self.generated_inputs.items())
+        made = "; ".join(f"{shown(n)}: {how}" for n, how in self.generated_inputs.items())
         return [f"  inputs generated, not real data ({made}): values a model never sees in use "
                 "may differ with no fault in the export; --inputs FILE.npz of real inputs "
                 "tells"]
@@ -174,9 +184,9 @@ class Report:
         lines = []
         for name, out in self.parity.outputs.items():
             mark = "ok  " if out.passed else "FAIL"
-            lines.append(f"  {mark} {name}: max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}, "
-                         f"mean abs {out.mean_abs:.3g}, p99.9 abs {out.p999_abs:.3g} "
-                         f"(|ref| ≤ {out.ref_scale:.3g})"
+            lines.append(f"  {mark} {shown(name)}: max abs {out.max_abs:.3g}, max rel "
+                         f"{out.max_rel:.3g}, mean abs {out.mean_abs:.3g}, p99.9 abs "
+                         f"{out.p999_abs:.3g} (|ref| ≤ {out.ref_scale:.3g})"
                          + (f", {out.nonfinite} non-finite" if out.nonfinite else "")
                          + _judged_text(out, self.parity))
         return lines
@@ -200,12 +210,13 @@ class Report:
     def _dynamic_lines(self) -> list[str]:
         if not self.dynamic:
             return []
-        dims = ", ".join(f"{d['name']} {d['min']}..{d['max']} (opt {d['opt']})"
+        dims = ", ".join(f"{shown(d['name'])} {d['min']}..{d['max']} (opt {d['opt']})"
                          for d in self.dynamic["dims"])
         lines = [f"Dynamic dims: {dims}"]
         for shape in self.dynamic.get("shapes", []):
             sizes = ", ".join(f"{k}={v}" for k, v in shape["sizes"].items())
-            verdicts = "; ".join(f"{r} {shape[r]['status']} (max abs {shape[r]['max_abs']:.3g})"
+            verdicts = "; ".join(f"{r} {_shape_status(shape[r])} (max abs "
+                                 f"{shape[r]['max_abs']:.3g})"
                                  for r in ("onnxruntime", "tensorrt") if r in shape)
             lines.append(f"  at {shape['label']:<4} {sizes}: {verdicts}")
         return lines
@@ -252,7 +263,7 @@ class Report:
             return [f"GELU input ranges: not recorded ({cal.reason})"]
         lines = [f"GELU input ranges ({cal.inputs}):"]
         for s in cal.sites[:8]:
-            where = s.module or s.name
+            where = shown(s.module or s.name)
             lines.append(f"  {where:<38} [{s.min:.3g}, {s.max:.3g}]  |x|>6: {s.share_abs_gt_6:.2%}"
                          f"  |x|>40: {s.share_abs_gt_40:.2%}")
         if len(cal.sites) > 8:
@@ -292,6 +303,20 @@ class Report:
                 + _precision_text(p))
 
 
+def _shape_status(summary: dict[str, Any]) -> str:
+    """A --dynamic size's verdict; `failed, not judged` when it failed only because the
+    reference says nothing there and the graph matched it (nothing diverged)."""
+    from export_gelu.check.parity import OutputError, over_tolerance
+
+    status = str(summary.get("status"))
+    outs = [OutputError(**o) for o in (summary.get("outputs") or {}).values()]
+    failed = [o for o in outs if not o.passed]
+    if (status == "failed" and failed and summary.get("nondeterministic") is None
+            and not any(over_tolerance(o, float(summary.get("atol", 0.0))) for o in failed)):
+        return "failed, not judged"
+    return status
+
+
 # -- verdicts that mean something: how an output was judged (export_gelu/tolerances.py) --
 
 def _judged_text(out: Any, parity: ParityResult) -> str:
@@ -319,6 +344,8 @@ def _precision_text(parity: ParityResult) -> str:
     if not pairs:
         return ""
     name, graph, torch_err = max(pairs, key=lambda t: t[1])
+    share = (f" and {block['scale_share']:.0%} of the output's scale"
+             if block.get("scale_share") else "")
     return (f"\n  {block['precision']}: graph max abs {graph:.3g} vs PyTorch "
             f"{block['precision']} max abs {torch_err:.3g} on {name} (passes within "
-            f"{block['multiple']:g}× PyTorch's + {block['floor']:.3g}, or the atol)")
+            f"{block['multiple']:g}× PyTorch's + {block['floor']:.3g}{share}, or the atol)")

@@ -112,7 +112,7 @@ def _double_tensors(graph: gs.Graph) -> list[tuple[str, str]]:
 
 #: (op, input index) reads where clamping an INT64 constant to INT32 changes nothing: Slice
 #: starts/ends are clamped to the dimension anyway, and Clip bounds to INT32 data.
-_CLAMP_SAFE = {("Slice", 1), ("Slice", 2), ("Clip", 1), ("Clip", 2)}
+CLAMP_SAFE_READS = {("Slice", 1), ("Slice", 2), ("Clip", 1), ("Clip", 2)}
 
 
 def _has_int64_constant(graph: gs.Graph | onnx.ModelProto) -> bool:
@@ -139,7 +139,7 @@ def _out_of_int32(value: np.ndarray) -> str | None:
 def _clamp_safe(tensor: gs.Tensor, graph: gs.Graph) -> bool:
     if G.is_output(graph, tensor):
         return False
-    return all((n.op, i) in _CLAMP_SAFE for n in G.consumers(tensor)
+    return all((n.op, i) in CLAMP_SAFE_READS for n in G.consumers(tensor)
                for i, inp in enumerate(n.inputs) if inp is tensor)
 
 

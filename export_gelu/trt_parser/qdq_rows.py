@@ -40,7 +40,7 @@ def _type_name(t: int) -> str:
 
 
 def _both(key: str, condition: str, since: str | None, fixed_in: str | None, words: str,
-          source: str, silent: bool = False, ops: tuple[str, ...] = QDQ_OPS
+          source: str, *, silent: bool = False, ops: tuple[str, ...] = QDQ_OPS
           ) -> Callable[[Detector], Detector]:
     """Register one restriction per op of `ops` with the decorated detector."""
 

@@ -229,3 +229,46 @@ def test_compare_forms_reports_the_source_export_does(models, tmp_path):
                   "--warmup", "0", "--report", tmp_path / "f.json")
     assert res.code == 0, res.err + res.out
     assert _inputs_word(tmp_path / "e.json") == _inputs_word(tmp_path / "f.json") == EXAMPLES
+
+
+# -- --inputs FILE.npz: arrays matched by name (issue 40, defect 15) ---------------------------
+
+@pytest.mark.parametrize("kind", ["torchscript", "exported"])
+def test_npz_arrays_are_taken_by_name_in_the_models_order(models, tmp_path, kind):
+    ids, mask = _ids_mask()["input_ids"], _ids_mask()["attention_mask"] * 0  # told apart
+    npz = _npz(tmp_path / "swapped.npz", attention_mask=mask, input_ids=ids)
+    feed = resolve_inputs(load_model(models[kind]), InputRequest(inputs_file=npz)).feed
+    assert list(feed) == ["input_ids", "attention_mask"]
+    np.testing.assert_array_equal(feed["input_ids"], ids)
+    np.testing.assert_array_equal(feed["attention_mask"], mask)
+
+
+@pytest.mark.parametrize("kind", ["torchscript", "exported"])
+def test_npz_arrays_named_otherwise_are_exit_2_listing_both_sets(models, tmp_path, kind):
+    """`not_ids` was fed by position although the docs say arrays are matched by name."""
+    arrays = _ids_mask()
+    npz = _npz(tmp_path / "bad.npz", not_ids=arrays["input_ids"],
+               attention_mask=arrays["attention_mask"])
+    with pytest.raises(BadInputError) as caught:
+        resolve_inputs(load_model(models[kind]), InputRequest(inputs_file=npz))
+    message = str(caught.value)
+    assert "its arrays (not_ids, attention_mask)" in message
+    assert "the model's inputs (input_ids, attention_mask)" in message
+    res = run_cli(models[kind], "--target", "onnx", "-o", tmp_path / "o.onnx", "--inputs", npz,
+                  "--iterations", "0")
+    assert res.code == 2 and "are not named as the model's inputs" in res.err, res.err
+    assert len(res.err.strip().splitlines()) == 1 and not (tmp_path / "o.onnx").exists()
+    import export_gelu
+
+    with pytest.raises(BadInputError, match="not_ids"):
+        export_gelu.export(models[kind], target="onnx", output=tmp_path / "a.onnx", inputs=npz,
+                           iterations=0)
+
+
+def test_npz_arrays_saved_without_names_are_taken_in_order(models, tmp_path):
+    arrays = _ids_mask()
+    npz = tmp_path / "unnamed.npz"
+    np.savez(npz, arrays["input_ids"], arrays["attention_mask"])  # arr_0, arr_1
+    feed = resolve_inputs(load_model(models["torchscript"]), InputRequest(inputs_file=npz)).feed
+    assert list(feed) == ["arr_0", "arr_1"]
+    np.testing.assert_array_equal(feed["arr_0"], arrays["input_ids"])

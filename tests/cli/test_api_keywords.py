@@ -17,9 +17,9 @@ import export_gelu
 from export_gelu.api import KeywordError
 from export_gelu.cli import export_parser, verify_parser
 
-#: Flags with no keyword, and why: output/diagnostics of the command line itself, or another
-#: function (`--compare-forms` is export_gelu.compare_forms()).
-NOT_KEYWORDS = {"help", "version", "debug", "quiet", "compare_forms"}
+#: Flags with no keyword, and why: what argparse prints and exits on (every other flag,
+#: `--quiet`, `--debug` and `--compare-forms` included, is a keyword).
+NOT_KEYWORDS = {"help", "version"}
 
 
 def keyword_of(flag: str) -> str:

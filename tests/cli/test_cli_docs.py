@@ -6,6 +6,7 @@ The tables are read from the committed docs/cli.md and the flags from the `--hel
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -26,9 +27,10 @@ COMMANDS = {
 _FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 
 
-def _help(argv: list[str]) -> str:
+def _help(argv: list[str], columns: int | None = None) -> str:
+    env = {**os.environ, "COLUMNS": str(columns)} if columns else None
     done = subprocess.run([sys.executable, "-m", "export_gelu.cli", *argv, "--help"], text=True,
-                          capture_output=True, check=True)
+                          capture_output=True, check=True, env=env)
     return done.stdout
 
 
@@ -79,8 +81,8 @@ def test_every_help_example_parses(title):
     argv, parser = COMMANDS[title]
     text = _help(argv)
     assert "examples:" in text
-    examples = [line.split("#")[0] for line in text.split("examples:", 1)[1].splitlines()
-                if line.startswith("  export-gelu")]
+    lines = text.split("examples:", 1)[1].replace("\\\n", " ").splitlines()  # `\` goes on
+    examples = [line.split("#")[0] for line in lines if line.startswith("  export-gelu")]
     assert len(examples) >= 2, text
     for line in examples:
         words = shlex.split(line)[1:]
@@ -88,6 +90,32 @@ def test_every_help_example_parses(title):
         if command != argv:
             continue  # another command's example (export's help shows verify's too)
         parser().parse_args(words[len(argv):])  # an unknown or malformed flag exits 2
+
+
+@pytest.mark.parametrize("title", sorted(COMMANDS))
+def test_no_help_line_is_wider_than_100_columns(title):
+    """In a 100-column terminal every line of `--help` fits: argparse wraps the flags' help,
+    and the examples (printed as written) are kept within it (one was 150 columns)."""
+    text = _help(COMMANDS[title][0], columns=100)
+    wide = [line for line in text.splitlines() if len(line) > 100]
+    assert wide == [], wide
+    assert len(max(text.splitlines(), key=len)) > 80  # the width was 100, not a pipe's 80
+
+
+def test_the_usage_lines_are_not_run_together():
+    """docs/cli.md shows export's usage as its three lines (one per command), and a long
+    usage wrapped between whole options, as `--help` prints them."""
+    blocks = re.findall(r"^```\n(usage: .*?)\n```", committed(DOC.read_text(encoding="utf-8")),
+                        flags=re.M | re.S)
+    assert len(blocks) == len(COMMANDS)
+    export = blocks[0].splitlines()
+    assert [line.removeprefix("usage: ").split()[:2] for line in export] == [
+        ["export-gelu", "MODEL"], ["export-gelu", "verify"], ["export-gelu", "inspect"]]
+    for block in blocks:
+        lines = block.splitlines()
+        assert all(len(line) <= 100 for line in lines), lines
+        assert all(line.count("[") == line.count("]") for line in lines), lines
+    assert len(blocks[1].splitlines()) > 3  # verify's many options, wrapped
 
 
 def test_the_tables_notice_a_changed_help_text():

@@ -29,7 +29,9 @@ OTHER_FILES = {"external_data_helper.py",  # onnx
                "fusion_biasgelu.py", "fusion_fastgelu.py", "fusion_quickgelu.py",  # onnxruntime
                "train.py",  # the user's own training script, in the examples of --import
                "model.py",  # the user's model source, as a first divergence or inspect names it
-               "activations.py"}  # transformers' GELU module, named by a node's source line
+               "activations.py",  # transformers' GELU module, named by a node's source line
+               # transformers' model files, named by a random op's or a tie's source line
+               "modeling_vit_mae.py", "modeling_rt_detr.py"}
 #: What an absolute path of a developer's machine looks like (the roots are spelled in
 #: pieces so that this file does not itself read as one to a plain grep).
 _ROOTS = (f"/{'work'}/", f"/{'home'}/[a-z]", f"/{'root'}/", "/Users/", r"[A-Z]:\\Users\\",

@@ -96,6 +96,10 @@ def test_no_gpu_and_cpu_index_unreachable_falls_back_fast(venv: Path) -> None:
     proc, seconds = _make(venv, "TORCH_CPU_INDEX=http://127.0.0.1:9/whl/cpu")  # refused port
     assert proc.returncode == 0, proc.stderr
     assert "cannot be reached: from the default index" in proc.stdout
+    # said before the download: what the default index means here, and the ways around it
+    assert "the default index's torch is the CUDA build (several GB" in proc.stdout
+    assert "TORCH_CPU_INDEX=URL" in proc.stdout and "+cpu" in proc.stdout
+    assert proc.stdout.index("CUDA build") < proc.stdout.index("PIP-CALLED")
     assert _pip_line(proc.stdout) == f"PIP-CALLED -m pip install -q torch=={TORCH}"
     assert seconds < 30, f"the fallback took {seconds:.0f} s"
 

@@ -340,7 +340,7 @@ FOREIGN_MANIFESTS = {
     "no manifest": (None, "is not an export-gelu bundle (no manifest.json)"),
     "another tool's manifest": ('{"name": "my-app", "version": "1.0"}\n',
                                 "manifest.json is not an export-gelu bundle manifest"),
-    "not JSON": ("format: export-gelu device bundle\n", "manifest.json is not valid JSON"),
+    "not JSON": ("format: export-gelu device bundle\n", "manifest.json: not valid JSON"),
     "a newer bundle version": (json.dumps({"format": "export-gelu device bundle",
                                            "bundle_version": 99, "files": []}),
                                "manifest.json has bundle_version 99"),

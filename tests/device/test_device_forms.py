@@ -5,12 +5,9 @@ DIR/outputs` judges every form against PyTorch and picks one, with exit codes 0 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -19,51 +16,12 @@ import pytest
 
 from export_gelu.check.latency import summarize
 from export_gelu.device.choice import DeviceFormRow, DeviceForms, choose_device_form
-from export_gelu.device.outputs import read_trtexec_outputs
 from export_gelu.device.trtexec_flags import accepted_flags
 from export_gelu.report.plots import matplotlib_missing
 from tests.conftest import ROOT, run_cli
-from tests.trtexec_standin import install, write_outputs, write_times
+from tests.device.conftest import ATOL, TARGET, device_run, sha, varied, verify
 
 SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
-#: trt8.6: the plugin form is in the bundle too (its parser creates CustomGeluPluginDynamic).
-TARGET = "trt8.6"
-#: Loose enough for the sigmoid form (≈1.4e-3 on the tiny BERT), tight enough for an offset.
-ATOL = "1e-2"
-
-
-@pytest.fixture(scope="module")
-def forms_bundle(saved_model, session_cache) -> tuple[Path, Path]:
-    """(model, bundle): the tiny BERT exported with --gelu auto --bundle for trt8.6, once."""
-    model = saved_model("bert", "exported")
-
-    def build(d: Path) -> None:
-        res = run_cli(model, "--target", TARGET, "--gelu", "auto", "--bundle", d / "B",
-                      "-o", d / "auto.onnx", "--iterations", "2", "--warmup", "0")
-        assert res.code == 0, res.err + res.out
-
-    return model, session_cache.folder("bert-forms-bundle", build) / "B"
-
-
-def device_run(bundle: Path, tmp: Path, **env: str) -> tuple[Path, subprocess.CompletedProcess]:
-    """A copy of the bundle, run by its run_on_device.sh with the stand-in trtexec."""
-    copy = tmp / "B"
-    shutil.copytree(bundle, copy)
-    trtexec = install(tmp / "trtexec")
-    run_env = {**os.environ, "TRTEXEC": str(trtexec), "ROUNDS": "2",
-               "PYTHONPATH": str(ROOT), **env}
-    done = subprocess.run(["sh", str(copy / "run_on_device.sh")], env=run_env, text=True,
-                          capture_output=True, timeout=300)
-    return copy, done
-
-
-def verify(model: Path, bundle: Path, *extra: str):
-    return run_cli("verify", model, "--bundle", bundle, "--device-outputs", bundle / "outputs",
-                   *extra)
-
-
-def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # -- the bundle ------------------------------------------------------------------------------
@@ -176,32 +134,6 @@ def test_device_without_the_plugin_chooses_among_the_others(forms_bundle, tmp_pa
 
 
 # -- the choice, on device outputs made by the stand-in's writers -----------------------------
-
-@pytest.fixture(scope="module")
-def device_outputs(forms_bundle, tmp_path_factory) -> Path:
-    """One stand-in device run of the bundle (all forms built), to vary per test."""
-    _model, bundle = forms_bundle
-    ran, done = device_run(bundle, tmp_path_factory.mktemp("device"))
-    assert done.returncode == 0, done.stderr
-    return ran
-
-
-def varied(device_outputs: Path, tmp: Path, times: dict[str, float],
-           offset: dict[str, float] | None = None) -> Path:
-    """A copy of the device run whose times say `times` (ms) and whose outputs of the forms
-    in `offset` are off by that much."""
-    copy = tmp / "B"
-    shutil.copytree(device_outputs, copy)
-    for form in ("keep", "tanh", "sigmoid", "plugin"):
-        folder = copy / "outputs" / form
-        for n in (1, 2):
-            write_times(folder / f"times.{n}.json", times[form], 100, 200.0, f"{form}{n}")
-        if offset and form in offset:
-            path = folder / "outputs.json"
-            outs = read_trtexec_outputs(path, path.read_text())
-            write_outputs({k: v + offset[form] for k, v in outs.items()}, path)
-    return copy
-
 
 def test_a_form_failing_parity_on_the_device_is_not_chosen_even_when_fastest(
         forms_bundle, device_outputs, tmp_path):

@@ -16,6 +16,7 @@ older than a day; a file system mounted noatime skips that one assertion).
 | `-o` onto a shard in a sub-folder | `-o m/w/model-00001-of-00001.safetensors` |
 | API `allow_pickle='no'` | TypeError naming the keyword, the pickle's payload never runs |
 | deep JSON | config.json, preprocessor_config.json, the weight index, a safetensors header |
+| processor sizes (round 3) | crop -8, 10⁹, `sampling_rate` Infinity, "abc", 1e300: exit 2 |
 | `export-gelu .` | run from inside the folder |
 | ONNX Runtime out of memory | an `Expand` to 2^20×2^20 under RLIMIT_AS |
 | `--threads 100000` | clamped with a note; SIGTERM answered within 5 s |
@@ -27,9 +28,9 @@ older than a day; a file system mounted noatime skips that one assertion).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -50,56 +51,20 @@ import export_gelu
 from export_gelu.errors import BadInputError
 from tests.conftest import ROOT, run_cli
 from tests.hf_folders import save_folder
+from tests.hostile import atime_counts as _atime_counts
+from tests.hostile import canary as _canary
+from tests.hostile import never_read as _never_read
+from tests.hostile import one_error_line as _one_error_line
+from tests.hostile import sha as _sha
+from tests.hostile import shas as _shas
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
 
 QUICK = ("--iterations", "0", "--target", "ort")
-OLD_ATIME = 946684800  # 2000-01-01: any read after this moves it (relatime)
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _shas(folder: Path) -> dict[str, str]:
-    """Every file under `folder` (links followed) and its hash, by relative path."""
-    return {str(p.relative_to(folder)): _sha(p) for p in sorted(folder.rglob("*"))
-            if p.is_file()}
-
-
-def _canary(path: Path) -> Path:
-    """`path` with its access time set far back: a read of it moves it."""
-    st = path.stat()
-    os.utime(path, ns=(OLD_ATIME * 10**9, st.st_mtime_ns))
-    return path
-
-
-def _atime_counts(folder: Path) -> bool:
-    (folder / "atime-probe").write_bytes(b"probe")
-    probe = _canary(folder / "atime-probe")
-    probe.read_bytes()
-    counts = probe.stat().st_atime != OLD_ATIME
-    probe.unlink()
-    return counts
-
-
-def _never_read(canary: Path, atime_counts: bool) -> None:
-    """The canary's atime still says it was never read (checked before anything reads it)."""
-    if atime_counts:
-        assert canary.stat().st_atime == OLD_ATIME, "the canary was read"
-
-
-def _one_error_line(err: str, *words: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("export-gelu: error:"), err
-    assert "internal error" not in lines[0] and "Traceback" not in err
-    for word in words:
-        assert word in lines[0], (word, lines[0])
-    return lines[0]
 
 
 def _cli(*argv: object, cwd: Path = ROOT, preexec=None) -> subprocess.CompletedProcess:
@@ -356,6 +321,54 @@ def test_deeply_nested_safetensors_header_is_exit_2_naming_the_file(tmp_path, ou
     _one_error_line(res.err, f"{model} (its safetensors header)", "nested",
                     "refusing to parse it")
     assert _sha(model) == before and list(out_dir.iterdir()) == []
+
+
+# ---------------------------------------------------------------- preprocessor_config.json sizes
+
+
+@pytest.fixture(scope="module")
+def vit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_folder("vit", tmp_path_factory.mktemp("hostile") / "vit")
+
+
+@pytest.fixture(scope="module")
+def wav2vec2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_folder("wav2vec2", tmp_path_factory.mktemp("hostile") / "w2v")
+
+
+#: (model, preprocessor_config.json, the key the one line names, its words): issue 40,
+#: defect 10 (each an internal error, exit 4, before; some only after minutes).
+PROCESSOR_CASES = {
+    "crop height -8": ("vit", {"crop_size": {"height": -8, "width": 32}}, "crop_size.height",
+                       "a whole number from 1 to 8192"),
+    "size 10^9": ("vit", {"do_center_crop": False, "size": 1_000_000_000}, "size",
+                  "a whole number from 1 to 8192"),
+    "shortest edge a string": ("vit", {"size": {"shortest_edge": "224"}}, "size.shortest_edge",
+                               "a whole number"),
+    "sampling rate Infinity": ("wav2vec2", '{"sampling_rate": Infinity}', "sampling_rate",
+                               "a finite number of Hz"),
+    "sampling rate a string": ("wav2vec2", {"sampling_rate": "abc"}, "sampling_rate",
+                               "a finite number of Hz"),
+    "sampling rate 1e300": ("wav2vec2", {"sampling_rate": 1e300}, "sampling_rate",
+                            "at most 768000"),
+    "feature size 0": ("wav2vec2", {"feature_size": 0}, "feature_size", "a whole number"),
+}
+
+
+@pytest.mark.parametrize("case", PROCESSOR_CASES)
+def test_processor_sizes_out_of_range_are_exit_2_naming_the_key(case, vit, wav2vec2, tmp_path,
+                                                                 out_dir):
+    name, config, key, words = PROCESSOR_CASES[case]
+    folder = Path(shutil.copytree(vit if name == "vit" else wav2vec2, tmp_path / name))
+    (folder / "preprocessor_config.json").write_text(
+        config if isinstance(config, str) else json.dumps(config))
+    before = _shas(folder)
+    res = run_cli(folder, *QUICK, "-o", out_dir / "o.onnx")
+    assert res.code == 2, res.err
+    _one_error_line(res.err, f"{folder / 'preprocessor_config.json'}: {key} is", words)
+    with pytest.raises(BadInputError, match=f"preprocessor_config.json: {re.escape(key)} is"):
+        export_gelu.export(folder, target="ort", output=out_dir / "a.onnx", iterations=0)
+    assert _shas(folder) == before and list(out_dir.iterdir()) == []
 
 
 # ---------------------------------------------------------------- export-gelu .

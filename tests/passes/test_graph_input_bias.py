@@ -131,3 +131,100 @@ def test_graph_input_bias_of_a_static_linear_is_left_to_orts_gemm_fusion():
     assert ran["Gemm"] == 1 and ran["com.microsoft.BiasGelu"] == 0
     inputs = _feed([E])
     assert max_diff(run_ort(out, inputs), run_ort(model, inputs)) <= 1e-5
+
+
+# -- the fold rule's general form: ONNX Runtime's `bias_gelu_fusion_add_inputs_swapped` ------
+
+def _swapped_graph(bias_kind: str, *, identity: bool, swapped: bool) -> onnx.ModelProto:
+    """The shape of ONNX Runtime's `bias_gelu_fusion_add_inputs_swapped` test graph, built
+    here: Identity nodes before the Add (`identity`), the bias the Add's first operand
+    (`swapped`), an erf GELU written out after it (Div/Erf/Add/Mul/Mul, scalar initializers),
+    x of shape [n, s, E] with symbolic leading dims, the bias `[E]` a graph input, an
+    initializer or a `Constant` node (`bias_kind`)."""
+    rng = np.random.default_rng(3)
+    bias = (rng.standard_normal(E) * 0.5).astype(np.float32)
+    inputs = [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["n", "s", E])]
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.float32), name)
+             for name, v in (("div_c", 2 ** 0.5), ("half", 0.5), ("one", 1.0))]
+    nodes = []
+    if bias_kind == "input":
+        inputs.append(helper.make_tensor_value_info("B", TensorProto.FLOAT, [E]))
+    elif bias_kind == "initializer":
+        inits.append(onnx.numpy_helper.from_array(bias, "B"))
+    else:
+        nodes.append(helper.make_node("Constant", [], ["B"], name="bias_const",
+                                      value=onnx.numpy_helper.from_array(bias)))
+    a, b = "A", "B"
+    if identity:
+        nodes += [helper.make_node("Identity", ["A"], ["A_out"], name="identity_A"),
+                  helper.make_node("Identity", ["B"], ["B_out"], name="identity_B")]
+        a, b = "A_out", "B_out"
+    nodes += [
+        helper.make_node("Add", [b, a] if swapped else [a, b], ["s0"], name="bias_add"),
+        helper.make_node("Div", ["s0", "div_c"], ["d"], name="div"),
+        helper.make_node("Mul", ["s0", "half"], ["m"], name="mul0"),
+        helper.make_node("Erf", ["d"], ["e"], name="erf"),
+        helper.make_node("Add", ["e", "one"], ["e1"], name="add1"),
+        helper.make_node("Mul", ["m", "e1"], ["C"], name="mul1"),
+    ]
+    graph = helper.make_graph(nodes, "swapped", inputs, [helper.make_tensor_value_info(
+        "C", TensorProto.FLOAT, ["u", "v", E])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _swapped_feed(bias_kind: str) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    feed = {"A": (rng.standard_normal((2, 5, E)) * 3).astype(np.float32)}
+    if bias_kind == "input":
+        feed["B"] = rng.standard_normal(E).astype(np.float32)
+    return feed
+
+
+_FORMS = [pytest.param(kind, identity, swapped, id=f"{kind}-{'identity' if identity else 'bare'}"
+                       f"-{'swapped' if swapped else 'x first'}")
+          for kind in ("input", "initializer", "constant node")
+          for identity in (True, False) for swapped in (True, False)]
+
+
+@pytest.mark.parametrize("bias_kind,identity,swapped", _FORMS)
+def test_every_form_of_the_bias_add_folds_for_ort_as_ort_folds_it(bias_kind, identity, swapped):
+    """ORT's BiasGelu fusion takes the bias from either operand, constant or read at run time,
+    through Identity nodes; so does ours: one BiasGelu(x, bias), no Add, x first."""
+    model = _swapped_graph(bias_kind, identity=identity, swapped=swapped)
+    assert ort_session_ops(model)["com.microsoft.BiasGelu"] == 1  # the premise, each form
+    out, (site,) = rewrite(model, "ort")
+    onnx.checker.check_model(out, full_check=True)
+    ops = op_counts(out)
+    assert ops["com.microsoft.BiasGelu"] == 1 and ops["Add"] == 0, ops
+    (fused,) = [n for n in out.graph.node if n.op_type == "BiasGelu"]
+    assert list(fused.input) == (["A_out", "B_out"] if identity and bias_kind == "input"
+                                 else ["A_out" if identity else "A", "B"])
+    assert "bias Add bias_add folded in" in site.action
+    runtime = "its bias B is a graph input, read at run time"
+    assert (runtime in site.action) == (bias_kind == "input")
+    # no Identity is left reading nothing: the one before a folded constant goes with the Add
+    used = {i for n in out.graph.node for i in n.input} | {o.name for o in out.graph.output}
+    assert all(o in used for n in out.graph.node for o in n.output)
+    feed = _swapped_feed(bias_kind)
+    assert max_diff(run_ort(out, feed), run_ort(model, feed, optimize=False)) <= 1e-5
+
+
+@pytest.mark.parametrize("bias_kind", ["input", "initializer", "constant node"])
+def test_swapped_bias_in_the_plugin_folds_when_constant(bias_kind):
+    """The plugin's bias is an attribute: a constant one (through Identity, either order)
+    folds into it; one read at run time stays an Add before the plugin."""
+    model = _swapped_graph(bias_kind, identity=True, swapped=True)
+    out, (site,) = rewrite(model, "trt8.6", "plugin")
+    ops = op_counts(out)
+    assert ops[f"trt.plugins.{PLUGIN_OP}"] == 1
+    (plugin,) = [n for n in out.graph.node if n.op_type == PLUGIN_OP]
+    bias = onnx.numpy_helper.to_array(
+        {a.name: helper.get_attribute_value(a) for a in plugin.attribute}["bias"]).reshape(-1)
+    if bias_kind == "input":
+        assert ops["Add"] == 1 and not bias.any() and "folded in" not in site.action
+    else:
+        assert ops["Add"] == 0 and "folded in" in site.action
+        expected = (np.random.default_rng(3).standard_normal(E) * 0.5).astype(np.float32)
+        np.testing.assert_array_equal(bias.astype(np.float32), expected)

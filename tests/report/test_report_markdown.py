@@ -52,7 +52,7 @@ def test_verify_markdown_report_with_plots(lstm_onnx, tmp_path):
     stats = rep["parity"]["outputs"][output]
     assert text.startswith("# export-gelu verify report")
     assert "**PASSED**" in text
-    assert re.search(rf"^\| {re.escape(output)} \| ok \| {stats['max_abs']:.3g} \|", text, re.M)
+    assert re.search(rf"^\| `{re.escape(output)}` \| ok \| {stats['max_abs']:.3g} \|", text, re.M)
     assert "## Latency" in text and "## GELU input ranges" in text
     images = re.findall(r"!\[[^\]]+\]\(([^)]+)\)", text)
     assert images == ["report.gelu-forms.png", "report.errors.png"]

@@ -25,8 +25,9 @@ from tests.conftest import run_cli
 
 #: Exact versions probed besides the named profiles: where an op or a range starts inside a
 #: line (8.2.3 the plugin; 9.1 CastLike; 9.2 Hardmax; 10.4 windows; 10.5 STFT; 10.14
-#: Attention; 10.15 opset 24; 11.2 DFT; 11.5 opset 25) and one release after each.
-EXACT = ("8.2.3", "8.3", "9.1", "9.2", "9.3", "10.1", "10.4", "10.5", "10.13", "10.14",
+#: Attention; 10.15 opset 24; 11.2 DFT; 11.5 opset 25) and one release after each (8.4.3, a
+#: tag of NVIDIA/TensorRT, after 8.2.3: 8.3 was never released).
+EXACT = ("8.2.3", "8.4.3", "9.1", "9.2", "9.3", "10.1", "10.4", "10.5", "10.13", "10.14",
          "10.15", "11.1", "11.2", "11.5")
 ALL_PROFILES = [*TRT_PROFILES, *(resolve_profile(f"trt{v}") for v in EXACT)]
 

@@ -8,6 +8,7 @@ input count, dtypes and static dimensions; a module's `forward()` arity.
 from __future__ import annotations
 
 import inspect
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -33,6 +34,7 @@ from export_gelu.exporter.inputs.specs import (
 )
 from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.onnx_file import read_structure
+from export_gelu.shown import shown
 
 _ONNX_TO_NUMPY: dict[int, type] = {
     onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
@@ -192,9 +194,67 @@ def spec_feed(loaded: LoadedModel, specs: Sequence[str]) -> OrderedDict[str, np.
     return generate_inputs(parsed, hints_for(loaded))
 
 
+#: Names that say only a position: np.savez's for arrays passed without one (`np.savez(path,
+#: a, b)`: arr_0, arr_1) and export-gelu's for inputs it knows no name of (input_0, input_1).
+_POSITION_NAME = re.compile(r"(?:arr|input)_(\d+)")
+
+
+def _forward_names(module: Any) -> list[str] | None:
+    """The names `forward()` takes its inputs by (TorchScript's schema, or the signature
+    without `self`); None where they cannot be known or any number is taken (`*args`)."""
+    import torch
+
+    try:
+        if isinstance(module, torch.jit.ScriptModule):
+            scripted: Any = module.forward
+            return [a.name for a in scripted.schema.arguments[1:]]
+        params = list(inspect.signature(module.forward).parameters.values())
+    except Exception:  # noqa: BLE001 - builtin or exotic forward: cannot tell
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return [p.name for p in params if p.kind is not p.VAR_KEYWORD]
+
+
+def model_input_names(loaded: LoadedModel) -> list[str] | None:
+    """The names a model takes its inputs by: an ONNX graph's inputs, an ExportedProgram's
+    user inputs, a module's `forward()` parameters; None where it names none."""
+    if loaded.is_onnx:
+        return [n for n, _d, _e in onnx_graph_inputs(loaded.path)]
+    if loaded.exported is not None:
+        return [n for n, _val in _program_inputs(loaded)]
+    return _forward_names(loaded.module) if loaded.module is not None else None
+
+
+def by_name(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray], npz: object
+            ) -> OrderedDict[str, np.ndarray]:
+    """`--inputs FILE.npz`'s arrays matched to the model's inputs by name (docs/cli.md): in
+    the model's order when every array names one of its inputs; taken in order only when
+    the arrays' names say only a position (np.savez's `arr_0`, `arr_1`, … for arrays saved
+    without names; export-gelu's `input_0`, `input_1`, …) or the model names none; else exit
+    2 listing both sets of names."""
+    names = model_input_names(loaded)
+    given = list(feed)
+    if names is None or loaded.is_onnx:  # an ONNX graph's are matched by _check_against_onnx
+        return feed
+    if set(given) <= set(names):
+        return OrderedDict((n, feed[n]) for n in names if n in feed)
+    positions = [m.group(1) if (m := _POSITION_NAME.fullmatch(n)) else None for n in given]
+    if positions == [str(i) for i in range(len(given))]:
+        return feed
+    raise BadInputError(
+        f"--inputs {npz}: its arrays ({', '.join(shown(n, 60) for n in given)}) are not named "
+        f"as the model's inputs ({', '.join(shown(n, 60) for n in names) or 'none'}); name "
+        "each array after its input (np.savez(path, NAME=array)), or by position (arr_0, "
+        "arr_1, … as np.savez(path, a, b) names them, taken in order)")
+
+
 def npz_feed(loaded: LoadedModel | None, npz: str | Path) -> OrderedDict[str, np.ndarray]:
-    """The arrays of `--inputs FILE.npz`; float64 ones refused for a float32 torch model."""
+    """The arrays of `--inputs FILE.npz`, matched to the model's inputs by name (`by_name`);
+    float64 ones refused for a float32 torch model."""
     feed: OrderedDict[str, np.ndarray] = OrderedDict(load_npz(npz))
+    if loaded is not None:
+        feed = by_name(loaded, feed, npz)
     if loaded is None or loaded.is_onnx or _model_float(loaded) is not None:
         return feed
     wide = [n for n, a in feed.items() if a.dtype == np.float64]

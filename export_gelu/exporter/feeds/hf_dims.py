@@ -1,4 +1,4 @@
-"""The dynamic dims a Hugging Face graph declares (hf/graphs.py: GraphDim) as the run's
+"""The dynamic dims a Hugging Face graph declares (hf/graph_spec.py: GraphDim) as the run's
 DynamicPlan, when the user ranges none with `--dynamic`.
 
 A derived dim (the attention mask's `total_sequence_length`, past + new tokens) is in the

@@ -28,15 +28,29 @@ def returned_cache(output: Any) -> Any:
     return None
 
 
+class NotKeyValueCache(Exception):
+    """The model's cache holds other state than attention keys and values (Mamba's
+    convolution and SSM states): no graph with past key/values can carry it."""
+
+
 def layer_pairs(cache: Any) -> list[tuple[Any, Any]]:
-    """(key, value) per layer of a self-attention cache or a legacy tuple."""
+    """(key, value) per layer of a self-attention cache or a legacy tuple; NotKeyValueCache
+    when a layer holds something else."""
     if cache is None:
         return []
     layers = getattr(cache, "layers", None)
     if layers is not None:
+        other = [type(layer).__name__ for layer in layers
+                 if not (hasattr(layer, "keys") and hasattr(layer, "values"))]
+        if other:
+            raise NotKeyValueCache(f"its cache holds {other[0]} layers, not attention keys "
+                                   "and values")
         return [(layer.keys, layer.values) for layer in layers]
     if hasattr(cache, "key_cache"):
         return list(zip(cache.key_cache, cache.value_cache))
+    if not isinstance(cache, (tuple, list)):
+        raise NotKeyValueCache(f"its cache is a {type(cache).__name__}, not attention keys "
+                               "and values")
     return [(layer[0], layer[1]) for layer in cache]
 
 
@@ -66,3 +80,24 @@ def encoder_decoder_cache(self_pairs: list[tuple[Any, Any]],
     from transformers import EncoderDecoderCache
 
     return EncoderDecoderCache(dynamic_cache(self_pairs), dynamic_cache(cross_pairs))
+
+
+def cache_configs(model: Any) -> list[Any]:
+    """Every config of `model` and its submodules (T5's decoder has its own copy), and every
+    sub-config they hold (`decoder`, `text_config`, …), that asks for a key/value cache."""
+    configs: dict[int, Any] = {}
+    seen: set[int] = set()
+
+    def visit(config: Any) -> None:
+        if not hasattr(config, "to_dict") or id(config) in seen:
+            return
+        seen.add(id(config))
+        if getattr(config, "use_cache", False) is True:
+            configs[id(config)] = config
+        for value in vars(config).values():
+            visit(value)
+
+    modules = model.modules() if hasattr(model, "modules") else ()
+    for module in modules:
+        visit(getattr(module, "config", None))
+    return list(configs.values())

@@ -21,6 +21,7 @@ from typing import Any
 
 from export_gelu.bounded_json import read_json
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.hf.processor import check_processor
 from export_gelu.exporter.hf.tasks import ResolvedTask, resolve_task
 from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.notes import Note
@@ -54,8 +55,23 @@ def quiet_transformers() -> Iterator[None]:
 
 
 def is_hf_folder(path: Path) -> bool:
-    """A folder holding a `config.json`: what `save_pretrained` writes."""
+    """A folder holding a `config.json`: what `save_pretrained` writes (transformers' or
+    diffusers')."""
     return path.is_dir() and (path / CONFIG).is_file()
+
+
+def is_diffusers_config(raw: Any) -> bool:
+    """config.json as diffusers writes it: `_class_name` and no transformers `model_type`."""
+    return isinstance(raw, dict) and isinstance(raw.get("_class_name"), str) \
+        and "model_type" not in raw
+
+
+def is_diffusers_folder(folder: Path) -> bool:
+    """A diffusers save_pretrained folder (hf/diffusers_folder.py)."""
+    try:
+        return is_diffusers_config(read_json(folder / CONFIG))
+    except (BadInputError, OSError):
+        return False
 
 
 def require_transformers(folder: Path) -> Any:
@@ -191,6 +207,8 @@ class FolderModel:
     weights: Weights
     notes: list[str] = field(default_factory=list)
     preprocessor: dict[str, Any] = field(default_factory=dict)
+    #: the inputs to make, when the loader sized them itself (a diffusers model's)
+    requests: list[Any] | None = None
 
 
 def _preprocessor(folder: Path) -> dict[str, Any]:
@@ -199,8 +217,9 @@ def _preprocessor(folder: Path) -> dict[str, Any]:
     name = "preprocessor_config.json"
     if not (folder / name).is_file():
         return {}
-    data = read_json(contained(model_root(folder), folder, name, folder, "its file"))
-    return data if isinstance(data, dict) else {}
+    path = contained(model_root(folder), folder, name, folder, "its file")
+    data = read_json(path)
+    return check_processor(data, folder / name) if isinstance(data, dict) else {}
 
 
 def _loading_notes(info: Any, folder: Path) -> list[str]:
@@ -267,4 +286,6 @@ def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = Fals
 def planned_files(folder: Path, task: str | None, allow_pickle: bool) -> list[str]:
     """The graph files an export of the folder writes into its output folder ([]: one graph,
     written to one file). Reads config.json only: checked before any work."""
+    if is_diffusers_folder(folder):
+        return []
     return resolve_task(read_config(folder, allow_pickle), task, folder).graph_files

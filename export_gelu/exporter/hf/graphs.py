@@ -9,19 +9,16 @@ Names follow optimum's ONNX export and ONNX Runtime GenAI:
   and new tokens), `position_ids` where the model takes them, `past_key_values.N.key` /
   `.value` in; `logits`, `present.N.key` / `.value` out; dims `batch`, `sequence_length`,
   `past_sequence_length`, `total_sequence_length` (= past + new);
-- an encoder–decoder: `encoder_model.onnx` (→ `last_hidden_state`), `decoder_model.onnx`
-  (first step: `input_ids`, `encoder_attention_mask`, `encoder_hidden_states` → `logits`,
-  `present.N.decoder.key/value`, `present.N.encoder.key/value`) and, with past,
-  `decoder_with_past_model.onnx` (also `past_key_values.N.decoder.key/value` and
-  `.encoder.key/value` in; `logits`, `present.N.decoder.key/value` out).
+- an encoder–decoder: three graphs (hf/seq2seq.py).
+
+Each graph's dims are tried before anything is written (hf/dim_probe.py).
 """
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,103 +26,34 @@ import numpy as np
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.hf import inputs as hi
 from export_gelu.exporter.hf.cache import (
+    NotKeyValueCache,
+    cache_configs,
     cache_parameter,
     dynamic_cache,
-    encoder_decoder_cache,
     returned_cache,
     split_cache,
 )
+from export_gelu.exporter.hf.dim_probe import capturable_dims
 from export_gelu.exporter.hf.folder import FolderModel
-from export_gelu.exporter.hf.sizes import SizeDims, size_dims
-from export_gelu.exporter.hf.tasks import (
-    DECODER,
-    DECODER_FILE,
-    DECODER_WITH_PAST_FILE,
-    ENCODER_FILE,
-    SEQ2SEQ,
+from export_gelu.exporter.hf.graph_spec import (
+    BATCH_RANGE,
+    PAST,
+    GraphDim,
+    GraphSpec,
+    forward_params,
+    module_base,
+    positional_wrapper,
+    tensor_fields,
 )
+from export_gelu.exporter.hf.seq2seq import seq2seq_graphs
+from export_gelu.exporter.hf.sizes import SizeDims, size_dims
+from export_gelu.exporter.hf.tasks import DECODER, SEQ2SEQ, WITH_PAST
 from export_gelu.notes import Note
-
-#: Outputs no graph returns: the loss needs labels; hidden states and attentions are off.
-_SKIPPED_OUTPUTS = {"loss", "hidden_states", "attentions", "cache", "past_key_values"}
-#: Ranges of the generation graphs' dims: MIN:OPT:MAX (OPT is the example inputs' size).
-BATCH_RANGE = (1, hi.BATCH, 8)
-PAST = 8  # the example inputs' past length
-
-
-@dataclass(frozen=True)
-class GraphDim:
-    """A named dynamic dim of a graph: its range and the input axes that carry it.
-    `derived`: its size follows from other dims (total = past + new), so torch works it out.
-    `checked`: parity runs at its MIN, OPT, an odd size and MAX (a one-graph task's dims)."""
-
-    name: str
-    min: int
-    opt: int
-    max: int
-    axes: tuple[tuple[str, int], ...]
-    derived: bool = False
-    checked: bool = False
-
-
-@dataclass
-class GraphSpec:
-    """One graph of an export: its file name, the module, its inputs, outputs and dims."""
-
-    file_name: str
-    module: Any
-    inputs: OrderedDict[str, Any]  # name → torch tensor, in the graph's input order
-    output_names: list[str]
-    dims: list[GraphDim] = field(default_factory=list)
-    role: str = "model"  # model | encoder | decoder | decoder_with_past
-
-
-def _param(name: str) -> str:
-    return name.replace(".", "_")
-
-
-def positional_wrapper(base: type[Any], names: list[str]) -> type:
-    """A subclass of `base` whose forward(*tensors) declares one parameter per input name, so
-    torch.export binds its dynamic shapes and the exporters name the graph's inputs."""
-    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    params += [inspect.Parameter(_param(n), inspect.Parameter.POSITIONAL_OR_KEYWORD)
-               for n in names]
-
-    class Named(base):
-        pass
-
-    def forward(self: Any, *tensors: Any) -> Any:
-        return base.forward(self, *tensors)
-
-    sig = inspect.Signature(params)
-    forward.__signature__ = sig  # type: ignore[attr-defined]  # read by inspect.signature
-    Named.forward = forward
-    Named.__name__ = base.__name__
-    return Named
-
-
-def _module_base() -> type[Any]:
-    """torch.nn.Module, imported when first needed (the local classes below derive from it)."""
-    import torch
-
-    return torch.nn.Module
-
-
-def _accepts(model: Any) -> set[str]:
-    return set(inspect.signature(model.forward).parameters)
-
-
-def _tensor_fields(output: Any) -> list[str]:
-    import torch
-
-    items = output.items() if hasattr(output, "items") else []
-    return [k for k, v in items if isinstance(v, torch.Tensor) and k not in _SKIPPED_OUTPUTS]
-
 
 # -- one graph ---------------------------------------------------------------------------------
 
 def _task_module(model: Any, input_names: list[str], output_names: list[str]) -> Any:
-    base: type[Any] = _module_base()
+    base: type[Any] = module_base()
 
     class TaskOutputs(base):
         """The model called by keyword, returning its chosen output fields as a tuple."""
@@ -157,7 +85,7 @@ def given_inputs(fm: FolderModel, specs: list[str], npz: str | None
     else:
         parsed = [parse_input_spec(s) for s in specs]
         arrays = generate_inputs(parsed, hi.hints(fm.config, [p.name for p in parsed]))
-    accepts = _accepts(fm.model)
+    accepts = forward_params(fm.model)
     unknown = [n for n in arrays if n not in accepts]
     if unknown:
         raise BadInputError(f"{fm.folder}: {fm.task.class_name}.forward() takes no "
@@ -175,11 +103,11 @@ def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
     import torch
 
     model, config = fm.model, fm.config
-    if hasattr(config, "use_cache"):
-        config.use_cache = False
+    for asks in cache_configs(model):  # every sub-config's too (a VisionEncoderDecoder's)
+        asks.use_cache = False
     if given is None:
-        requests = hi.main_requests(model, config, fm.preprocessor, _accepts(model),
-                                    fm.task.name)
+        requests = fm.requests or hi.main_requests(model, config, fm.preprocessor,
+                                                   forward_params(model), fm.task.name)
     inputs = given if given is not None else hi.make(requests, config)
     made = "the inputs given" if given is not None else "inputs made from its config"
     try:
@@ -191,7 +119,7 @@ def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
         raise BadInputError(f"{fm.folder}: {fm.task.class_name} does not run on {made} "
                             f"({', '.join(inputs)}): {type(exc).__name__}: {first}{hint}"
                             ) from exc
-    names = _tensor_fields(out)
+    names = tensor_fields(out)
     module = _task_module(model, list(inputs), names)
     dims: list[GraphDim] = []
     if not static and given is None:
@@ -200,7 +128,16 @@ def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
         fm.notes.extend(Note(f"{s.input_name} keeps its example size: {s.why_static}",
                              "static-size") for s in sizes if s.why_static)
         dims = one_graph_dims(inputs, config, fm.task.name, sizes)
+        if not _captured_already(inputs, sizes):
+            dims, static_notes = capturable_dims(module, inputs, dims)
+            fm.notes.extend(static_notes)
     return GraphSpec("model.onnx", module, inputs, names, dims)
+
+
+def _captured_already(inputs: OrderedDict[str, Any], sizes: Sequence[SizeDims]) -> bool:
+    """The sizes probe (hf/sizes.py) captured this graph's every dim already: one input,
+    whose batch and size axes it kept symbolic."""
+    return len(inputs) == 1 and bool(sizes) and all(s.rows and s.batch_kept for s in sizes)
 
 
 #: Inputs whose last axis is the token sequence (optimum: `sequence_length`).
@@ -246,7 +183,7 @@ def _kv_shape(model: Any, batch: int, past: int) -> tuple[int, int, int, int]:
 
 
 def _decoder_module(model: Any, input_names: list[str], layers: int) -> Any:
-    base: type[Any] = _module_base()
+    base: type[Any] = module_base()
     cache_kw = cache_parameter(model)
     first_past = next(i for i, n in enumerate(input_names) if n.startswith("past_key_values"))
 
@@ -276,7 +213,7 @@ def decoder_graph(fm: FolderModel) -> GraphSpec:
     import torch
 
     model, config = fm.model, fm.config
-    accepts = _accepts(model)
+    accepts = forward_params(model)
     seq = hi.sequence_length(config, 4)
     limit = hi.sequence_length(config, 10_000) + 2
     shape = _kv_shape(model, hi.BATCH, PAST)
@@ -312,138 +249,13 @@ def _one_step(model: Any) -> Any:
                      return_dict=True)
 
 
-# -- an encoder–decoder ------------------------------------------------------------------------
-
-def _encoder_module(model: Any, input_names: list[str]) -> Any:
-    base: type[Any] = _module_base()
-
-    class Encoder(base):
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder = model.get_encoder()
-
-        def forward(self, *tensors: Any) -> Any:
-            out = self.encoder(**dict(zip(input_names, tensors)), return_dict=True)
-            return (out.last_hidden_state,)
-
-    return positional_wrapper(Encoder, input_names)()
-
-
-def _seq2seq_decoder_module(model: Any, input_names: list[str], layers: int,
-                            with_past: bool) -> Any:
-    from transformers.modeling_outputs import BaseModelOutput
-
-    base: type[Any] = _module_base()
-    cache_kw = cache_parameter(model)
-    n_fixed = sum(1 for n in input_names if not n.startswith("past_key_values"))
-
-    class Decoder(base):
-        """One decoder step from the encoder's output: the model called with
-        decoder_input_ids, encoder_outputs and an EncoderDecoderCache (empty on the first
-        step); the logits and the cache's tensors out."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, *tensors: Any) -> Any:
-            named = dict(zip(input_names[:n_fixed], tensors[:n_fixed]))
-            past = tensors[n_fixed:]
-            self_pairs = [(past[4 * i], past[4 * i + 1]) for i in range(layers)] if past else []
-            cross = [(past[4 * i + 2], past[4 * i + 3]) for i in range(layers)] if past else []
-            kwargs = {"decoder_input_ids": named["input_ids"],
-                      "encoder_outputs": BaseModelOutput(
-                          last_hidden_state=named["encoder_hidden_states"]),
-                      cache_kw: encoder_decoder_cache(self_pairs, cross)}
-            if "encoder_attention_mask" in named:
-                kwargs["attention_mask"] = named["encoder_attention_mask"]
-            out = self.model(**kwargs, use_cache=True, return_dict=True)
-            own, cross_out = split_cache(returned_cache(out))
-            flat = [t for pair in own for t in pair]
-            if not with_past:
-                flat = [t for a, b in zip(own, cross_out) for t in (*a, *b)]
-            return (out.logits, *flat)
-
-    return positional_wrapper(Decoder, input_names)()
-
-
-def _encoder_inputs(fm: FolderModel) -> OrderedDict[str, Any]:
-    encoder = fm.model.get_encoder()
-    accepts = _accepts(encoder)
-    requests = hi.main_requests(fm.model, fm.config, fm.preprocessor, accepts, fm.task.name)
-    return hi.make(requests, fm.config)
-
-
-def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
-    """The encoder, the first decoder step and (with past) the decoder with past."""
-    import torch
-
-    model, config = fm.model, fm.config
-    enc_inputs = _encoder_inputs(fm)
-    with torch.no_grad():
-        hidden = model.get_encoder()(**enc_inputs, return_dict=True).last_hidden_state
-    text = "input_ids" in enc_inputs
-    enc_len = int(hidden.shape[1])
-    start = int(getattr(config, "decoder_start_token_id", None) or 0)
-    seq = 3
-    dec_ids = hi.make([hi.Request("input_ids", (hi.BATCH, seq), hi.INT64)], config)["input_ids"]
-    dec_ids[:, 0] = start
-    first: OrderedDict[str, Any] = OrderedDict(input_ids=dec_ids)
-    if text:
-        first["encoder_attention_mask"] = enc_inputs.get(
-            "attention_mask", torch.ones(hidden.shape[:2], dtype=torch.long))
-    first["encoder_hidden_states"] = hidden
-    with torch.no_grad():
-        dec = model(decoder_input_ids=dec_ids, encoder_outputs=(hidden,),
-                    attention_mask=first.get("encoder_attention_mask"), use_cache=True,
-                    return_dict=True)
-    own, cross = split_cache(returned_cache(dec))
-    layers = len(own)
-    enc_names = list(enc_inputs)
-    first_names = ["logits"] + [f"present.{i}.{a}.{k}" for i in range(layers)
-                                for a in ("decoder", "encoder") for k in ("key", "value")]
-    seq_axes = [(n, 1) for n in enc_names if text]
-    enc_dims = [GraphDim("batch", *BATCH_RANGE, axes=tuple((n, 0) for n in enc_names))]
-    if text:
-        enc_dims.append(GraphDim("encoder_sequence_length", 2, enc_len, 4 * enc_len,
-                                 axes=tuple(seq_axes)))
-    graphs = [GraphSpec(ENCODER_FILE, _encoder_module(model, enc_names), enc_inputs,
-                        ["last_hidden_state"], enc_dims, role="encoder")]
-    dec_enc_axes = (tuple((n, 1) for n in first if n != "input_ids") if text else ())
-    dec_dims = [GraphDim("batch", *BATCH_RANGE, axes=tuple((n, 0) for n in first)),
-                GraphDim("decoder_sequence_length", 1, seq, 16, axes=(("input_ids", 1),))]
-    if text:
-        dec_dims.append(GraphDim("encoder_sequence_length", 2, enc_len, 4 * enc_len,
-                                 axes=dec_enc_axes))
-    graphs.append(GraphSpec(DECODER_FILE,
-                            _seq2seq_decoder_module(model, list(first), layers, False), first,
-                            first_names, dec_dims, role="decoder"))
-    if not fm.task.with_past:
-        return graphs
-    past_inputs: OrderedDict[str, Any] = OrderedDict(input_ids=dec_ids[:, :1].clone())
-    for name in first:
-        if name != "input_ids":
-            past_inputs[name] = first[name]
-    for i in range(layers):
-        past_inputs[f"past_key_values.{i}.decoder.key"] = own[i][0]
-        past_inputs[f"past_key_values.{i}.decoder.value"] = own[i][1]
-        past_inputs[f"past_key_values.{i}.encoder.key"] = cross[i][0]
-        past_inputs[f"past_key_values.{i}.encoder.value"] = cross[i][1]
-    past_names = ["logits"] + [f"present.{i}.decoder.{k}" for i in range(layers)
-                               for k in ("key", "value")]
-    # one new token a step: input_ids is [batch, 1], as optimum and ONNX Runtime GenAI have it
-    pdims = [GraphDim("batch", *BATCH_RANGE, axes=tuple((n, 0) for n in past_inputs)),
-             GraphDim("past_decoder_sequence_length", 1, seq, 32,
-                      axes=tuple((n, 2) for n in past_inputs if ".decoder." in n))]
-    if text:
-        axes = [(n, 1) for n in past_inputs if n.startswith("encoder_")]
-        axes += [(n, 2) for n in past_inputs if ".encoder." in n]
-        pdims.append(GraphDim("encoder_sequence_length", 2, enc_len, 4 * enc_len,
-                              axes=tuple(axes)))
-    graphs.append(GraphSpec(DECODER_WITH_PAST_FILE,
-                            _seq2seq_decoder_module(model, list(past_inputs), layers, True),
-                            past_inputs, past_names, pdims, role="decoder_with_past"))
-    return graphs
+def _probed(fm: FolderModel, spec: GraphSpec) -> GraphSpec:
+    """`spec` with the dims its module can be captured with (hf/dim_probe.py); a note for
+    each one kept static or left to torch, named after the graph's file."""
+    dims, notes = capturable_dims(spec.module, spec.inputs, spec.dims)
+    stem = spec.file_name.removesuffix(".onnx")
+    fm.notes.extend(Note(f"{stem}: {n}", getattr(n, "code", "static-dim")) for n in notes)
+    return dataclasses.replace(spec, dims=dims)
 
 
 def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
@@ -453,9 +265,17 @@ def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
     inputs, when there are any; static in every dim with `static`)."""
     kind = fm.task.kind
     if kind == DECODER and fm.task.with_past:
-        return [decoder_graph(fm)]
+        try:
+            return [_probed(fm, decoder_graph(fm))]
+        except NotKeyValueCache as exc:  # Mamba: a state cache, no key/values to pass
+            plain = fm.task.name.removesuffix(WITH_PAST)
+            fm.notes.append(Note(f"{fm.task.class_name}: no {fm.task.name} graph ({exc}); "
+                                 f"exported as {plain}, one graph without a cache (the "
+                                 "generation loop runs it on the whole sequence each step)",
+                                 "no-kv-cache"))
+            fm.task = dataclasses.replace(fm.task, name=plain, with_past=False)
     if kind == SEQ2SEQ:
-        return seq2seq_graphs(fm)
+        return [_probed(fm, spec) for spec in seq2seq_graphs(fm)]
     if kind == DECODER:
         fm.config.use_cache = False
     return [single_graph(fm, given, static, sizes_opset, sizes_precision)]

@@ -2,13 +2,18 @@
 input generator (inputs/generated.py): token ids inside the vocabulary, padding masks, token
 types 0 then 1, pixels and audio as noise at the size the config gives.
 
-Sizes read from the config (the text or vision sub-config of a two-tower model like CLIP):
+Sizes read from the config (the text, vision or audio sub-config of a two-tower model like
+CLIP; the encoder's and the decoder's of a composite one like VisionEncoderDecoder):
 `vocab_size`, `max_position_embeddings` (a sequence fits it), `type_vocab_size`,
-`image_size` (or LayoutLMv3's `input_size`; the image processor's `crop_size` or `size`
-first, when the folder has `preprocessor_config.json`) and `num_channels`, `num_mel_bins`
-and `max_source_positions` (Whisper's encoder takes exactly 2 × max_source_positions
-frames), and for raw audio the sampling rate from `preprocessor_config.json` (16 kHz when
-absent) bounded below by the convolution strides.
+`image_size` (or LayoutLMv3's `input_size`, RT-DETR's `anchor_image_size`; the image
+processor's `crop_size` or `size` first, when the folder has `preprocessor_config.json`),
+`num_channels` and a video's `num_frames`, `num_mel_bins` and `max_source_positions`
+(Whisper's encoder takes exactly 2 × max_source_positions frames), a spectrogram's
+`max_length` × `num_mel_bins` (AST) or `spec_size` × `num_mel_bins` (CLAP's audio tower), a
+time series' `context_length` × `num_input_channels` (PatchTST), and for raw audio the
+sampling rate from `preprocessor_config.json` (16 kHz when absent) bounded below by the
+convolution strides.
+The feature extractor's own numbers (`preprocessor_config.json`) win over the config's.
 """
 
 from __future__ import annotations
@@ -27,9 +32,37 @@ SEQUENCE = 16
 INT64, FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)
 
 
+#: What marks a sub-config as the text, vision or audio part of a composite model.
+_KIND_MARKS = {"text": ("vocab_size",), "vision": ("image_size", "num_channels"),
+               "audio": ("num_mel_bins", "conv_stride")}
+
+
 def sub_config(config: Any, which: str) -> Any:
-    """`text_config` / `vision_config` of a two-tower model, else the config itself."""
-    return getattr(config, f"{which}_config", None) or config
+    """`text_config` / `vision_config` / `audio_config` of a two-tower model; the `encoder` or
+    `decoder` sub-config of a composite model (VisionEncoderDecoder: a vision encoder, a text
+    decoder) that is of that kind; else the config itself."""
+    own = getattr(config, f"{which}_config", None)
+    if own is not None:
+        return own
+    for side in ("encoder", "decoder"):
+        part = getattr(config, side, None)
+        if hasattr(part, "to_dict") and any(
+                getattr(part, mark, None) is not None for mark in _KIND_MARKS[which]):
+            return part
+    return config
+
+
+def start_token(config: Any) -> int:
+    """The decoder's first token: `decoder_start_token_id` of the config, else of its decoder
+    sub-config, else their `bos_token_id`, else 0."""
+    decoder = getattr(config, "decoder", None)
+    parts = [config] + ([decoder] if hasattr(decoder, "to_dict") else [])
+    for key in ("decoder_start_token_id", "bos_token_id"):
+        for part in parts:
+            value = getattr(part, key, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+    return 0
 
 
 def vocab_size(config: Any) -> int | None:
@@ -63,16 +96,53 @@ def _processor_size(preprocessor: dict[str, Any]) -> tuple[int, int] | None:
     return None
 
 
-def image_shape(config: Any, preprocessor: dict[str, Any] | None = None) -> tuple[int, int, int]:
-    """(channels, height, width) of the model's images: the size the folder's image processor
-    (preprocessor_config.json) gives, else the config's."""
+def image_shape(config: Any, preprocessor: dict[str, Any] | None = None) -> tuple[int, ...]:
+    """(channels, height, width) of the model's images, (frames, channels, height, width) of
+    a video model's (`num_frames`: TimeSformer, VideoMAE): the size the folder's image
+    processor (preprocessor_config.json) gives, else the config's."""
     vision = sub_config(config, "vision")
-    size = getattr(vision, "image_size", None) or getattr(vision, "input_size", None) or 224
+    size = (getattr(vision, "image_size", None) or getattr(vision, "input_size", None)
+            or getattr(vision, "anchor_image_size", None) or 224)  # RT-DETR: its anchors'
     if isinstance(size, dict):
         size = (size.get("height", 224), size.get("width", 224))
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
     height, width = _processor_size(preprocessor or {}) or (height, width)
-    return int(getattr(vision, "num_channels", 3)), int(height), int(width)
+    image = (int(getattr(vision, "num_channels", 3)), int(height), int(width))
+    frames = _positive(getattr(vision, "num_frames", None))
+    return (frames, *image) if frames else image
+
+
+def _positive(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) \
+        and value > 0 else None
+
+
+def _number(preprocessor: dict[str, Any], config: Any, *keys: str) -> int | None:
+    """The first of `keys` the feature extractor (preprocessor_config.json) gives, else the
+    config; None when neither gives a positive int."""
+    for source in (preprocessor, vars(config) if hasattr(config, "__dict__") else {}):
+        for key in keys:
+            found = _positive(source.get(key))
+            if found:
+                return found
+    return None
+
+
+def spectrogram_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, int] | None:
+    """(frames, mel bins) of a model whose `input_values` are a spectrogram (AST: the feature
+    extractor's, else the config's `max_length` × `num_mel_bins`); None: raw audio."""
+    audio = sub_config(config, "audio")
+    frames = _number(preprocessor, audio, "max_length")
+    mels = _number(preprocessor, audio, "num_mel_bins")
+    return (frames, mels) if frames and mels and not getattr(audio, "conv_stride", None) \
+        else None
+
+
+def series_shape(config: Any) -> tuple[int, int]:
+    """(context length, channels) of a time-series model's `past_values` (PatchTST)."""
+    length = _positive(getattr(config, "context_length", None)) or SEQUENCE * 2
+    channels = _positive(getattr(config, "num_input_channels", None)) or 1
+    return length, channels
 
 
 def audio_samples(config: Any, preprocessor: dict[str, Any]) -> int:
@@ -84,12 +154,19 @@ def audio_samples(config: Any, preprocessor: dict[str, Any]) -> int:
 
 
 def feature_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, ...]:
-    """input_features without the batch: (mel bins, frames) for Whisper-like encoders, else
-    (frames, feature size)."""
+    """input_features without the batch: (mel bins, frames) for Whisper-like encoders,
+    (1, frames, mel bins) for CLAP's audio tower (`spec_size` frames; 4 channels when it
+    fuses), else (frames, feature size)."""
+    config = sub_config(config, "audio")
     mels = getattr(config, "num_mel_bins", None)
     positions = getattr(config, "max_source_positions", None)
     if mels and positions:
         return int(mels), 2 * int(positions)
+    spec = _positive(getattr(config, "spec_size", None))
+    if mels and spec:
+        channels = 4 if getattr(config, "enable_fusion", False) else 1
+        return channels, spec, _number(preprocessor, config, "feature_size", "num_mel_bins") \
+            or int(mels)
     size: Any = preprocessor.get("feature_size") or getattr(config, "input_feat_per_channel", 80)
     size = int(size)
     return SEQUENCE * 4, size
@@ -141,8 +218,11 @@ def main_requests(model: Any, config: Any, preprocessor: dict[str, Any], accepts
         out.append(Request("pixel_values", (BATCH, *image_shape(config, preprocessor)),
                            FLOAT32))
     elif main == "input_values":
-        out.append(Request("input_values", (BATCH, audio_samples(config, preprocessor)),
-                           FLOAT32))
+        spectrogram = spectrogram_shape(config, preprocessor)
+        out.append(Request("input_values", (BATCH, *(spectrogram or (
+            audio_samples(sub_config(config, "audio"), preprocessor),))), FLOAT32))
+    elif main == "past_values":
+        out.append(Request("past_values", (BATCH, *series_shape(config)), FLOAT32))
     elif main == "input_features":
         out.append(Request("input_features", (BATCH, *feature_shape(config, preprocessor)),
                            FLOAT32))

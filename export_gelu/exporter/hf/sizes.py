@@ -22,8 +22,10 @@ from typing import Any
 
 from export_gelu.exporter.onnx_export.to_onnx import DYNAMO_MIN_OPSET
 
-#: (input, axes → optimum's dim name) of the sizes tried.
+#: (input, axes → optimum's dim name) of the sizes tried: images, a diffusion model's
+#: latents (diffusers: `sample`, `hidden_states`), raw audio.
 IMAGE = ("pixel_values", {2: "height", 3: "width"})
+LATENTS = (("sample", {2: "height", 3: "width"}), ("hidden_states", {2: "height", 3: "width"}))
 AUDIO = ("input_values", {1: "sequence_length"})
 
 
@@ -34,6 +36,9 @@ class SizeDims:
     input_name: str
     rows: tuple[tuple[str, int, int, int, int], ...] = ()
     why_static: str = ""
+    #: the capture kept the batch symbolic too (False: torch refused the batch, which the
+    #: dim probe then judges, hf/dim_probe.py)
+    batch_kept: bool = True
 
 
 def _odd_between(lo: int, hi: int) -> int:
@@ -82,27 +87,43 @@ def _runs_at(run: Callable[[OrderedDict[str, Any]], Any], inputs: OrderedDict[st
 
 
 def _captures(module: Any, inputs: OrderedDict[str, Any], name: str, axes: dict[int, str],
-              *, low: int, high: int, batch: tuple[int, int]) -> tuple[str, str]:
-    """("", "") when torch.export keeps the axes symbolic over low..high (and every input's
-    batch axis over `batch`, as the export will), else (why not, torch's whole message)."""
+              *, low: int, high: int, batch: tuple[int, int]) -> tuple[str, str, bool]:
+    """("", "", batch kept) when torch.export keeps the axes symbolic over low..high (and
+    every input's batch axis over `batch`, as the export will; when torch refuses the batch
+    alone, the sizes are tried at the example's batch), else (why not, torch's whole
+    message, batch kept)."""
     import torch
 
     from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     size = {a: torch.export.Dim(d, min=low, max=high) for a, d in axes.items()}
     first = torch.export.Dim("batch_size", min=batch[0], max=batch[1])
-    shapes = tuple({0: first, **(size if n == name else {})} for n in inputs)
-    try:
-        with quiet_exporter(), torch.no_grad():
-            program = torch.export.export(module, tuple(inputs.values()),
-                                          dynamic_shapes=shapes, strict=False)
-    except Exception as exc:  # noqa: BLE001 - specialized or refused: stays static
-        return f"torch.export cannot keep it symbolic ({_first_line(exc)})", str(exc)
+    batches: tuple[int, ...] = (batch[0], _odd_between(batch[0], batch[1]), batch[1])
+    for with_batch in (True, False):  # a batch torch refuses is the dim probe's to judge
+        shapes = tuple({**({0: first} if with_batch else {}),
+                        **(size if n == name else {})} or None for n in inputs)
+        try:
+            with quiet_exporter(), torch.no_grad():
+                program = torch.export.export(module, tuple(inputs.values()),
+                                              dynamic_shapes=shapes, strict=False)
+            break
+        except Exception as exc:  # noqa: BLE001 - specialized or refused: stays static
+            if with_batch and _only_batch(str(exc)):
+                batches = (int(inputs[name].shape[0]),) * 3
+                continue
+            return (f"torch.export cannot keep it symbolic ({_first_line(exc)})", str(exc),
+                    with_batch)
     captured = program.module()  # at the points parity will check, batch included
     why = _runs_at(lambda feed: captured(*feed.values()), inputs, name, axes,
-                   [low, _odd_between(low, high), high],
-                   (batch[0], _odd_between(batch[0], batch[1]), batch[1]))
-    return (f"its captured graph baked the example size in ({why})" if why else ""), ""
+                   [low, _odd_between(low, high), high], batches)
+    return ((f"its captured graph baked the example size in ({why})" if why else ""), "",
+            len(set(batches)) > 1)
+
+
+def _only_batch(error: str) -> bool:
+    """torch's constraint report names the batch alone (RT-DETR's anchors)."""
+    found = re.search(r"Constraints violated \(([^)]*)\)", error)
+    return found is not None and [n.strip() for n in found[1].split(",")] == ["batch_size"]
 
 
 _SUGGESTED = re.compile(r"(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)")
@@ -122,12 +143,13 @@ def _narrowed(error: str, axes: dict[int, str], low: int, high: int
 
 def _tried(run: Callable[[OrderedDict[str, Any]], Any], module: Any,
            inputs: OrderedDict[str, Any], name: str, axes: dict[int, str],
-           *, sizes: tuple[int, int, int], batch: tuple[int, int]) -> tuple[str, str]:
-    """(why the axes cannot range over sizes' low..high, torch's message) or ("", "")."""
+           *, sizes: tuple[int, int, int], batch: tuple[int, int]) -> tuple[str, str, bool]:
+    """(why the axes cannot range over sizes' low..high, torch's message, batch kept) or
+    ("", "", batch kept)."""
     low, opt, high = sizes
     why = _runs_at(run, inputs, name, axes, [low, _odd_between(opt, high), high])
-    return (why, "") if why else _captures(module, inputs, name, axes, low=low, high=high,
-                                              batch=batch)
+    return (why, "", True) if why else _captures(module, inputs, name, axes, low=low,
+                                                    high=high, batch=batch)
 
 
 def size_dims(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDict[str, Any],
@@ -141,7 +163,7 @@ def size_dims(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDic
     exporter's 18, sizes stay: the TorchScript exporter and the down-conversion do not keep
     the size arithmetic symbolic on Swin and wav2vec2)."""
     out: list[SizeDims] = []
-    for name, axes in (IMAGE, AUDIO):
+    for name, axes in (IMAGE, *LATENTS, AUDIO):
         tensor = inputs.get(name)
         if tensor is None or tensor.dim() != max(axes) + 1:
             continue
@@ -171,11 +193,13 @@ def _probed(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDict[
 
     module = graph_module(model)
     low, high = max(1, opt // 2), 2 * opt
-    why, error = _tried(run, module, inputs, name, axes, sizes=(low, opt, high), batch=batch)
+    why, error, kept = _tried(run, module, inputs, name, axes, sizes=(low, opt, high),
+                              batch=batch)
     narrower = _narrowed(error, axes, low, high)
     if (narrower and narrower[0] <= opt <= narrower[1] and narrower[0] < narrower[1]
             and narrower != (low, high)):
         low, high = narrower
-        why, _ = _tried(run, module, inputs, name, axes, sizes=(low, opt, high), batch=batch)
+        why, _, kept = _tried(run, module, inputs, name, axes, sizes=(low, opt, high),
+                              batch=batch)
     rows = () if why else tuple((d, low, opt, high, a) for a, d in axes.items())
-    return SizeDims(name, rows, why)
+    return SizeDims(name, rows, why, kept)

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from export_gelu.exporter.torch_compat import tree_children
+
 T = TypeVar("T")
 
 
@@ -106,15 +108,15 @@ def missing_required(module: Any, names: list[str]) -> list[str]:
 def plan_for_program(program: Any, names: list[str]) -> CallPlan:
     """An ExportedProgram's plan: its input treespec's positional count and kwarg keys."""
     spec = program.call_spec.in_spec
-    if spec is None or len(spec.children()) != 2:
+    if spec is None or len(tree_children(spec)) != 2:
         return CallPlan(tuple(names))
-    args_spec, kwargs_spec = spec.children()
+    args_spec, kwargs_spec = tree_children(spec)
     tree = _tree_plan(program, spec, names)
     if tree is not None:
         return tree
     keys = list(kwargs_spec.context or [])
     n_args = args_spec.num_leaves
-    leaf_kwargs = all(c.is_leaf() for c in kwargs_spec.children())
+    leaf_kwargs = all(c.is_leaf() for c in tree_children(kwargs_spec))
     fixed = _fixed_kwargs(program, n_args, keys)
     fed = [k for k in keys if k not in dict(fixed)]
     if not keys or not leaf_kwargs or n_args + len(fed) != len(names):
@@ -144,8 +146,8 @@ def _tree_plan(program: Any, spec: Any, names: list[str]) -> CallPlan | None:
     fed = [n for n, _c in leaves if n is not None]
     if fed != list(names) or len(fed) == len(leaves):
         return None
-    args_spec, kwargs_spec = spec.children()
-    nested = [c for c in kwargs_spec.children() if not c.is_leaf()]
+    args_spec, kwargs_spec = tree_children(spec)
+    nested = [c for c in tree_children(kwargs_spec) if not c.is_leaf()]
     positional_const = any(n is None for n, _c in leaves[:args_spec.num_leaves])
     if not nested and not positional_const:
         return None  # the flat plan (keywords and `fixed`) says it
@@ -183,12 +185,13 @@ def plan_for(loaded: Any, names: list[str]) -> CallPlan:
     if getattr(loaded, "exported", None) is not None:
         return plan_for_program(loaded.exported, names)
     module = getattr(loaded, "module", None)
+    constants = tuple(getattr(loaded, "call_constants", ()) or ())
     if module is None:
-        return CallPlan(tuple(names))
+        return CallPlan(tuple(names), fixed=constants)
     ordered = keyword_order(module, names)
     if ordered is None:
-        return CallPlan(tuple(names))
-    return CallPlan((), tuple((n, n) for n in ordered))
+        return CallPlan(tuple(names), fixed=constants)
+    return CallPlan((), tuple((n, n) for n in ordered), constants)
 
 
 def ordered_feed(plan: CallPlan, feed: Mapping[str, T]) -> OrderedDict[str, T]:

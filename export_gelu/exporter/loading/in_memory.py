@@ -3,8 +3,9 @@ with the example inputs it is called on, as a LoadedModel the export stages take
 
 It has no file: the output must be named (`output=`), no device bundle can point back at it,
 and the report names it `<in memory: ClassName>`. Its example inputs are `args` (in
-`forward()`'s order) and `kwargs` (by parameter name), tensors only; an ExportedProgram
-without them uses the example inputs it was exported with.
+`forward()`'s order) and `kwargs` (by parameter name): tensors, and keyword arguments that
+are no tensors (`use_cache=False`, an int, a string, None) kept as constants of every call;
+an ExportedProgram without them uses the example inputs it was exported with.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.hf.cache import cache_configs
 from export_gelu.exporter.loading.load import LoadedModel, nonfinite_weights
 from export_gelu.exporter.model_files.detect import ModelFormat
 from export_gelu.notes import Note
@@ -41,13 +43,22 @@ def _positional_names(module: Any, count: int) -> list[str]:
     return names + [f"input_{i}" for i in range(len(names), count)]
 
 
+def is_call_constant(value: Any) -> bool:
+    """A keyword argument torch.export keeps as a constant of the call: None, a bool, an int,
+    a float or a string (a tuple or list of them too)."""
+    if isinstance(value, (tuple, list)):
+        return all(is_call_constant(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
 def _tensors(values: Sequence[Any], names: Sequence[str], what: str) -> tuple[Any, ...]:
     import torch
 
     for name, value in zip(names, values):
         if not isinstance(value, torch.Tensor):
             raise BadInputError(f"{what}: {name} is a {type(value).__name__}; the example "
-                                "inputs must be tensors")
+                                "inputs must be tensors (keyword arguments may also be None, a "
+                                "bool, an int, a float or a string: constants of the call)")
     return tuple(values)
 
 
@@ -75,6 +86,8 @@ def from_memory(model: Any, args: Sequence[Any] | None = None,
     if not isinstance(model, torch.nn.Module):
         raise BadInputError(f"export() takes a path, an nn.Module or an ExportedProgram, not a "
                             f"{type(model).__name__}")
+    constants = tuple((k, v) for k, v in kwargs.items() if is_call_constant(v))
+    kwargs = {k: v for k, v in kwargs.items() if not is_call_constant(v)}
     names = _positional_names(model, len(args)) + list(kwargs)
     example = _tensors((*args, *kwargs.values()), names, str(where)) if names else None
     bad = nonfinite_weights(model.state_dict())
@@ -90,32 +103,25 @@ def from_memory(model: Any, args: Sequence[Any] | None = None,
     if model.training:
         notes.append(Note("the module was in training mode: exported and checked in eval mode "
                           "(its mode is restored afterwards)", "eval-mode"))
+    if constants:
+        notes.append(Note("keyword arguments that are no tensors kept as constants of every "
+                          "call, as given: " + ", ".join(f"{k}={v!r}" for k, v in constants),
+                          "call-constants"))
     return LoadedModel(where, ModelFormat.IN_MEMORY_MODULE, module=model, example_inputs=example,
-                       input_names=names, notes=notes)
+                       input_names=names, notes=notes, call_constants=constants)
 
 
 def _caches(model: Any) -> bool:
-    """A transformers model whose config asks for a key/value cache in its outputs."""
-    config = getattr(model, "config", None)
-    return getattr(config, "use_cache", False) is True and hasattr(config, "to_dict")
-
-
-def _cache_configs(model: Any) -> list[Any]:
-    """Every config of `model` and its submodules (T5's decoder has its own copy) that asks
-    for a key/value cache."""
-    configs: dict[int, Any] = {}
-    for module in model.modules():
-        config = getattr(module, "config", None)
-        if getattr(config, "use_cache", False) is True and hasattr(config, "to_dict"):
-            configs[id(config)] = config
-    return list(configs.values())
+    """A transformers model one of whose configs (its own, or a sub-config only: a
+    VisionEncoderDecoder's decoder) asks for a key/value cache in its outputs."""
+    return bool(cache_configs(model))
 
 
 @contextlib.contextmanager
 def without_cache(model: Any) -> Iterator[None]:
     """`use_cache` off in every config of a transformers model while exporting it (a cache
     in the outputs is no tensor a one-graph export can name), restored afterwards."""
-    configs = _cache_configs(model) if _caches(model) else []
+    configs = cache_configs(model)
     for config in configs:
         config.use_cache = False
     try:

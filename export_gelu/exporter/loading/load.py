@@ -29,22 +29,24 @@ from types import ModuleType
 from typing import Any
 
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.inputs.specs import SPEC_HELP
 from export_gelu.exporter.loading.user_code import (
     defined_in,
     import_user_module,
     main_classes,
     main_pickle_module,
 )
-from export_gelu.exporter.model_files import containment
+from export_gelu.exporter.model_files import archive_versions, containment
 from export_gelu.exporter.model_files.detect import Detected, ModelFormat, detect_format
 from export_gelu.exporter.model_files.model_reads import contained, model_root
+from export_gelu.exporter.torch_compat import ignore_unlift_noise
+from export_gelu.flags.factory import factory_parts
 from export_gelu.fspaths import utf8_path
 
 PICKLE_RISK = (
     "loading it runs arbitrary Python code from the file; "
     "pass --trust-model (alias --allow-pickle) only if you trust where it came from"
 )
-_FACTORY_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: Keys under which training checkpoints nest the model's state_dict.
 _NESTED_STATE_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")
 _FORCE_WEIGHTS_ONLY = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
@@ -68,10 +70,13 @@ class LoadedModel:
     trusted: bool = False  # loaded with --trust-model: its code was not checked
     # -- a Hugging Face folder (hf/folder.py, hf/graphs.py) ---------------------------------
     task: str = ""  # the task it is exported for (optimum's name)
-    dims: list[Any] = field(default_factory=list)  # hf.graphs.GraphDim: its dynamic dims
+    dims: list[Any] = field(default_factory=list)  # hf.graph_spec.GraphDim: its dims
     file_name: str = ""  # the graph's file in a multi-graph output folder
     graphs: list[LoadedModel] = field(default_factory=list)  # the graphs a folder exports
     generation: Any = None  # hf.folder.FolderModel, for the greedy-decode check
+    #: keyword arguments that are no tensors (use_cache=False, a mode string), passed on
+    #: every call as given: constants of the call, as torch.export keeps them
+    call_constants: tuple[tuple[str, Any], ...] = ()
 
     @property
     def is_onnx(self) -> bool:
@@ -87,16 +92,6 @@ class LoadedModel:
 def _first_line(exc: BaseException, limit: int = 200) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:limit]
-
-
-def factory_parts(spec: str) -> tuple[str, str]:
-    """`--model-factory PKG.MODULE:FUNC` → (module, attribute); exit 2 when it is not of that
-    form (options.validate asks before any work)."""
-    if not _FACTORY_FORM.match(spec or ""):
-        raise BadInputError(f"--model-factory {spec!r}: expected the form pkg.module:function "
-                            "(a module importable from the working directory)")
-    mod_name, _, attr = spec.partition(":")
-    return mod_name, attr
 
 
 def _import_callable(spec: str) -> Any:
@@ -211,9 +206,16 @@ def _refuse_nan(path: Path, state: Mapping[str, Any]) -> None:
 
 
 def _load_state_dict(path: Path, state: Mapping[str, Any], factory: str | None,
-                     fmt: ModelFormat = ModelFormat.STATE_DICT) -> LoadedModel:
+                     fmt: ModelFormat = ModelFormat.STATE_DICT,
+                     needs_inputs: bool = False) -> LoadedModel:
     state, nested = _unwrap_checkpoint(state)
     tensors = sum(1 for _ in state)
+    if not factory and needs_inputs:  # both said at once, not one per run
+        raise BadInputError(
+            f"{path}: holds a state_dict (weights only, {tensors} entries): no model and no "
+            "example inputs; pass --model-factory pkg.module:function that builds the "
+            f"nn.Module, and --input {SPEC_HELP} (one per forward() argument) or --inputs "
+            "FILE.npz")
     if not factory:
         raise BadInputError(
             f"{path}: holds a state_dict (weights only, {tensors} entries) and no model; "
@@ -307,6 +309,8 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
     if not allow_pickle:
         containment.refuse(path, "ExportedProgram archive",
                            containment.program_archive_findings(path))
+    archive = archive_versions.refuse_unreadable(path)  # another torch's file, this can't read
+    ignore_unlift_noise()  # torch 2.6 warns at every .module() of such a program
     notes = register_archive_types(path)
     guard = contextlib.nullcontext() if allow_pickle else forced_weights_only()
     try:
@@ -317,8 +321,7 @@ def _load_exported(path: Path, detected: Detected, allow_pickle: bool) -> Loaded
         raise BadInputError(f"{path}: the ExportedProgram archive holds pickled Python objects "
                             f"(it names {refused}), not just tensors; {PICKLE_RISK}") from exc
     except Exception as exc:  # noqa: BLE001
-        raise BadInputError(f"{path}: corrupt ExportedProgram archive "
-                            f"({type(exc).__name__}: {_first_line(exc)})") from exc
+        raise archive_versions.program_load_failure(path, archive, exc) from exc
     if not allow_pickle:
         containment.refuse(path, "ExportedProgram", containment.program_findings(ep))
     _refuse_nan(path, ep.state_dict)
@@ -352,8 +355,7 @@ def load_script_module(path: Path, trusted: bool = False) -> Any:
                                                      torch.device("cpu"), {}, False)
         module = wrap_cpp_module(cpp)
     except Exception as exc:  # noqa: BLE001
-        raise BadInputError(f"{path}: corrupt TorchScript archive "
-                            f"({type(exc).__name__}: {_first_line(exc)})") from exc
+        raise archive_versions.script_load_failure(path, exc) from exc
     if not trusted:
         containment.refuse(path, "TorchScript code", containment.script_findings(unit, module))
     return module
@@ -397,16 +399,22 @@ def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,
                     sizes_precision: str = "fp32") -> LoadedModel:
     """A save_pretrained folder: one graph (on the user's inputs when given), or (an
     encoder–decoder) the folder's graphs."""
-    from export_gelu.exporter.hf.folder import load_folder
+    from export_gelu.exporter.hf.diffusers_folder import load_diffusers_folder
+    from export_gelu.exporter.hf.folder import is_diffusers_folder, load_folder
     from export_gelu.exporter.hf.graphs import given_inputs, graphs_for
     from export_gelu.exporter.hf.tasks import DECODER, SEQ2SEQ
 
-    fm = load_folder(path, task, allow_pickle)
+    fm = (load_diffusers_folder(path, task, allow_pickle) if is_diffusers_folder(path)
+          else load_folder(path, task, allow_pickle))
     _refuse_nan(path, fm.model.state_dict())
     one_graph = fm.task.kind not in (DECODER, SEQ2SEQ) or (fm.task.kind == DECODER
                                                            and not fm.task.with_past)
     given = given_inputs(fm, list(inputs), inputs_npz) if one_graph else None
     specs = graphs_for(fm, given, static, sizes_opset, sizes_precision)
+    if fm.task.kind == DECODER and not one_graph and not fm.task.with_past \
+            and (inputs or inputs_npz):
+        given = given_inputs(fm, list(inputs), inputs_npz)  # its past route fell through
+        specs = graphs_for(fm, given, static, sizes_opset, sizes_precision)
     name = fm.task.name
     generation = fm if fm.task.with_past else None
     if len(specs) == 1:
@@ -422,22 +430,31 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
                model_factory: str | None = None, imports: Sequence[str] = (),
                task: str | None = None, inputs: Sequence[str] = (),
                inputs_npz: str | None = None, static: bool = False,
-               sizes_opset: int = 0, sizes_precision: str = "fp32") -> LoadedModel:
+               sizes_opset: int = 0, sizes_precision: str = "fp32",
+               needs_inputs: bool = False) -> LoadedModel:
     """Load any supported model file, refusing to run pickled code unless allowed.
 
     `imports`: modules to import first (`--import`), whose pytree types an ExportedProgram's
     inputs or outputs use. A folder holding `config.json` is a Hugging Face save_pretrained
     folder, loaded for `task` (optimum's task names; default: from its architectures), its
     one-graph tasks dynamic in batch and sequence unless `static` (image and audio sizes too,
-    where the model takes them, when the export's opset `sizes_opset` is 18 or more)."""
+    where the model takes them, when the export's opset `sizes_opset` is 18 or more).
+    `needs_inputs`: nothing gives the run its inputs but the model's own examples (a state_dict
+    refused for want of a factory then names the missing inputs in the same message)."""
     path = Path(path)
+    if path.is_dir() and (path / "model_index.json").is_file() \
+            and not (path / "config.json").is_file():
+        models = sorted(p.name for p in path.iterdir() if (p / "config.json").is_file())
+        raise BadInputError(f"{path}: a diffusers pipeline folder (model_index.json); export "
+                            f"the folder of one of its models: {', '.join(models) or 'none'}")
     if path.is_dir() and (path / "config.json").is_file():
         return _load_hf_folder(path, task, allow_pickle, inputs, inputs_npz, static,
                                sizes_opset=sizes_opset, sizes_precision=sizes_precision)
     detected = detect_format(path)
     fmt = detected.format
     if fmt is ModelFormat.SAFETENSORS:
-        return _load_state_dict(path, _read_safetensors(path), model_factory, fmt)
+        return _load_state_dict(path, _read_safetensors(path), model_factory, fmt,
+                                needs_inputs)
     user_modules = [import_user_module(m) for m in imports]  # before anything unpickles
     if fmt is ModelFormat.ONNX:
         data_files = check_external_data(path)
@@ -453,7 +470,7 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
         is_zip = fh.read(2) == b"PK"
     obj = _load_weights_only(path, is_zip)
     if isinstance(obj, Mapping):
-        return _load_state_dict(path, obj, model_factory)
+        return _load_state_dict(path, obj, model_factory, needs_inputs=needs_inputs)
     if not isinstance(obj, BaseException):
         raise BadInputError(f"{path}: holds a {type(obj).__name__}, not a model or state_dict")
     refused = _refused_global(obj)

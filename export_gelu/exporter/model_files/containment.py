@@ -26,7 +26,6 @@ ExportedProgram's graph is code too: `torch.export.load` resolves a node's targe
 
 from __future__ import annotations
 
-import contextlib
 import math
 import operator
 import re
@@ -37,8 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.bounded_json import parse_json
-from export_gelu.errors import BadInputError, one_line
-from export_gelu.exporter.model_files.detect import PROGRAM_CODE_MEMBERS, pickle_globals
+from export_gelu.errors import BadInputError
+from export_gelu.exporter.model_files.detect import (
+    LEGACY_PROGRAM,
+    PROGRAM_CODE_MEMBERS,
+    pickle_globals,
+)
+from export_gelu.exporter.model_files.torch_reader import torch_reader as _torch_reader
 
 TRUST_HINT = ("pass --trust-model (alias --allow-pickle) only if you trust where the file "
               "came from")
@@ -113,23 +117,6 @@ def _case_clashes(names: Iterable[str]) -> list[str]:
     return clashes
 
 
-@contextlib.contextmanager
-def _torch_reader(path: Path) -> Iterator[Any]:
-    """torch's own archive reader (the one torch.jit.load and torch.export.load use), so the
-    scan reads exactly the bytes the loader will: its member lookup ignores case, and its
-    zip parsing may differ from Python's."""
-    import torch
-
-    try:
-        with path.open("rb") as fh:
-            yield torch._C.PyTorchFileReader(fh)
-    except BadInputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - miniz errors come as RuntimeError
-        raise BadInputError(f"{path}: corrupt or truncated archive "
-                            f"({type(exc).__name__}: {one_line(exc, 200)})") from exc
-
-
 def _clashes(names: list[str]) -> list[Finding]:
     return [Finding("two members of one name", clash,
                     "would let torch's reader (names match in any case) read another member "
@@ -145,7 +132,6 @@ _UNPICKLED_CONSTANTS = ("opaque_obj_", "custom_obj_")
 #: A payload's `path_name`: a member of the config's own folder (torch 2.13 writes
 #: `weight_0`, `tensor_3`, `opaque_obj_0`); never a path with parts.
 _PLAIN_MEMBER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}")
-LEGACY_PROGRAM = "serialized_exported_program.json"
 _PROGRAM_JSON = re.compile(r"models/[^/]*\.json")
 _PAYLOAD_CONFIG = re.compile(r"data/(constants|weights)/[^/]*_config\.json")
 #: Largest serialized program read for the check (its graph is in it, not its weights).
@@ -157,7 +143,11 @@ def program_archive_findings(path: Path) -> list[Finding]:
     `.module()` builds its forward: members holding code (by name, in any case), constants
     its config says to unpickle (whatever the member is called), and any text of the
     serialized program that torch turns into Python source or evaluates (program_json),
-    plus members whose names differ only in case."""
+    plus members whose names differ only in case. An archive in the layout of torch 2.7 and
+    older (its program at the root, where torch's reader refuses to look) is read as
+    torch.export.load reads it: with Python's zipfile, by exact name."""
+    if _legacy_layout(path):
+        return _legacy_findings(path)
     with _torch_reader(path) as reader:
         names = list(reader.get_all_records())
         findings = _clashes(names)
@@ -171,6 +161,14 @@ def program_archive_findings(path: Path) -> list[Finding]:
             elif _PROGRAM_JSON.fullmatch(lower):
                 findings.extend(_document_findings(reader, name))
     return findings + _legacy_findings(path)
+
+
+def _legacy_layout(path: Path) -> bool:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return LEGACY_PROGRAM in zf.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise BadInputError(f"{path}: corrupt or unreadable archive ({exc})") from exc
 
 
 def _legacy_findings(path: Path) -> list[Finding]:

@@ -36,6 +36,11 @@ LEGACY_SCAN_BYTES = 64 << 20
 #: Protobuf cannot hold more than 2 GiB, so an ONNX file (without its external data) cannot.
 MAX_ONNX_PROTO_BYTES = 2 << 30
 
+#: The program of an ExportedProgram archive in the layout torch.export.save wrote up to torch
+#: 2.7 (at the archive's root, beside `version`, `serialized_state_dict.pt`, …); torch 2.8 and
+#: newer write the pt2 archive (`<name>/archive_format`, `<name>/models/<model>.json`).
+LEGACY_PROGRAM = "serialized_exported_program.json"
+
 #: ExportedProgram archive members that torch.export.load would run rather than read:
 #: AOTInductor shared libraries, pickled opaque objects (`pickle.loads`), torchbind objects
 #: (C++ `__setstate__`); lower case. The one list: `detect` names those spelled so (the
@@ -151,7 +156,7 @@ def _detect_zip(path: Path, size: int) -> Detected:
             inner = [_strip_root(n) for n in names]
             if "archive_format" in inner or "archive_format" in names or any(
                 n.startswith("models/") and n.endswith(".json") for n in inner
-            ):
+            ) or LEGACY_PROGRAM in names:
                 code = [n for n in names if any(m in n for m in PROGRAM_CODE_MEMBERS)]
                 return Detected(ModelFormat.EXPORTED_PROGRAM, code_members=code)
             if any(n.startswith("code/") for n in inner) and any(
@@ -226,6 +231,12 @@ def is_safetensors(path: Path, size: int) -> bool:
         return False
     return isinstance(header, dict) and all(
         k == "__metadata__" or (isinstance(v, dict) and "dtype" in v) for k, v in header.items())
+
+
+def refuse_missing(path: str | Path) -> None:
+    """Exit 2 when nothing is at `path` (before any progress line says it is being loaded)."""
+    if not Path(path).exists():
+        raise BadInputError(f"{path}: no such file")
 
 
 def detect_format(path: str | Path) -> Detected:

@@ -4,12 +4,12 @@ Exporters name graph outputs after internal values (`255` from the TorchScript e
 `view_27` from dynamo); deployment code binds outputs by name. The names come from what the
 model returns: a Hugging Face output object's fields (`last_hidden_state`, `logits`, …) or
 a dict's keys, joined with `.` when nested (`encoder_hidden_states.0`); tuple positions and a
-bare tensor become `output_0`, `output_1`, … . `--output-names a,b` overrides them.
+bare tensor become `output_0`, `output_1`, … . `--output-names a,b` overrides them (its
+grammar: export_gelu/flags/output_names.py).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,9 +17,8 @@ import onnx
 
 from export_gelu import graph as G
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.torch_compat import tree_children
 from export_gelu.graph.provenance import torch_props
-
-_NAME = re.compile(r"^[A-Za-z_][\w.\-/:]*$")
 
 
 def _join(prefix: str, key: object) -> str:
@@ -29,7 +28,7 @@ def _join(prefix: str, key: object) -> str:
 def _spec_keys(spec: Any) -> list[str] | None:
     """Field names of a dict-like treespec node (dict, OrderedDict, ModelOutput, namedtuple)."""
     context = spec.context
-    n = len(spec.children())
+    n = len(tree_children(spec))
     if isinstance(context, (list, tuple)) and len(context) == n and \
             all(isinstance(k, str) for k in context):
         return list(context)
@@ -44,7 +43,7 @@ def _walk_spec(spec: Any, prefix: str, out: list[str]) -> None:
         out.append(prefix)
         return
     keys = _spec_keys(spec)
-    for i, child in enumerate(spec.children()):
+    for i, child in enumerate(tree_children(spec)):
         key: object = keys[i] if keys else (i if prefix else f"output_{i}")
         _walk_spec(child, _join(prefix, key), out)
 
@@ -79,19 +78,6 @@ def names_from_value(value: Any) -> list[str]:
     out: list[str] = []
     _walk_value(value, "", out)
     return out
-
-
-def parse_output_names(text: str | Sequence[str] | None) -> list[str] | None:
-    """`--output-names a,b` → ['a', 'b']; None when not given. Refuses empty or repeated names."""
-    if text is None:
-        return None
-    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text)]
-    if not names or any(not _NAME.match(n) for n in names):
-        raise BadInputError(f"--output-names {text!r}: give names separated by commas "
-                            "(letters, digits, _ . - / :), e.g. logits,pooler_output")
-    if len(set(names)) != len(names):
-        raise BadInputError(f"--output-names {text!r}: a name is given twice")
-    return names
 
 
 def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> list[tuple[str, str]]:

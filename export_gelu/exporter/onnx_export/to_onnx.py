@@ -21,6 +21,7 @@ from export_gelu.errors import (
     is_world_fault,
     stated_cause,
 )
+from export_gelu.exporter.torch_compat import dynamo_export_options
 from export_gelu.graph.provenance import fill_from_neighbours
 from export_gelu.passes.compat.torchscript_export.attention import lower_attention
 from export_gelu.passes.compat.torchscript_export.view_writes import functionalize_view_writes
@@ -70,7 +71,8 @@ def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[st
     with quiet_exporter():
         onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True,
                                          opset_version=opset,
-                                         input_names=list(input_names) or None, verbose=False)
+                                         input_names=list(input_names) or None, verbose=False,
+                                         **dynamo_export_options())
     assert onnx_program is not None  # dynamo=True returns the program
     folder = current_workdir()
     if folder is None:

@@ -8,11 +8,13 @@ and left alone: it is a different function.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import fx
 
+from export_gelu.graph.provenance import source_in
 from export_gelu.passes.fx import expr as ex
 from export_gelu.passes.fx.patterns import GeluRule, match_rule
 from export_gelu.passes.sites import GeluSite
@@ -48,6 +50,19 @@ def gelu_kind(node: fx.Node) -> str:
     """`exact` or `tanh` for an `aten.gelu` node."""
     approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
     return "tanh" if approximate == "tanh" else "exact"
+
+
+def called_at(node: fx.Node) -> str:
+    """'Net.forward, model.py:18': the forward of the innermost module a functional GELU
+    (or formula) was written in, and the line of the model's code that calls it ("" when
+    the graph does not record them)."""
+    cls = module_class(node).rsplit(".", 1)[-1]
+    where = f"{cls}.forward" if cls else ""
+    source = source_in(str(node.meta.get("stack_trace") or ""))
+    if source:
+        path, _, line = source.rpartition(":")
+        where = f"{where}, {Path(path).name}:{line}" if where else f"{Path(path).name}:{line}"
+    return where
 
 
 def _where(node: fx.Node) -> str:
@@ -135,8 +150,10 @@ def canonicalize_gelus(gm: fx.GraphModule, scalars: ex.Scalars | None = None) ->
         if node.op != "call_function":
             continue
         if node.target is GELU:
-            sites.append(GeluSite(node.name, gelu_kind(node), _builtin_source(node),
-                                  module=module_path(node)))
+            source = _builtin_source(node)
+            sites.append(GeluSite(node.name, gelu_kind(node), source, module=module_path(node),
+                                  called_at="" if source.startswith("nn.GELU")
+                                  else called_at(node)))
             continue
         if node.target not in ex.ARITHMETIC:
             continue
@@ -151,7 +168,7 @@ def canonicalize_gelus(gm: fx.GraphModule, scalars: ex.Scalars | None = None) ->
         if rule.kind == "quick":
             sites.append(GeluSite(node.name, "quick", source,
                                   action="kept (QuickGELU is a different function)",
-                                  module=module_path(node)))
+                                  module=module_path(node), called_at=called_at(node)))
             continue
         approximate = "tanh" if rule.kind == "tanh" else "none"
         with graph.inserting_before(node):
@@ -163,7 +180,7 @@ def canonicalize_gelus(gm: fx.GraphModule, scalars: ex.Scalars | None = None) ->
                 graph.erase_node(dead)
         sites.append(GeluSite(new.name, rule.kind, source,
                               action=f"canonicalized to aten.gelu(approximate={approximate})",
-                              module=module_path(node)))
+                              module=module_path(node), called_at=called_at(node)))
         changed = True
     if changed:
         graph.lint()

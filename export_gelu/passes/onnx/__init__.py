@@ -29,7 +29,14 @@ from export_gelu.passes.onnx.lower import (
 )
 from export_gelu.passes.onnx.merge import merge_sites, module_of
 from export_gelu.passes.onnx.plugin_form import refuse_plugin_where_unavailable
-from export_gelu.passes.onnx.recognise import Match, bias_to_fold, find_matches, gemm_fusion_takes
+from export_gelu.passes.onnx.recognise import (
+    Match,
+    bias_to_fold,
+    find_matches,
+    folded_identities,
+    gemm_fusion_takes,
+    runtime_bias_note,
+)
 from export_gelu.passes.sites import GeluSite
 from export_gelu.targets import TargetProfile
 
@@ -190,7 +197,7 @@ def _rewrite_sites(graph: gs.Graph, profile: TargetProfile, form: str,
             raise TargetUnmetError(f"--gelu plugin: {m.root.name} computes in "
                                    f"{onnx.TensorProto.DataType.Name(elem_type)}; the plugin "
                                    "takes fp32 and fp16 only")
-        fold = (bias_to_fold(graph, m, graph_input_bias=lowering.bias == "input")
+        fold = (bias_to_fold(graph, m, runtime_bias=lowering.bias == "input")
                 if lowering.bias else None)
         if fold is not None and lowering.bias_to_gemm and gemm_fusion_takes(graph, *fold):
             notes = [*notes, f"bias Add {fold[0].name} left for ONNX Runtime's MatMul+Add→Gemm "
@@ -199,8 +206,9 @@ def _rewrite_sites(graph: gs.Graph, profile: TargetProfile, form: str,
         if fold is not None:
             m.bias_node, m.x, m.bias = fold
             m.nodes.append(m.bias_node)
+            m.nodes.extend(folded_identities(graph, m.bias_node, m.bias))
             if not G.is_constant(graph, m.bias):
-                notes = [*notes, f"its bias {m.bias.name} is a graph input, read at run time"]
+                notes = [*notes, runtime_bias_note(graph, m.bias)]
         error = added_error(m.kind, lowering.kind)
         b = _build(graph, m, lowering, opset, elem_type)
         if _already_in_form(graph, m, b, m.x, order):

@@ -31,7 +31,8 @@ from export_gelu.trt_parser.plugin import TYPE_IDS, bias_as_read
 MS_DOMAIN = "com.microsoft"
 PLUGIN_OP = "CustomGeluPluginDynamic"
 __all__ = ["Match", "MS_DOMAIN", "PLUGIN_OP", "existing_op_match", "formula_matches",
-           "find_matches", "bias_to_fold", "gemm_fusion_takes"]
+           "find_matches", "bias_to_fold", "folded_identities", "gemm_fusion_takes",
+           "runtime_bias_note"]
 
 
 def plugin_bias(node: gs.Node) -> np.ndarray | None:
@@ -137,27 +138,79 @@ def find_matches(graph: gs.Graph) -> list[Match]:
     return matches
 
 
-def _graph_input_bias(graph: gs.Graph, m: Match, bias: gs.Tensor, last_dim: int) -> bool:
-    """True when `bias` is a rank-1 graph input of length `last_dim` in the site's own type.
+def _through_identity(tensor: gs.Tensor) -> gs.Tensor:
+    """The tensor an `Identity` chain (an exporter's, or a test graph's before an Add) passes
+    on unchanged; `tensor` itself when no Identity makes it."""
+    for _ in range(8):
+        node = G.producer(tensor)
+        if node is None or node.op != "Identity" or not G.is_default(node) or not node.inputs:
+            break
+        tensor = node.inputs[0]
+    return tensor
+
+
+def folded_identities(graph: gs.Graph, add: gs.Node, bias: gs.Tensor) -> list[gs.Node]:
+    """The Identity nodes between a folded bias Add and its constant `bias` that nothing else
+    reads: they go with the Add."""
+    chain: list[gs.Node] = []
+    for tensor in add.inputs:
+        while tensor is not bias:
+            node = G.producer(tensor)
+            if node is None or node.op != "Identity" or G.users(graph, tensor) != 1:
+                break
+            chain.append(node)
+            tensor = node.inputs[0]
+        if tensor is bias:
+            return chain
+        chain = []
+    return []
+
+
+def _constant_bias(graph: gs.Graph, bias: gs.Tensor, xt: G.TensorType) -> gs.Tensor | None:
+    """The constant (initializer or `Constant` node, through Identity) that `bias` is, when it
+    runs over the last axis of x: shape [E] or [1,…,1,E], in x's element type."""
+    source = _through_identity(bias)
+    if not G.is_constant(graph, source):
+        return None
+    bt = G.type_of(graph, source)
+    if bt is None or bt.shape is None or not bt.shape or bt.elem_type != xt.elem_type:
+        return None
+    if bt.shape[-1] == xt.last_dim and all(d == 1 for d in bt.shape[:-1]):
+        return source
+    return None
+
+
+def _runtime_bias(graph: gs.Graph, m: Match, bias: gs.Tensor, last_dim: int) -> bool:
+    """True when `bias`, read at run time (a graph input, an Identity of one, any node's
+    output), is rank 1 of length `last_dim` in the site's own type.
 
     ONNX Runtime's online BiasGelu fusion and onnxscript's take any rank-1 tensor as the bias
     (docs/onnxruntime.md); an op that takes the bias as an input reads it at run time.
     """
-    if not any(t is bias for t in graph.inputs):
-        return False
     bt, out = G.type_of(graph, bias), G.type_of(graph, m.output)
     return (bt is not None and bt.shape == (last_dim,) and out is not None
             and out.elem_type == bt.elem_type)
 
 
-def bias_to_fold(graph: gs.Graph, m: Match, graph_input_bias: bool = False
+def runtime_bias_note(graph: gs.Graph, bias: gs.Tensor) -> str:
+    """What the report says of a folded bias read at run time."""
+    source = _through_identity(bias)
+    if any(t is source for t in graph.inputs):
+        return f"its bias {source.name} is a graph input, read at run time"
+    return f"its bias {bias.name} is computed in the graph, read at run time"
+
+
+def bias_to_fold(graph: gs.Graph, m: Match, runtime_bias: bool = False
                  ) -> tuple[gs.Node, gs.Tensor, gs.Tensor] | None:
     """(Add node, other input, bias) when `m.x = Add(t, bias)` can be folded into the GELU op.
 
-    The bias must be a constant vector over the last axis of `t` (shape [E] or [1,…,1,E]),
-    or, with `graph_input_bias` (an op that takes the bias as an input), a rank-1 graph input
-    [E]; `t` must already have x's shape (the Add broadcasts only the bias), and x must have
-    no user but this site.
+    One rule for every form of the bias Add, as ONNX Runtime's BiasGelu fusion reads it: the
+    bias is either operand (`Add(t, b)` or `Add(b, t)`), `t` the other; `t` has x's shape (the
+    Add broadcasts only the bias) and x has no user but this site. The bias is a constant over
+    the last axis of `t` ([E] or [1,…,1,E]; an initializer or a `Constant` node, seen through
+    Identity nodes: the constant is returned), or, with `runtime_bias` (an op that takes the
+    bias as an input), any tensor read at run time of shape [E] (a graph input, an Identity of
+    one, a node's output: returned as the Add reads it).
     """
     if m.has_bias:
         return None
@@ -170,20 +223,16 @@ def bias_to_fold(graph: gs.Graph, m: Match, graph_input_bias: bool = False
     if xt is None or xt.last_dim is None:
         return None
     for bias, other in ((add.inputs[1], add.inputs[0]), (add.inputs[0], add.inputs[1])):
-        if G.is_constant(graph, other):
+        if G.is_constant(graph, _through_identity(other)):
             continue
-        if not G.is_constant(graph, bias):
-            ot = G.type_of(graph, other)
-            if graph_input_bias and _graph_input_bias(graph, m, bias, xt.last_dim) \
-                    and ot is not None and ot.shape == xt.shape:
-                return add, other, bias
+        ot = G.type_of(graph, other)
+        if ot is None or ot.shape != xt.shape:
             continue
-        bt, ot = G.type_of(graph, bias), G.type_of(graph, other)
-        if bt is None or ot is None or bt.shape is None or ot.shape != xt.shape:
-            continue
-        if bt.elem_type != xt.elem_type or not bt.shape:
-            continue
-        if bt.shape[-1] == xt.last_dim and all(d == 1 for d in bt.shape[:-1]):
+        constant = _constant_bias(graph, bias, xt)
+        if constant is not None:
+            return add, other, constant
+        if (runtime_bias and not G.is_constant(graph, _through_identity(bias))
+                and _runtime_bias(graph, m, bias, xt.last_dim)):
             return add, other, bias
     return None
 

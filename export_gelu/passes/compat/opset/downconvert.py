@@ -10,6 +10,7 @@ down is collected and reported at once (exit 3), naming each op and why.
 from __future__ import annotations
 
 import functools
+import re
 
 import onnx
 import onnx_graphsurgeon as gs
@@ -80,6 +81,19 @@ def fit_schema(node: gs.Node, step: Step) -> str | None:
     return None
 
 
+_FROM_OPSET = re.compile(r"from opset (\d+)")
+
+
+def _way_out(op: str, why: str) -> str:
+    """The targets that take `op` at the opset it needs, when the refusal names one."""
+    from export_gelu.parse_check import opset_takers_text
+
+    needed = _FROM_OPSET.search(why)
+    if needed is None:
+        return ""
+    return f" (targets whose opset takes it: {opset_takers_text(op, int(needed[1]))})"
+
+
 def _signature(node: gs.Node) -> str:
     return repr((node.op, [t.name for t in node.inputs], [t.name for t in node.outputs],
                  sorted((k, repr(v)) for k, v in node.attrs.items())))
@@ -144,7 +158,8 @@ def downconvert(model: onnx.ModelProto | gs.Graph, target: int) -> list[str]:
     for fn in graph.functions:  # a function has no initializers: new ones become Constants
         changed += _convert_graph(Step(fn, source, target), problems)
     if problems:
-        details = "; ".join(f"{op} {why}" for op, why in sorted(problems.items()))
+        details = "; ".join(f"{op} {why}{_way_out(op, why)}"
+                            for op, why in sorted(problems.items()))
         raise TargetUnmetError(f"cannot bring opset {source} down to {target}: {details}")
     G.set_opset(graph, target)
     ir = ir_version_for_opset(target)

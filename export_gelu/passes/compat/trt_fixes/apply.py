@@ -108,5 +108,18 @@ def fit_restrictions(model: onnx.ModelProto | gs.Graph, trt_version: str, target
     left = find_hits(graph, trt_version)
     if left:
         raise TargetUnmetError("; ".join(h.message(trt_version) for h in left)
-                               + " — export-gelu has no rewrite for this")
+                               + " — export-gelu has no rewrite for this"
+                               + _exporter_hint(left))
     return notes
+
+
+def _exporter_hint(left: list[Hit]) -> str:
+    """For an INT64 constant out of range: torch's exporter may be its source, and the ways
+    to an export without it."""
+    if not any(h.restriction.key == "int64-out-of-int32" for h in left):
+        return ""
+    import torch
+
+    return (f"; if the model does not hold such a value itself, torch {torch.__version__}'s "
+            "exporter wrote it (an open slice end or a dynamic-shape bound): --static, or a "
+            "newer torch, exports without it")

@@ -1,6 +1,9 @@
 """Fixes for the element-type restrictions (`export_gelu.trt_parser.dtype_rows`): DOUBLE to
 FLOAT on 7.x where the values allow it, CastLike to Cast, integer Pow to forms with the same
-values. INT64 constants out of INT32 range have no fix: no rewrite can keep their values."""
+values, and INT64 constants out of INT32 range clamped into it where every value they reach
+is a Slice start/end or Clip bound (which clamp anyway: torch's exporter writes INT64_MAX
+for an open slice end); other such constants have no fix: no rewrite can keep their
+values."""
 
 from __future__ import annotations
 
@@ -12,7 +15,11 @@ from onnx import TensorProto, helper
 
 from export_gelu import graph as G
 from export_gelu.passes.compat.trt_fixes.registry import fix, graph_fix
-from export_gelu.trt_parser.dtype_rows import attr_tensors, float32_exact_enough
+from export_gelu.trt_parser.dtype_rows import (
+    CLAMP_SAFE_READS,
+    attr_tensors,
+    float32_exact_enough,
+)
 
 _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)
 
@@ -138,3 +145,67 @@ def _pow_as_muls(node: gs.Node, graph: gs.Graph) -> list[gs.Node] | None:
         nodes.append(mul)
         acc = mul.outputs[0]
     return nodes
+
+
+_INT32 = np.iinfo(np.int32)
+#: (op, input index) reads that pass an integer tensor's values on unchanged (reshaped,
+#: concatenated, cast between the integer types); Concat passes every input's.
+_PASSES_VALUES = {("Cast", 0), ("Reshape", 0), ("Unsqueeze", 0), ("Squeeze", 0),
+                  ("Identity", 0), ("Flatten", 0), ("Expand", 0)}
+_INTEGER_CASTS = (TensorProto.INT64, TensorProto.INT32)
+
+
+def _only_clamped_reads(tensor: gs.Tensor, graph: gs.Graph, depth: int = 0) -> bool:
+    """Every value of `tensor` reaches only Slice starts/ends and Clip bounds, through ops
+    that pass values on unchanged (`_PASSES_VALUES`), and never a graph output."""
+    if depth > 8 or G.is_output(graph, tensor):
+        return False
+    for node in G.consumers(tensor):
+        for index, inp in enumerate(node.inputs):
+            if inp is not tensor or (node.op, index) in CLAMP_SAFE_READS:
+                continue
+            passes = node.op == "Concat" or (node.op, index) in _PASSES_VALUES
+            if node.op == "Cast" and node.attrs.get("to") not in _INTEGER_CASTS:
+                passes = False
+            if not passes or not all(_only_clamped_reads(o, graph, depth + 1)
+                                     for o in node.outputs):
+                return False
+    return True
+
+
+def _clamped(value: np.ndarray | None) -> np.ndarray | None:
+    """`value` clamped into the INT32 range, or None when it is in range already."""
+    if value is None or value.dtype != np.int64 or not value.size:
+        return None
+    if int(value.min()) >= _INT32.min and int(value.max()) <= _INT32.max:
+        return None
+    return np.asarray(np.clip(value, _INT32.min, _INT32.max), dtype=np.int64)
+
+
+@graph_fix("int64-out-of-int32")
+def _clamp_slice_bounds(graph: gs.Graph) -> str | None:
+    """INT64 constants outside the INT32 range whose values only ever bound a Slice or a Clip
+    (through Cast/Reshape/Concat/… copies), clamped into the INT32 range: the same slice, and
+    no value for TensorRT's parser to clamp. Refuses (None) when there is none such."""
+    clamped = 0
+    for init in G.initializers(graph):
+        if G.elem_type_of(init) != TensorProto.INT64:
+            continue
+        new = _clamped(G.value(init))
+        if new is not None and _only_clamped_reads(init, graph):
+            init.values = new
+            clamped += 1
+    for node in graph.nodes:
+        if node.op != "Constant" or not G.is_default(node) or not node.outputs:
+            continue
+        held = node.attrs.get("value")
+        new = _clamped(G.array_of(held)) if isinstance(held, gs.Constant) else None
+        if new is not None and isinstance(held, gs.Constant) \
+                and _only_clamped_reads(node.outputs[0], graph):
+            node.attrs["value"] = gs.Constant(held.name, new)
+            clamped += 1
+    if not clamped:
+        return None
+    return (f"{clamped} INT64 constant(s) outside the INT32 range (INT64_MAX: an open slice end, "
+            "as torch's exporter writes it) clamped to the INT32 range; they only bound a Slice "
+            "or Clip, which clamps them to the dimension anyway: the same values")

@@ -1,0 +1,1 @@
+"""Bundled example models (random weights, real architectures) used by the demo and tests."""
