@@ -44,9 +44,9 @@ def _ort_vs_eager(example: str, onnx_path: Path) -> float:
     return float(np.abs(out - ref).max() / max(1.0, np.abs(ref).max()))
 
 
-#: `make test-fast` runs one diagonal of the product, each example once and each format once;
-#: the other pairs are marked slow (make test): each takes the same path for its format as
-#: the fast pair of that format, on an example whose export a fast pair pins.
+#: `make test` runs one diagonal of the product, each example once and each format once;
+#: the other pairs are `full` (make test-full): each takes the same path for its format as
+#: the diagonal's pair of that format, on an example whose export a diagonal pair pins.
 FAST_PAIRS = {("lstm", "torchscript"), ("bert", "exported"), ("gpt2", "state_dict"),
               ("vit", "pickle")}
 
@@ -57,7 +57,7 @@ def test_the_fast_pairs_hold_every_example_and_every_format():
 
 
 @pytest.mark.parametrize("example, fmt", [
-    pytest.param(e, f, marks=[] if (e, f) in FAST_PAIRS else [pytest.mark.slow], id=f"{e}-{f}")
+    pytest.param(e, f, marks=[] if (e, f) in FAST_PAIRS else [pytest.mark.full], id=f"{e}-{f}")
     for e in sorted(EXAMPLES) for f in FORMATS])
 def test_every_example_every_format(example, fmt, saved_model, tmp_path):
     model = saved_model(example, fmt)
