@@ -14,7 +14,7 @@ TORCH  := $(shell sed -n 's/^torch==//p' constraints.txt)
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PYPI_INDEX      ?= https://pypi.org/simple
 
-.PHONY: torch demo test test-fast test-gpu test-min test-latest lint fuzz clean bench
+.PHONY: torch demo test test-fast test-full test-gpu test-min test-latest lint fuzz clean bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -53,25 +53,30 @@ demo: $(STAMP)
 	@echo "  . $(VENV)/bin/activate"
 	@echo "  export-gelu $(DEMO)/model.pt --target trt8.2"
 
-# The whole suite, one worker per core (pytest-xdist), after ruff, the import contracts
-# (import-linter, setup.cfg) and the type checker (mypy, setup.cfg). CI runs this. Models
-# the tests build are kept between runs in .pytest_cache (docs/testing.md); `make clean`
-# drops them.
-test: $(STAMP)
-	$(PY) -m ruff check export_gelu tests examples benchmarks
-	$(VENV)/bin/lint-imports
-	$(PY) -m mypy
-	$(PY) -m pytest -q -rs -n auto
+# Three lanes (docs/testing.md, "Lanes"), each after ruff, the import contracts
+# (import-linter, setup.cfg) and the type checker (mypy, setup.cfg), one pytest-xdist worker
+# per core. Models the tests build are kept between runs in .pytest_cache (docs/testing.md);
+# `make clean` drops them.
+LINT = $(PY) -m ruff check export_gelu tests examples benchmarks && $(VENV)/bin/lint-imports \
+	&& $(PY) -m mypy
 
-# Everything not marked `slow` (written marks, each naming the fast test that pins the same
-# behaviour, and the measured list tests/slow_tests.txt), and the fuzzer with fewer examples:
-# 155 s on two idle cores, longer under load (docs/testing.md, Timings).
-FAST_FUZZ_EXAMPLES ?= 60
+# Every test but the `full` product rows (each behaviour they show is pinned by a test that
+# runs here, named at the mark). CI runs this.
+test: $(STAMP)
+	$(LINT)
+	$(PY) -m pytest -q -rs -n auto -m "not full"
+
+# While you work: the unit and integration tiers (set at collection from what a test uses,
+# tests/tiers.py), less the `slow` rows, with the rewrite fuzzer's `fast` hypothesis profile.
 test-fast: $(STAMP)
-	$(PY) -m ruff check export_gelu tests examples benchmarks
-	$(VENV)/bin/lint-imports
-	$(PY) -m mypy
-	EXPORT_GELU_FUZZ_EXAMPLES=$(FAST_FUZZ_EXAMPLES) $(PY) -m pytest -q -rs -n auto -m "not slow"
+	$(LINT)
+	$(PY) -m pytest -q -rs -n auto -m "not full and not slow and not e2e" --hypothesis-profile fast
+
+# Everything, the `full` product rows included (models × ways × targets): by hand before a
+# release and when exporter or model code changes.
+test-full: $(STAMP)
+	$(LINT)
+	$(PY) -m pytest -q -rs -n auto
 
 # The support window (docs/testing.md, "The support window"): its subset of the tests in a
 # venv of its own, at the floor of every dependency (test-min: constraints-min.txt, torch
@@ -112,11 +117,13 @@ test-gpu: $(STAMP)
 	fi
 	$(PY) -m pytest -q -rs -m "trt or gpu"
 
-# The property-based rewrite fuzzer with many more examples than CI runs (5000 for the main
-# property; failures are kept in .hypothesis/ and replayed first on the next run).
+# The property-based rewrite fuzzer with many more examples than CI runs, new ones each run
+# (the `nightly` hypothesis profile, tests/conftest.py: 5000 for the main property; failures
+# are kept in .hypothesis/ and replayed first on the next run).
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
-	EXPORT_GELU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -rs tests/passes/test_fuzz_rewrites.py
+	EXPORT_GELU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -rs -n auto \
+		--hypothesis-profile nightly tests/passes/test_fuzz_rewrites.py
 
 # Every benchmark that writes benchmarks/RESULTS.md, one after another (long: run it on a
 # quiet machine). Each runs to the end; the exit status is non-zero if any target was not met.

@@ -1,11 +1,10 @@
-"""The Python API: export(), inspect_model(); the CLI is a thin layer over these. Each command
-is a list of pipeline stages (export_gelu/pipeline/commands.py) run on one state."""
+"""The Python API: export(), verify(), compare_forms(), inspect_model(); the CLI is a thin
+layer over these. Each command is a function over typed results (export_gelu/flows/)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json as json_text
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -13,7 +12,14 @@ from export_gelu import flag_table
 from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.in_memory import from_memory, is_in_memory, without_cache
+from export_gelu.exporter.loading.load import LoadedModel
 from export_gelu.flags.keywords import KeywordError
+from export_gelu.flows import device as device_flow
+from export_gelu.flows import export as export_flow
+from export_gelu.flows import forms as forms_flow
+from export_gelu.flows import inspect as inspect_flow
+from export_gelu.flows import verify as verify_flow
+from export_gelu.flows.running import command_run
 from export_gelu.options import (
     COMPARE_TARGETS,
     COMPARED_FORMS,
@@ -23,24 +29,12 @@ from export_gelu.options import (
     FormsOptions,
     VerifyOptions,
     check_compare_forms_flags,
-    recorded_forms,
 )
 from export_gelu.output_plan import default_output
-from export_gelu.pipeline import forms, forms_bundle
-from export_gelu.pipeline.commands import (
-    COMPARE_FORMS,
-    DEVICE_FORMS_VERIFY,
-    DEVICE_VERIFY,
-    EXPORT,
-    FORMS_REPORT,
-    INSPECT,
-    VERIFY,
-    new_state,
-)
-from export_gelu.pipeline.stage import run_stages
 from export_gelu.progress import Progress
 from export_gelu.report.report import Report
-from export_gelu.report.write import write_reports
+from export_gelu.results.request import Request
+from export_gelu.steps.request import prepare
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -98,14 +92,14 @@ def export(model: str | Path | Any, *, args: Sequence[Any] | None = None,
                                 "model; for a file give input=['NAME:SHAPE[:DTYPE]', ...]")
         if opts.gelu == "auto":  # as `export-gelu MODEL --gelu auto`
             return export_with_best_form(model, opts, progress)
-        return run_stages(EXPORT, new_state(opts, model, progress)).report
+        return export_flow.export_report(prepare(opts, model), progress)
     return _in_memory(model, args, kwargs,
-                      lambda loaded: run_stages(EXPORT, new_state(opts, loaded.path, progress,
-                                                                  loaded=loaded)))
+                      lambda loaded: export_flow.export_report(
+                          prepare(opts, loaded.path, loaded=loaded), progress))
 
 
 def _in_memory(model: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
-               run: Any) -> Report:
+               run: Callable[[LoadedModel], Report]) -> Report:
     """Run `run(loaded)` on a model in memory, in eval mode (its mode restored after)."""
     if isinstance(args, (str, bytes)):
         raise TypeError(f"args={args!r}: a sequence of example tensors, not a string")
@@ -117,7 +111,7 @@ def _in_memory(model: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any]
         if training:
             model.eval()
         with without_cache(model):
-            return run(loaded).report
+            return run(loaded)
     finally:
         if training:
             model.train()
@@ -142,17 +136,20 @@ def verify(model: str | Path | Any, deployed: str | Path | None = None, *,
                                                               "progress"))
     progress = _progress(progress, values)
     opts = options or flag_table.verify_options(values)
-    stages = (DEVICE_FORMS_VERIFY if recorded_forms(opts)
-              else DEVICE_VERIFY if opts.device_outputs else VERIFY)
+
+    def run(request: Request[VerifyOptions]) -> Report:
+        if opts.device_outputs:
+            return device_flow.device_report(request, progress)
+        return verify_flow.verify_report(request, progress)
+
     if not is_in_memory(model):
         if args is not None or kwargs is not None:
             raise BadInputError("args= and kwargs= are the example inputs of an in-memory "
                                 "model; for a file give input=['NAME:SHAPE[:DTYPE]', ...]")
-        return run_stages(stages, new_state(opts, model, progress, deployed=deployed)).report
+        return run(prepare(opts, model, deployed=deployed))
     return _in_memory(model, args, kwargs,
-                      lambda loaded: run_stages(stages, new_state(opts, loaded.path, progress,
-                                                                  deployed=deployed,
-                                                                  loaded=loaded)))
+                      lambda loaded: run(prepare(opts, loaded.path, deployed=deployed,
+                                                 loaded=loaded)))
 
 
 def compare_forms(model: str | Path, *, options: FormsOptions | None = None,
@@ -166,16 +163,16 @@ def compare_forms(model: str | Path, *, options: FormsOptions | None = None,
     values = flag_table.api_values("compare_forms", keywords, known=("options", "progress"))
     progress = _progress(progress, values)
     opts = options or flag_table.forms_options(values)
-    compared = run_stages(COMPARE_FORMS, new_state(opts, model, progress)).forms
-    assert compared is not None  # the forms stage made it
-    return compared
+    request = prepare(opts, model)
+    with command_run(request, progress) as run:
+        return forms_flow.compare_forms(request, run, calibration=False).comparison
 
 
 def forms_report(model: str | Path, options: FormsOptions, *,
                  progress: Progress | None = None) -> Report:
     """`export-gelu MODEL --compare-forms`: the comparison as a Report (table, GELU input
     ranges, notes), written to `options.report` / `options.report_md`."""
-    return run_stages(FORMS_REPORT, new_state(options, model, progress)).report
+    return forms_flow.forms_report(prepare(options, model), progress)
 
 
 def export_with_best_form(model: str | Path, options: ExportOptions,
@@ -183,15 +180,7 @@ def export_with_best_form(model: str | Path, options: ExportOptions,
     """`--gelu auto`: measure every form on `options.target`, then export with the fastest
     one whose end-to-end error stays within `options.atol` (default: the precision's); the
     model is loaded once for both."""
-    new_state(options, model)  # checked before measuring
-    compared = run_stages(COMPARE_FORMS, new_state(forms.auto_options(options), model, progress))
-    rep = forms.best_form_export(compared, dataclasses.replace(options, bundle=None)).report
-    if options.bundle:  # every form, for the device to time: verify --device-outputs chooses
-        written = forms_bundle.write_device_forms(compared, options, options.bundle)
-        forms_bundle.note_forms_bundle(rep, written, Path(model))
-        rep.options = {**(rep.options or {}), "bundle": options.bundle}
-    write_reports(rep, options.report, options.report_md)
-    return rep
+    return forms_flow.auto_report(prepare(options, model), progress)
 
 
 @overload
@@ -223,9 +212,9 @@ def inspect_model(model: str | Path, targets: Sequence[str] | str | None = None,
     values = flag_table.api_values("inspect_model", {**given, "dry_run": dry_run},
                                    known=("progress",))
     options = flag_table.inspect_options(values)
-    inspection = run_stages(INSPECT, new_state(options, model, _progress(progress, values)))
-    info = inspection.inspection
-    assert info is not None  # inspect's census made it
+    request = prepare(options, model)
+    with command_run(request, _progress(progress, values)) as run:
+        info = inspect_flow.inspect(request, run).to_json()
     return json_text.dumps(info, indent=2) if json else info
 
 

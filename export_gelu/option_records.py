@@ -32,7 +32,7 @@ __all__ = [
 class RunOptions(OptionsRecord):
     """What every command takes: the model's inputs and loading, tolerances, how to run."""
 
-    precision: str | None = "fp32"  # --precision fp32|fp16|bf16
+    precision: str | None = "fp32"  # --precision fp32|fp16|bf16|int8|fp8
     allow_pickle: bool = False  # --allow-pickle
     model_factory: str | None = None  # --model-factory PKG.MODULE:FUNC
     imports: tuple[str, ...] = ()  # --import MODULE
@@ -54,6 +54,10 @@ class ExportOptions(RunOptions):
     output: str | None = None  # --output OUT.onnx
     gelu: str = "keep"  # --gelu keep|erf|tanh|sigmoid|plugin|auto
     opset: int | None = None  # --opset N
+    calibration_data: str | None = None  # --calibration-data FILE.npz|FILE.json
+    calibrator: str | None = None  # --calibrator minmax|entropy|percentile
+    keep_precision: tuple[str, ...] = ()  # --keep-precision MODULE
+    target_sqnr: float | None = None  # --target-sqnr DB
     cast_down: bool = False  # --cast-down
     engine: str | None = None  # --engine OUT.plan
     dynamic: tuple[str, ...] = ()  # --dynamic DIM=MIN:OPT:MAX
@@ -118,6 +122,10 @@ class ExportKeywords(TypedDict, total=False):
     compare_forms: bool
     opset: int | None
     precision: str | None
+    calibration_data: str | PathLike[str] | None
+    calibrator: str | None
+    keep_precision: Sequence[str] | str
+    target_sqnr: float | None
     cast_down: bool
     engine: str | PathLike[str] | None
     dynamic: Sequence[str] | str

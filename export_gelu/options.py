@@ -30,6 +30,14 @@ from export_gelu.option_records import (
 from export_gelu.passes.forms import GELU_FORMS, check_form_name  # noqa: F401 - re-exported
 
 PRECISIONS = ("fp32", "fp16", "bf16")
+#: The quantized precisions an export writes (docs/quantization.md): the graph is made in fp32,
+#: then quantized for the target.
+QUANTIZED = ("int8", "fp8")
+EXPORT_PRECISIONS = PRECISIONS + QUANTIZED
+#: ONNX Runtime's calibrators (`--calibrator`; export_gelu/quantize/calibrate.py runs them).
+CALIBRATORS = ("minmax", "entropy", "percentile")
+#: `--keep-precision auto`: keep the fewest most sensitive modules until `--target-sqnr`.
+AUTO_KEEP = "auto"
 #: The forms `--compare-forms` measures (the plugin form does not run in ONNX Runtime).
 COMPARED_FORMS = ("keep", "erf", "tanh", "sigmoid")
 #: Fused `Gelu` (opset 20, dynamo exporter) and expanded primitives (opset 17, TorchScript).
@@ -84,9 +92,43 @@ def _check_tolerances(o: RunOptions, wording: Mapping[str, str]) -> None:
             raise BadInputError(wording["tolerance"].format(flag=flag, value=value))
 
 
-def _check_precision(precision: str | None, optional: bool = False) -> None:
-    if not (optional and precision is None) and precision not in PRECISIONS:
-        raise BadInputError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+def _check_precision(precision: str | None, optional: bool = False,
+                     allowed: tuple[str, ...] = PRECISIONS) -> None:
+    if not (optional and precision is None) and precision not in allowed:
+        raise BadInputError(f"--precision {precision!r}: choose one of {', '.join(allowed)}")
+
+
+def quantizing(o: RunOptions) -> bool:
+    """`--precision int8|fp8`: the export quantizes its fp32 graph."""
+    return o.precision in QUANTIZED
+
+
+def _check_quantization(o: ExportOptions) -> None:
+    """`--precision int8|fp8` and its flags (whether the target takes it is the route's
+    question, asked when the export is planned: steps/plan.py)."""
+    quantized = quantizing(o)
+    own = [flag for flag, given in (("--calibration-data", o.calibration_data),
+                                    ("--calibrator", o.calibrator),
+                                    ("--keep-precision", o.keep_precision),
+                                    ("--target-sqnr", o.target_sqnr is not None)) if given]
+    if own and not quantized:
+        raise BadInputError(f"{', '.join(own)} quantize: add --precision int8 or fp8")
+    if not quantized:
+        return
+    if o.calibrator is not None and o.calibrator not in CALIBRATORS:
+        raise BadInputError(f"--calibrator {o.calibrator!r}: choose one of "
+                            f"{', '.join(CALIBRATORS)}")
+    if o.target_sqnr is not None and not (math.isfinite(o.target_sqnr) and o.target_sqnr > 0):
+        raise BadInputError(f"--target-sqnr {o.target_sqnr}: a positive number of dB")
+    if o.target_sqnr is not None and AUTO_KEEP not in o.keep_precision:
+        raise BadInputError("--target-sqnr is the target of --keep-precision auto")
+    if AUTO_KEEP in o.keep_precision and len(o.keep_precision) > 1:
+        raise BadInputError("--keep-precision auto chooses the modules itself: give auto alone")
+    for flag, given in (("--gelu auto", o.gelu == "auto"), ("--cast-down", o.cast_down),
+                        ("--engine", bool(o.engine)), ("--dynamic", bool(o.dynamic))):
+        if given:
+            raise BadInputError(f"{flag} with --precision {o.precision} is not supported yet "
+                                "(docs/quantization.md, 'Not done yet')")
 
 
 #: `--device` values (check/devices.py runs them; whether CUDA is there is the machine's).
@@ -135,9 +177,10 @@ def _check_export(o: ExportOptions) -> Checked:
     if o.gelu == "auto" and o.cast_down:
         raise BadInputError(CAST_DOWN_ONE_EXPORT)
     check_form("keep" if o.gelu == "auto" else o.gelu, profile)  # auto: every form is measured
-    _check_precision(o.precision)
-    if o.precision not in profile.precisions:
+    _check_precision(o.precision, allowed=EXPORT_PRECISIONS)
+    if o.precision not in profile.precisions and not quantizing(o):
         raise TargetUnmetError(f"{profile.name} does not take {o.precision}")
+    _check_quantization(o)
     if o.opset is not None and o.opset > profile.opset_ceiling:
         raise TargetUnmetError(f"--opset {o.opset} is above {profile.name}'s ceiling "
                                f"{profile.opset_ceiling}")
@@ -278,6 +321,9 @@ def _check_verify(o: VerifyOptions, deployed: str | Path | None) -> Checked:
 
 
 def _check_forms(o: FormsOptions) -> Checked:
+    if quantizing(o):
+        raise BadInputError(f"--precision {o.precision}: --compare-forms and --gelu auto "
+                            "measure the float forms; quantize one form's export")
     _check_threads(o)
     _check_device(o)
     if o.iterations < 1:
@@ -339,7 +385,7 @@ def validate(options: RunOptions, *, deployed: str | Path | None = None) -> Chec
 
     Bad values raise BadInputError (exit 2), values the target cannot take TargetUnmetError
     (exit 3), each naming the flag. The files a run writes are checked against each other and
-    against what it reads by `output_plan.check_outputs`, right after (pipeline.new_state).
+    against what it reads by `output_plan.check_outputs`, right after (steps.request.prepare).
     A field of the wrong type (an API keyword: `allow_pickle='no'`) is a TypeError first.
     """
     check_types(options)

@@ -31,7 +31,6 @@ from export_gelu.exporter.model_files.detect import MAX_ONNX_PROTO_BYTES
 from export_gelu.onnx_file import read_structure
 from export_gelu.onnx_weights import all_tensors, is_external
 from export_gelu.options import ExportOptions, FormsOptions, RunOptions, VerifyOptions
-from export_gelu.report.markdown import plot_paths
 
 
 @dataclass(frozen=True)
@@ -56,6 +55,16 @@ class OutputPlan:
     def path(self, flag: str) -> Path | None:
         """The path written for `flag` (None when the run does not write it)."""
         return next((w.path for w in self.writes if w.flag == flag), None)
+
+
+#: The PNG plots a Markdown report `r.md` writes beside it: `r.<suffix>`.
+PLOT_SUFFIXES = {"forms": "gelu-forms.png", "errors": "errors.png",
+                 "depth": "error-by-depth.png", "device_forms": "device-forms.png"}
+
+
+def plot_paths(out: Path) -> dict[str, Path]:
+    """Where the plots of the Markdown report `out` go (each written when it has data)."""
+    return {key: out.with_name(f"{out.stem}.{suffix}") for key, suffix in PLOT_SUFFIXES.items()}
 
 
 def default_output(model: Path, target: str, folder: bool = False,

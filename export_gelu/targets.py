@@ -2,7 +2,7 @@
 
 A profile says what a runtime version accepts: its opset range, which ops its parser imports,
 whether the GELU plugin can be created there, how precision is requested, and how GELU should
-be lowered. The export pipeline, the ONNX passes and the static compatibility check
+be lowered. The export flow, the ONNX passes and the static compatibility check
 (`export_gelu.parse_check`) all read these records.
 
 TensorRT profiles are built from the parser's tables (`export_gelu.trt_parser`): one named

@@ -15,6 +15,9 @@ from typing import Any
 #: Default (atol, rtol) by precision; "fp64": a float64 model checked in float64.
 DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (2e-2, 2e-2), "bf16": (1e-1, 5e-2),
                       "fp64": (1e-10, 1e-9)}
+#: The precisions a verdict knows (a bundle's manifest names one of them); an int8/fp8 graph
+#: is judged by the INT8/FP8 verdict (quantize/judge.py), anything else of it at fp32's.
+JUDGED_PRECISIONS = (*DEFAULT_TOLERANCES, "int8", "fp8")
 #: How many times a form's worst-case pointwise error a whole model may amplify it, by default.
 FORM_ERROR_HEADROOM = 20.0
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import os
 import shutil
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.cli_runs import CliResult, cli_command, run_cli, time_api_calls_once
+from tests.golden_runs import GoldenRun, golden_runs
 from tests.session_cache import CACHE_NAME, SessionCache
+from tests.tiers import mark_tiers
+
+__all__ = ["CliResult", "cli_command", "run_cli", "note_messages", "note_codes", "ROOT",
+           "default_signals"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,15 +24,33 @@ ROOT = Path(__file__).resolve().parents[1]
 # tests/cli/test_progress.py checks the progress lines with it unset.
 os.environ.setdefault("EXPORT_GELU_QUIET", "1")
 
+# One timed run and no warm-up for the API's export/verify/compare_forms unless a test asks
+# (tests/cli_runs.py; run_cli and cli_command do the same for the command line). Before the
+# test modules import them.
+time_api_calls_once()
 
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
 
-    def report(self, path: Path) -> dict:
-        return json.loads(path.read_text())
+def _hypothesis_profiles() -> None:
+    """The fuzzer's profiles (tests/passes/test_fuzz_rewrites.py): `ci`, the default (seeded:
+    the same examples every run, so a failure in CI is a failure on your machine); `fast`
+    (`make test-fast`); `nightly` (`make fuzz`: new examples each run, failures kept in
+    .hypothesis/ and replayed first). max_examples is the main property's count; the others
+    take a share of it. Choose one with `--hypothesis-profile NAME`."""
+    from hypothesis import HealthCheck, settings
+
+    common = dict(deadline=None, print_blob=True,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    settings.register_profile("ci", max_examples=500, derandomize=True, database=None,
+                              **common)
+    settings.register_profile("fast", max_examples=60, derandomize=True, database=None,
+                              **common)
+    settings.register_profile(
+        "nightly", derandomize=False,
+        max_examples=int(os.environ.get("EXPORT_GELU_FUZZ_EXAMPLES", "5000")), **common)
+    settings.load_profile("ci")
+
+
+_hypothesis_profiles()
 
 
 def note_messages(report: dict) -> list[str]:
@@ -40,16 +61,6 @@ def note_messages(report: dict) -> list[str]:
 def note_codes(report: dict) -> list[str]:
     """The codes of a JSON report's notes."""
     return [n["code"] for n in report["notes"]]
-
-
-def run_cli(*argv: str | os.PathLike) -> CliResult:
-    """Run `export-gelu` in-process (same code path as the console script)."""
-    from export_gelu.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="session")
@@ -113,6 +124,14 @@ def saved_real(tmp_path_factory: pytest.TempPathFactory, session_cache: SessionC
     return get
 
 
+@pytest.fixture(scope="session")
+def golden_run(saved_model, session_cache: SessionCache) -> Callable[..., GoldenRun]:
+    """golden_run(example, fmt, *flags) → `export-gelu MODEL FLAGS -o model.onnx --report
+    report.json` on the bundled example, run once per scenario for every test, worker and
+    session (tests/golden_runs.py): for tests that only read what it wrote."""
+    return golden_runs(saved_model, session_cache)
+
+
 @pytest.fixture(autouse=True)
 def _cwd_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository root so `examples.models:…` factories import as users would."""
@@ -120,16 +139,9 @@ def _cwd_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark `slow` the tests tests/slow_tests.txt lists (measured: tests/slow_list.py);
-    `EXPORT_GELU_SLOW_LIST=off` ignores the list (to measure the tests it holds)."""
-    if os.environ.get("EXPORT_GELU_SLOW_LIST") == "off":
-        return
-    from tests.slow_list import listed
-
-    slow = listed()
-    for item in items:
-        if item.nodeid in slow:
-            item.add_marker(pytest.mark.slow)
+    """Mark each test with its tier, `unit`, `integration` or `e2e`, from what it uses
+    (tests/tiers.py)."""
+    mark_tiers(items, ROOT)
 
 
 def default_signals() -> None:

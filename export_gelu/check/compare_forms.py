@@ -1,7 +1,7 @@
 """GELU forms side by side, measured: each exported graph's end-to-end error against PyTorch
 and its latency (one interleaved run), the table, and a form picked by measurement.
 
-The graphs come from the export stages, once per form (export_gelu/pipeline/forms.py drives
+The graphs come from the export steps, once per form (export_gelu/steps/forms.py drives
 it); this module holds the table, its rows and the choice among them.
 """
 

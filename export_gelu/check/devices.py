@@ -195,15 +195,22 @@ def ready_runners(path: str | Path, device: str, precision: str, threads: int = 
 class _Captured:
     def __init__(self) -> None:
         self.file = tempfile.TemporaryFile(mode="w+b")
+        self.captured = b""
+
+    def close(self) -> None:
+        """Keep what was written and close the file (no file left for the collector)."""
+        self.file.seek(0)
+        self.captured = self.file.read()
+        self.file.close()
 
     def text(self) -> str:
-        self.file.seek(0)
-        return self.file.read().decode(errors="replace")
+        return self.captured.decode(errors="replace")
 
 
 @contextlib.contextmanager
 def captured_stderr() -> Iterator[_Captured]:
-    """Capture what native code (ONNX Runtime's logger) writes to file descriptor 2."""
+    """Capture what native code (ONNX Runtime's logger) writes to file descriptor 2; `text()`
+    is what it wrote, once the block ends."""
     cap = _Captured()
     sys.stderr.flush()
     saved = os.dup(2)
@@ -213,3 +220,4 @@ def captured_stderr() -> Iterator[_Captured]:
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+        cap.close()

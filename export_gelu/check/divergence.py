@@ -199,10 +199,12 @@ def module_tensors(loaded: Any, graph_path: Path) -> list[str]:
 
 def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
              *, threads: int = 1, device: str = "cpu",
-             recorded: Mapping[str, np.ndarray] | None = None) -> Localization:
+             recorded: Mapping[str, np.ndarray] | None = None,
+             module: Any = None) -> Localization:
     """The first divergence of the graph at `graph_path` from `loaded`'s modules on `feed`
     (as the graph takes it): the graph's module-boundary tensors from one ONNX Runtime run of
-    a marked copy, or `recorded` (what a device handed back for them)."""
+    a marked copy, or `recorded` (what a device handed back for them). `module`: the
+    `nn.Module` whose submodules' outputs are the reference (default: the model's own)."""
     import onnx
 
     from export_gelu import graph as G
@@ -222,7 +224,8 @@ def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol:
                                                       "model's modules (no provenance)"
                                 if recorded is None else "the device handed back no "
                                                          "module-boundary tensor")
-        torch_values = record_module_outputs(loaded, feed, {s.module for s in sites}, device)
+        torch_values = record_module_outputs(loaded, feed, {s.module for s in sites}, device,
+                                             module=module)
         wanted = sorted({s.tensor for s in sites if s.module in torch_values})
         graph_values = (recorded if recorded is not None
                         else run_with_outputs(graph_path, wanted, feed, threads))

@@ -1,4 +1,4 @@
-"""The judgements of `export-gelu inspect` (run as stages by pipeline/inspect_command.py):
+"""The judgements of `export-gelu inspect` (called by the inspect steps, steps/inspect.py):
 what each target would make of an ONNX file, without a GPU.
 
 For every target profile: does it parse the file as is, and if not why not (the static check

@@ -56,13 +56,16 @@ def module_names(loaded: Any) -> set[str] | None:
 
 
 def record_module_outputs(loaded: Any, feed: Mapping[str, np.ndarray],
-                          wanted: Collection[str], device: str = "cpu"
+                          wanted: Collection[str], device: str = "cpu", *, module: Any = None
                           ) -> dict[str, ModuleOutput]:
     """The outputs of the modules named in `wanted` when the model runs on `feed` (as the
     deployed graph takes it); a module called more than once, or whose output is not one
-    floating-point tensor, is left out."""
+    floating-point tensor, is left out. `module`: an `nn.Module` standing for the model (one
+    computing as a Q/DQ graph, quantize/reference.py), run with hooks in its place."""
     if not wanted:
         return {}
+    if module is not None:
+        return _from_hooks(module, loaded, feed, set(wanted), device)
     if loaded.exported is not None:
         return _from_program(loaded.exported, feed, set(wanted))
     root = _hookable(loaded)

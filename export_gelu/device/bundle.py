@@ -331,6 +331,14 @@ class BundleRequest:
     #: the graph's module-boundary tensors (check.divergence.module_tensors): the device is
     #: asked for them too, from a copy of the graph that marks them as outputs
     module_tensors: Sequence[str] = ()
+    #: an INT8/FP8 graph's trtexec precision flags (quantize/flags.py), in place of the
+    #: float precision's; its TensorRT 7.x calibration cache (CALIBRATION_CACHE in the bundle)
+    quantized_flags: Sequence[str] | None = None
+    calibration_cache: str | None = None
+
+
+#: The calibration cache's file in a bundle (`trtexec --calib=` reads it on the device).
+CALIBRATION_CACHE = "calibration.cache"
 
 
 def _write_reference(path: Path, name: str, outputs: Mapping[str, np.ndarray]) -> None:
@@ -382,15 +390,22 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
                 for n, (_t, dims) in inputs.items()}
     profile = profile_shapes(shapes, list(req.dynamic), symbolic)
     files = input_files(list(feed))
-    trtexec = ds.trtexec_args(req.trt_version, req.precision, files, shapes, profile,
+    float_precision = "fp32" if req.quantized_flags is not None else req.precision
+    trtexec = ds.trtexec_args(req.trt_version, float_precision, files, shapes, profile,
                               req.fp32_layers)
-    polygraphy = ds.polygraphy_args(req.precision, req.trt_version, profile, req.fp32_layers)
+    polygraphy = ds.polygraphy_args(float_precision, req.trt_version, profile, req.fp32_layers)
+    if req.quantized_flags is not None:
+        trtexec += list(req.quantized_flags)
+        ds.check_flags(trtexec, req.trt_version)
+        polygraphy += ds.quantized_polygraphy_args(req.quantized_flags, CALIBRATION_CACHE)
     externals = _external_files(req.graph_path)
 
     with staging_dir(real) as tmp:
         stage = tmp / "bundle"
         (stage / "inputs").mkdir(parents=True)
         shutil.copyfile(req.graph_path, stage / GRAPH)
+        if req.calibration_cache is not None:
+            (stage / CALIBRATION_CACHE).write_text(req.calibration_cache)
         for loc in externals:
             (stage / loc).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(req.graph_path.parent / loc, stage / loc)
@@ -565,9 +580,20 @@ def note_bundle(report: Any, out: Path, model_path: Path, target: str, trt_versi
     report.trt["bundle"] = str(out)
     if report.trt.get("device"):  # no engine here: the bundle is the device route taken
         report.trt["device"] = f"build and check it on the device with the bundle in {out}/"
-    report.notes.append(Note(
+    report.notes.append(bundle_note(out, model_path, target, trt_version))
+
+
+def bundle_note(out: Path, model_path: Path, target: str, trt_version: str) -> Note:
+    """Where the bundle is, and the round trip: what to run on the device, what to bring back
+    and the verify command that judges it."""
+    return Note(
         f"device bundle for {target} written to {out}/: on the TensorRT {trt_version} box run "
         f"`sh run_on_device.sh` in it, copy outputs.json and times.json back into it, then "
         f"`export-gelu verify {model_path} --bundle {out} --device-outputs {out}/outputs.json "
-        f"--device-times {out}/times.json`", "bundle-written"))
+        f"--device-times {out}/times.json`", "bundle-written")
 
+
+def device_route(out: Path) -> str:
+    """How a graph no engine of which can be built here is built and checked, once its
+    bundle is written to `out`."""
+    return f"build and check it on the device with the bundle in {out}/"

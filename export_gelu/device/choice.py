@@ -49,6 +49,19 @@ class DeviceFormRow:
     def exact(self) -> bool:
         return EXACT_FORM in (self.form, *self.same_as)
 
+    @property
+    def median_ms(self) -> float | None:
+        """The median of the device's times (None: not timed)."""
+        return self.latency.median_ms if self.latency else None
+
+    @property
+    def spread_ms(self) -> tuple[float, float] | None:
+        return self.latency.spread_ms if self.latency else None
+
+    @property
+    def spread_pct(self) -> float | None:
+        return self.latency.spread_pct if self.latency else None
+
     def to_json(self) -> dict[str, Any]:
         lat = self.latency
         return {"form": self.form, "same_as": self.same_as, "built": self.built,
@@ -87,6 +100,11 @@ class DeviceForms:
     @property
     def chosen(self) -> DeviceFormRow | None:
         return next((r for r in self.rows if r.chosen), None)
+
+    @property
+    def chosen_form(self) -> str | None:
+        """The form chosen (None: none built, passed and was timed)."""
+        return self.chosen.form if self.chosen else None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "runtime": self.runtime, "atol": self.atol,

@@ -19,7 +19,7 @@ from typing import Any
 from export_gelu.errors import BadInputError
 from export_gelu.passes.forms import GELU_FORMS
 from export_gelu.shown import shown
-from export_gelu.tolerances import DEFAULT_TOLERANCES
+from export_gelu.tolerances import JUDGED_PRECISIONS
 from export_gelu.untrusted_files import (
     checked_dict,
     checked_list,
@@ -89,9 +89,9 @@ def check_manifest(data: dict[str, Any], where: str) -> dict[str, Any]:
         _word(data["tensorrt"], f"{where}: tensorrt", _VERSION, "a TensorRT version")
     if "target" in data:
         _word(data["target"], f"{where}: target", _TARGET, "a target's name")
-    if data.get("precision") is not None and data["precision"] not in DEFAULT_TOLERANCES:
+    if data.get("precision") is not None and data["precision"] not in JUDGED_PRECISIONS:
         raise BadInputError(f"{where}: precision is {shown(repr(data['precision']), 40)}, not "
-                            f"one of {', '.join(DEFAULT_TOLERANCES)}")
+                            f"one of {', '.join(JUDGED_PRECISIONS)}")
     if data.get("tolerances") is not None:
         tol = checked_dict(data["tolerances"], f"{where}: tolerances")
         for key in ("atol", "rtol"):

@@ -1,7 +1,7 @@
 """What a device run hands back, checked before it is judged: the bundle it ran (made from
 this model, its graph unchanged), its outputs paired with the graph's, in the graph's dtypes,
 and what its trtexec.log says about the TensorRT that ran. The judging itself is the one
-checker's (export_gelu/pipeline/device_stages.py)."""
+checker's (export_gelu/steps/device.py)."""
 
 from __future__ import annotations
 
@@ -130,24 +130,26 @@ def output_dtypes(graph: Path) -> dict[str, str]:
     return {o.name: _onnx_dtype_name(o.type.tensor_type.elem_type) for o in model.graph.output}
 
 
-def device_version_notes(rep: Any, outputs: Path, bundle_version: str,
-                         folder: UntrustedFolder | None = None) -> list[str]:
-    """What trtexec.log beside the outputs says about the TensorRT that produced them (`outputs`
-    inside `folder`, a device folder, or the file the user named): read by the device
-    folder's rule, its head only."""
+def device_tensorrt(outputs: Path, folder: UntrustedFolder | None = None) -> str | None:
+    """The TensorRT version trtexec.log beside the outputs says ran them (None: no log, or
+    it does not say). `outputs` lies inside `folder` (a device folder), or is the file the
+    user named; the log is read by the device folder's rule, its head only."""
     from export_gelu.device.outputs import trtexec_log_version
-    from export_gelu.device.trtexec_flags import line_of
 
     if folder is None:
         folder, name = UntrustedFolder.of_file(outputs, "--device-outputs")
         outputs = Path(name)
     rel = (outputs.parent / "trtexec.log").as_posix()
     rel = rel[2:] if rel.startswith("./") else rel
-    log = folder.path / rel
-    ran = trtexec_log_version(folder, rel) if folder.is_file(rel) else None
-    if ran is None:
-        return []
-    rep.trt["device_tensorrt"] = ran
+    return trtexec_log_version(folder, rel) if folder.is_file(rel) else None
+
+
+def version_notes(outputs: Path, ran: str, bundle_version: str) -> list[str]:
+    """The TensorRT that ran (`ran`, from trtexec.log beside `outputs`), against the version
+    the bundle was made for."""
+    from export_gelu.device.trtexec_flags import line_of
+
+    log = outputs.parent / "trtexec.log"
     if bundle_version and line_of(ran) != line_of(bundle_version):
         return [f"{log} says TensorRT {ran} ran it, but the bundle was made for "
                 f"{bundle_version}: the verdict holds for {ran}"]

@@ -157,6 +157,15 @@ def trtexec_args(trt_version: str, precision: str, input_files: Mapping[str, str
     return args
 
 
+def quantized_polygraphy_args(trtexec_flags: Sequence[str], cache: str) -> list[str]:
+    """polygraphy's flags for an INT8/FP8 build asked of trtexec as `trtexec_flags`: the
+    precision, fp16 for the float layers, the calibration cache of TensorRT 7.x."""
+    args = [f for f in ("--int8", "--fp8", "--fp16") if f in trtexec_flags]
+    if any(f.startswith("--calib=") for f in trtexec_flags):
+        args += ["--calibration-cache", cache]
+    return args
+
+
 def check_flags(args: Sequence[str], trt_version: str) -> None:
     """Raise ValueError naming any flag the trtexec of `trt_version` would reject."""
     known = accepted_flags(trt_version)

@@ -14,9 +14,12 @@ import argparse
 from export_gelu.errors import ExportGeluError
 from export_gelu.flags.declare import ApiSpec, Flag, RecordSpec
 from export_gelu.options import (
+    AUTO_KEEP,
+    CALIBRATORS,
     COMPARE_TARGETS,
     COMPARED_FORMS,
     DEVICE_CHOICES,
+    EXPORT_PRECISIONS,
     GELU_FORMS,
     PRECISIONS,
 )
@@ -97,8 +100,29 @@ FLAGS: tuple[Flag, ...] = (
          help="export opset (default: the target's); on an ONNX input, convert it to this "
               "opset, down or up (default: up only where the target gains)"),
     Flag(("--precision",), commands=EXPORTS, records=("run",), default="fp32",
-         choices=PRECISIONS, type="str | None",
-         help="the output graph's float precision (fp32); the default tolerances follow it"),
+         choices=EXPORT_PRECISIONS, type="str | None",
+         help="the output graph's precision (fp32); the default tolerances follow it. int8 and "
+              "fp8 quantize the fp32 graph for the target (Q/DQ on the weight products' "
+              "inputs, never inside a GELU; a TensorRT 7.x calibration cache) and judge it "
+              "against PyTorch at the same scales (docs/quantization.md)"),
+    Flag(("--calibration-data",), commands=EXPORT, records=("export",), path=True,
+         metavar="FILE.npz|FILE.json",
+         help="with int8/fp8: the inputs activation ranges are measured on (a .npz named as "
+              "the inputs, or polygraphy's inputs JSON of several feeds); default: generated "
+              "inputs, whose ranges are indicative"),
+    Flag(("--calibrator",), commands=EXPORT, records=("export",), choices=CALIBRATORS,
+         type="str | None",
+         help="with int8/fp8: ONNX Runtime's calibrator for the activation ranges (default: "
+              "percentile for int8, minmax for fp8)"),
+    Flag(("--keep-precision",), kind="repeat", commands=EXPORT, records=("export",),
+         metavar="MODULE",
+         help=f"with int8/fp8: keep this module's weight products (a module path or a prefix "
+              f"of one) in float, repeatable; '{AUTO_KEEP}': keep the fewest most sensitive "
+              "modules until --target-sqnr is met"),
+    Flag(("--target-sqnr",), commands=EXPORT, records=("export",), parse=float,
+         type="float | None", metavar="DB",
+         help="with --keep-precision auto: the output SQNR against fp32 to reach (default 30 "
+              "dB: an RMS error of about 3 percent)"),
     Flag(("--cast-down",), kind="switch", commands=EXPORT, records=("export",),
          help="a float64 model: export it in float32 (or --precision) instead of float64, and "
               "report the error measured against the float64 model"),

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.atomic import write_text_atomic
+from export_gelu.device.choice import DeviceForms
+from export_gelu.output_plan import plot_paths
 from export_gelu.report.report import Report
 from export_gelu.shown import md_code, md_text, terminal
 
@@ -81,7 +83,7 @@ def _latency(rep: Report) -> list[str]:
                       "runs", "warm-up", "what is timed"], rows))
 
 
-def _device_forms(forms: Any) -> list[str]:
+def _device_forms(forms: DeviceForms) -> list[str]:
     """The forms table of a device run (device/choice.py's DeviceForms)."""
     rows = []
     for r in forms.rows:
@@ -108,7 +110,7 @@ def _forms(rep: Report) -> list[str]:
     forms = rep.forms
     if forms is None:
         return []
-    if getattr(forms, "kind", "") == "device":
+    if isinstance(forms, DeviceForms):
         return _device_forms(forms)
     rows = []
     for r in forms.rows:
@@ -189,16 +191,6 @@ def render_markdown(rep: Report, images: dict[str, str], plots_note: str = "") -
     if rep.notes:
         lines += ["## Notes", ""] + [f"- {_words(n)}" for n in rep.notes] + [""]
     return "\n".join(lines)
-
-
-#: The PNG plots a Markdown report `r.md` writes beside it: `r.<suffix>`.
-PLOT_SUFFIXES = {"forms": "gelu-forms.png", "errors": "errors.png",
-                 "depth": "error-by-depth.png", "device_forms": "device-forms.png"}
-
-
-def plot_paths(out: Path) -> dict[str, Path]:
-    """Where the plots of the Markdown report `out` go (each written when it has data)."""
-    return {key: out.with_name(f"{out.stem}.{suffix}") for key, suffix in PLOT_SUFFIXES.items()}
 
 
 def write_markdown(rep: Report, out: Path) -> list[Path]:

@@ -1,40 +1,66 @@
-"""The run report: its JSON keys (docs/report.md) and the one-screen summary after a run."""
+"""The run report: its JSON keys (docs/report.md), declared once as typed fields (the JSON and
+docs/report.schema.json are generated from them: report/json_shape.py, report/schema.py),
+and the one-screen summary after a run."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
+from export_gelu.check.calibration import Calibration
+from export_gelu.check.compare_forms import FormsComparison
+from export_gelu.check.devices import DeviceChoice
 from export_gelu.check.divergence import Localization
+from export_gelu.check.greedy_decode import DecodeResult
 from export_gelu.check.latency import Latency
-from export_gelu.check.parity import ParityResult, skipped
-from export_gelu.notes import note_json
+from export_gelu.check.parity import OutputError, ParityResult, skipped
+from export_gelu.device.choice import DeviceForms
+from export_gelu.notes import Note
+from export_gelu.onnx_weights import WrittenWeights
 from export_gelu.passes.sites import GeluSite
+from export_gelu.report import shapes  # noqa: F401 - the records' JSON shapes, registered
+from export_gelu.report.json_shape import JSON, Shape, as_json, register
+from export_gelu.report.sections import (
+    DynamicSection,
+    ProviderEntry,
+    QuantSection,
+    RecordedOptions,
+    ShapeVerdict,
+    Trt,
+    TrtBuilt,
+    TrtNotHere,
+    TrtSkipped,
+    not_tensorrt,
+)
 from export_gelu.shown import shown, terminal
+from export_gelu.version import __version__
 
 #: The report's JSON layout version (docs/report.schema.json); bumped when a key changes
 #: meaning or goes away (keys may be added within a version).
 SCHEMA_VERSION = 1
 
 
-def not_tensorrt(target: str | None) -> str:
-    """`trt.reason` when no engine was wanted (the target is not TensorRT): the summary then
-    prints no TensorRT line."""
-    return f"target {target} is not TensorRT"
+def _doc(text: str) -> dict[str, str]:
+    return {"doc": text}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Report:
-    """Everything a run found, did and measured."""
+    """What `--report r.json` writes for export, verify and --compare-forms: everything a run
+    found, did and measured (docs/report.md)."""
 
+    tool: Literal["export-gelu"] = "export-gelu"
+    version: str = __version__  # export-gelu's
+    schema_version: Literal[1] = 1  # SCHEMA_VERSION
     model: str
-    target: str
-    target_note: str = ""
     model_format: str = ""
+    target: str
+    target_note: str = field(default="", metadata=_doc("how `trt` was resolved"))
     output: str | None = None
-    external_data: str | None = None
+    external_data: str | None = field(default=None, metadata=_doc(
+        "the output's .data file, if any"))
     opset: int | None = None
     exporter: str | None = None
     precision: str = "fp32"
@@ -43,79 +69,60 @@ class Report:
     op_counts: dict[str, int] = field(default_factory=dict)
     compatibility: dict[str, list[str]] = field(default_factory=dict)
     parity: ParityResult = field(default_factory=lambda: skipped("not run"))
-    trt: dict[str, Any] = field(default_factory=lambda: {"status": "skipped", "reason": "not run"})
+    trt: Trt = field(default_factory=lambda: TrtSkipped("not run"))
     latency: dict[str, Latency] = field(default_factory=dict)
     threads: int = 1
-    notes: list[str] = field(default_factory=list)  # notes.Note: a message and its code
-    command: str = "export"  # export | verify
-    inputs: str = ""  # where the inputs came from (spec, file, example inputs)
-    precision_note: str = ""  # how the precision (and so the default tolerances) was decided
-    calibration: Any = None  # runtime.calibration.Calibration
-    forms: Any = None  # check.compare_forms.FormsComparison
-    stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
-    dynamic: dict[str, Any] | None = None  # dims, ranges, parity per shape (checking.py)
-    device: dict[str, Any] = field(default_factory=dict)  # check.devices.DeviceChoice
-    providers: dict[str, Any] = field(default_factory=dict)  # ORT runner → providers, status
-    weights: dict[str, Any] | None = None  # weights streamed into the output (onnx_weights)
-    options: dict[str, Any] | None = None  # the run's options (export_gelu.options), as JSON
-    #: inputs export-gelu made up (exporter/inputs/generated.py), name → how; real data: {}
-    generated_inputs: dict[str, str] = field(default_factory=dict)
-    task: str | None = None  # a Hugging Face folder's task (optimum's name)
-    graphs: dict[str, Any] | None = None  # a multi-graph export: file name → that graph's report
-    generation: dict[str, Any] | None = None  # greedy decoding, ONNX Runtime vs generate
-    written: list[str] = field(default_factory=list)  # every file and folder the run wrote
+    notes: list[Note] = field(default_factory=list)
+    command: Literal["export", "verify", "compare-forms"] = "export"
+    inputs: str = field(default="", metadata=_doc(
+        "where the inputs came from (spec, file, example inputs)"))
+    generated_inputs: dict[str, str] = field(default_factory=dict, metadata=_doc(
+        "inputs export-gelu made up (by role), name → how; {} for real data"))
+    precision_note: str = field(default="", metadata=_doc(
+        "how the precision (and so the default tolerances) was decided"))
+    calibration: Calibration | None = field(default=None, metadata=_doc(
+        "each GELU site's observed input range"))
+    forms: FormsComparison | DeviceForms | None = field(default=None, metadata=_doc(
+        "the GELU forms table: --compare-forms / --gelu auto (ONNX Runtime here), or verify "
+        "of a bundle of forms on the device (`kind`: device)"))
+    stage_seconds: dict[str, float] = field(default_factory=dict, metadata=_doc(
+        "wall seconds per step that ran"))
+    dynamic: DynamicSection | None = None
+    device: DeviceChoice | None = field(default=None, metadata=_doc(
+        "where the checks ran ({}: nothing was checked)"))
+    providers: dict[str, ProviderEntry] = field(default_factory=dict)
+    weights: WrittenWeights | None = field(default=None, metadata=_doc(
+        "the weights of a big model, streamed into the output"))
+    options: RecordedOptions | None = None
+    task: str | None = field(default=None, metadata=_doc(
+        "a Hugging Face folder's task, as optimum names it (docs/hf-folders.md); null for "
+        "other models"))
+    graphs: dict[str, Report] | None = field(default=None, metadata=_doc(
+        "a multi-graph export (an encoder-decoder): graph file name → that graph's own "
+        "report (the same keys); null for one graph"))
+    generation: DecodeResult | None = field(default=None, metadata=_doc(
+        "greedy decoding on the written with-past graphs in ONNX Runtime against "
+        "transformers' generate; null when not a generation export"))
+    written: list[str] = field(default_factory=list, metadata=_doc(
+        "every file and folder the run wrote (graphs and their data, engine, bundle, "
+        "reports)"))
     #: where the graph starts to differ from PyTorch (check/divergence.py), when localized;
     #: written into `parity` as first_divergence, module_errors, localized_by, localize_note
     divergence: Localization | None = None
+    quantization: QuantSection | None = field(default=None, metadata=_doc(
+        "--precision int8|fp8 (and verify of a Q/DQ graph): the route, calibration, products "
+        "quantized, modules kept, and the verdict against PyTorch at the graph's scales; null "
+        "for a float graph"))
 
     @property
     def exit_code(self) -> int:
-        decoded = (self.generation or {}).get("status") == "failed"
-        return 1 if self.parity.status == "failed" or decoded else 0
+        decoded = self.generation is not None and self.generation.status == "failed"
+        quantized = self.quantization is not None and self.quantization.passed is False
+        return 1 if self.parity.status == "failed" or decoded or quantized else 0
 
-    def to_json(self) -> dict[str, Any]:
-        from export_gelu.version import __version__
-
-        return {
-            "tool": "export-gelu",
-            "version": __version__,
-            "schema_version": SCHEMA_VERSION,
-            "model": self.model,
-            "model_format": self.model_format,
-            "target": self.target,
-            "target_note": self.target_note,
-            "output": self.output,
-            "external_data": self.external_data,
-            "opset": self.opset,
-            "exporter": self.exporter,
-            "precision": self.precision,
-            "gelu_form": self.gelu_form,
-            "gelu_sites": [s.to_json() for s in self.gelu_sites],
-            "op_counts": dict(sorted(self.op_counts.items())),
-            "compatibility": self.compatibility,
-            "parity": {**self.parity.to_json(),
-                       **(self.divergence.to_json() if self.divergence else {})},
-            "trt": self.trt,
-            "latency": {k: v.to_json() for k, v in self.latency.items()},
-            "threads": self.threads,
-            "notes": [note_json(n) for n in self.notes],
-            "command": self.command,
-            "inputs": self.inputs,
-            "generated_inputs": self.generated_inputs,
-            "precision_note": self.precision_note,
-            "calibration": self.calibration.to_json() if self.calibration else None,
-            "forms": self.forms.to_json() if self.forms else None,
-            "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
-            "dynamic": self.dynamic,
-            "device": self.device,
-            "providers": self.providers,
-            "weights": self.weights,
-            "options": self.options,
-            "task": self.task,
-            "graphs": self.graphs,
-            "generation": self.generation,
-            "written": self.written,
-        }
+    def to_json(self) -> dict[str, JSON]:
+        data: dict[str, JSON] = as_json(self)
+        return data
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2) + "\n"
@@ -150,19 +157,21 @@ class Report:
             verdict = "parses as is" if not reasons else "; ".join(reasons)
             lines.append(f"Check: {target}: {verdict}")
         lines.append(self._parity_line())
+        if self.quantization is not None:
+            lines += self.quantization.lines()
         lines += self._divergence_lines()
         lines += self._generated_lines()
         lines += self._output_lines()
         lines += self._graph_lines()
         lines += self._dynamic_lines()
         lines += self._form_error_lines()
-        if self.trt.get("status") == "built":
-            engine = self.trt.get("engine") or "in memory"
+        if isinstance(self.trt, TrtBuilt):
+            engine = self.trt.engine or "in memory"
             lines.append(f"TensorRT: engine built ({engine}); parity above includes it")
-        elif self.trt.get("reason") != not_tensorrt(self.target):  # no TensorRT line for ORT
-            device = f"; {self.trt['device']}" if self.trt.get("device") else ""
+        elif self.trt.reason != not_tensorrt(self.target):  # no TensorRT line for ORT
+            device = f"; {self.trt.device}" if isinstance(self.trt, TrtNotHere) else ""
             lines.append(f"TensorRT: engine build and TensorRT parity skipped: "
-                         f"{self.trt.get('reason')}{device}")
+                         f"{self.trt.reason}{device}")
         lines += self._latency_lines()
         lines += self._calibration_lines()
         if self.forms is not None:
@@ -195,30 +204,28 @@ class Report:
         """A multi-graph export's graphs, and the greedy-decoding check."""
         lines = []
         for name, rep in (self.graphs or {}).items():
-            parity = rep.get("parity", {})
-            lines.append(f"  graph {name}: {len(rep.get('gelu_sites', []))} GELU site(s), "
-                         f"parity {parity.get('status')} ({len(parity.get('outputs', {}))} "
-                         "outputs)")
+            lines.append(f"  graph {name}: {len(rep.gelu_sites)} GELU site(s), parity "
+                         f"{rep.parity.status} ({len(rep.parity.outputs)} outputs)")
         gen = self.generation
         if gen:
-            verdict = "same tokens" if gen["status"] == "passed" else gen["reason"]
-            lines.append(f"Generation: {gen['steps']} greedy steps in ONNX Runtime vs "
-                         f"transformers' generate: {gen['status'].upper()} ({verdict}): "
-                         f"{gen['onnxruntime']}")
+            verdict = "same tokens" if gen.status == "passed" else gen.reason
+            lines.append(f"Generation: {gen.steps} greedy steps in ONNX Runtime vs "
+                         f"transformers' generate: {gen.status.upper()} ({verdict}): "
+                         f"{gen.deployed}")
         return lines
 
     def _dynamic_lines(self) -> list[str]:
         if not self.dynamic:
             return []
-        dims = ", ".join(f"{shown(d['name'])} {d['min']}..{d['max']} (opt {d['opt']})"
-                         for d in self.dynamic["dims"])
+        dims = ", ".join(f"{shown(d.name)} {d.min}..{d.max} (opt {d.opt})"
+                         for d in self.dynamic.dims)
         lines = [f"Dynamic dims: {dims}"]
-        for shape in self.dynamic.get("shapes", []):
-            sizes = ", ".join(f"{k}={v}" for k, v in shape["sizes"].items())
-            verdicts = "; ".join(f"{r} {_shape_status(shape[r])} (max abs "
-                                 f"{shape[r]['max_abs']:.3g})"
-                                 for r in ("onnxruntime", "tensorrt") if r in shape)
-            lines.append(f"  at {shape['label']:<4} {sizes}: {verdicts}")
+        for shape in self.dynamic.shapes:
+            sizes = ", ".join(f"{k}={v}" for k, v in shape.sizes.items())
+            verdicts = "; ".join(f"{name} {_shape_status(v)} (max abs {v.max_abs:.3g})"
+                                 for name, v in (("onnxruntime", shape.onnxruntime),
+                                                 ("tensorrt", shape.tensorrt)) if v)
+            lines.append(f"  at {shape.label:<4} {sizes}: {verdicts}")
         return lines
 
     def _form_error_lines(self) -> list[str]:
@@ -278,6 +285,8 @@ class Report:
         if self.precision_note:
             lines.append(f"Precision: {self.precision} ({self.precision_note})")
         lines.append(self._parity_line())
+        if self.quantization is not None:
+            lines += self.quantization.lines()
         lines += self._divergence_lines()
         lines += self._generated_lines()
         lines += self._output_lines()
@@ -303,23 +312,22 @@ class Report:
                 + _precision_text(p))
 
 
-def _shape_status(summary: dict[str, Any]) -> str:
+def _shape_status(verdict: ShapeVerdict) -> str:
     """A --dynamic size's verdict; `failed, not judged` when it failed only because the
     reference says nothing there and the graph matched it (nothing diverged)."""
-    from export_gelu.check.parity import OutputError, over_tolerance
+    from export_gelu.check.parity import over_tolerance
 
-    status = str(summary.get("status"))
-    outs = [OutputError(**o) for o in (summary.get("outputs") or {}).values()]
-    failed = [o for o in outs if not o.passed]
-    if (status == "failed" and failed and summary.get("nondeterministic") is None
-            and not any(over_tolerance(o, float(summary.get("atol", 0.0))) for o in failed)):
+    parity = verdict.parity
+    failed = [o for o in parity.outputs.values() if not o.passed]
+    if (parity.status == "failed" and failed and parity.nondeterministic is None
+            and not any(over_tolerance(o, parity.atol) for o in failed)):
         return "failed, not judged"
-    return status
+    return parity.status
 
 
 # -- verdicts that mean something: how an output was judged (export_gelu/tolerances.py) --
 
-def _judged_text(out: Any, parity: ParityResult) -> str:
+def _judged_text(out: OutputError, parity: ParityResult) -> str:
     """`, judged at …` when an output was not judged by the plain atol."""
     from export_gelu.tolerances import JUDGED_CONSTANT, JUDGED_OWN_SCALE, JUDGED_ZERO
 
@@ -349,3 +357,7 @@ def _precision_text(parity: ParityResult) -> str:
     return (f"\n  {block['precision']}: graph max abs {graph:.3g} vs PyTorch "
             f"{block['precision']} max abs {torch_err:.3g} on {name} (passes within "
             f"{block['multiple']:g}× PyTorch's + {block['floor']:.3g}{share}, or the atol)")
+
+
+register(Report, Shape(merge={"parity": "divergence"}, empty=frozenset({"device"}),
+                       sorted_keys=frozenset({"op_counts"}), rounded={"stage_seconds": 4}))

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from export_gelu.atomic import write_text_atomic
-from export_gelu.report.markdown import plot_paths, write_markdown
+from export_gelu.options import RunOptions
+from export_gelu.output_plan import plot_paths
+from export_gelu.progress import Progress
+from export_gelu.report.markdown import write_markdown
 from export_gelu.report.report import Report
 
 
@@ -20,3 +23,11 @@ def write_reports(rep: Report, report: str | Path | None = None,
         rep.written += [f for f in files if f not in rep.written]
     if report:
         write_text_atomic(rep.dumps(), Path(report))
+
+
+def write_report(rep: Report, options: RunOptions, progress: Progress) -> Report:
+    """The run's report written where its options say (`--report`, `--report-md`), once the
+    progress line is done; `rep` itself, its `written` listing the plots too."""
+    progress.done()
+    write_reports(rep, getattr(options, "report", None), getattr(options, "report_md", None))
+    return rep

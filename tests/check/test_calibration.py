@@ -79,14 +79,12 @@ def test_calibration_leaves_the_reference_model_untouched(three_gelus):
     assert any("tanh" in op for op in ops)  # the hand-written formula is still there
 
 
-def test_onnx_model_has_no_pytorch_graph_to_calibrate(saved_model, tmp_path):
+def test_onnx_model_has_no_pytorch_graph_to_calibrate(golden_run):
     from export_gelu.exporter.loading.load import load_model
-    from tests.conftest import run_cli
 
-    out = tmp_path / "l.onnx"
-    assert run_cli(saved_model("lstm", "exported"), "--target", "onnx", "-o", out,
-                   "--no-verify").code == 0
-    cal = gelu_input_ranges(load_model(out), [OrderedDict(x=np.zeros((4, 10, 8), np.float32))],
+    run = golden_run("lstm", "exported", "--target", "onnx", "--no-verify")
+    assert run.code == 0, run.err
+    cal = gelu_input_ranges(load_model(run.onnx), [OrderedDict(x=np.zeros((4, 10, 8), np.float32))],
                             "t")
     assert cal.sites == [] and "ONNX" in cal.reason
 

@@ -25,7 +25,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.exporter.inputs.generated import TOKEN_IDS
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.options import ExportOptions
-from export_gelu.pipeline.commands import new_state
+from export_gelu.steps.request import prepare
 from tests.conftest import run_cli
 
 VOCAB, BATCH, SEQ = 11, 2, 6
@@ -121,13 +121,13 @@ def test_an_exported_program_prefers_given_inputs_over_its_examples(models, tmp_
         resolve_inputs(loaded, InputRequest(inputs_file=wide))
 
     # both: the file comes first in the resolver's order; a command never asks it so, as
-    # new_state refuses the two together (options.validate) before any work
+    # prepare refuses the two together (options.validate) before any work
     both = resolve_inputs(loaded, InputRequest(specs=specs, inputs_file=npz))
     assert (both.source, both.real, both.generated) == ("real data from batch.npz", True, {})
     for name, array in _ids_mask().items():
         np.testing.assert_array_equal(both.feed[name], array)
     with pytest.raises(BadInputError) as refused:
-        new_state(ExportOptions(inputs=specs, inputs_npz=str(npz)), models["exported"])
+        prepare(ExportOptions(inputs=specs, inputs_npz=str(npz)), models["exported"])
     assert str(refused.value) == "give either --input specs or --inputs FILE.npz, not both"
     assert refused.value.exit_code == 2
 

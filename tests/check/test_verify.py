@@ -41,13 +41,14 @@ def quick_gelu_instead_of_one_gelu(src: Path, dst: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def bert_files(saved_model, tmp_path_factory) -> tuple[Path, Path, Path]:
-    """(bert.pt, its correct ONNX for ORT, the same ONNX with one GELU made QuickGELU)."""
+def bert_files(saved_model, golden_run, tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(bert.pt, its correct ONNX for ORT (a golden run), the same ONNX with one GELU made
+    QuickGELU)."""
     d = tmp_path_factory.mktemp("verify")
     model = saved_model("bert", "exported")
-    good = d / "bert.onnx"
-    res = run_cli(model, "--target", "onnx", "-o", good, "--no-verify")
-    assert res.code == 0, res.err
+    run = golden_run("bert", "exported", "--target", "onnx", "--no-verify")
+    assert run.code == 0, run.err
+    good = run.copy_to(d, "bert.onnx")
     bad = d / "bert.quick.onnx"
     quick_gelu_instead_of_one_gelu(good, bad)
     return model, good, bad
@@ -249,7 +250,7 @@ def test_progress_shows_on_a_terminal_only(bert_files, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "EXPORT_GELU_QUIET"}  # conftest's
     env["PYTHONWARNINGS"] = "ignore"
     proc = subprocess.Popen([sys.executable, "-m", "export_gelu.cli", "verify", str(model),
-                             str(good), "--iterations", "3"], stdout=subprocess.PIPE,
+                             str(good), "--iterations", "3"], stdout=subprocess.DEVNULL,
                             stderr=follower, cwd=ROOT, env=env)
     os.close(follower)
     seen = b""

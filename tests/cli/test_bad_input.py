@@ -72,10 +72,9 @@ def test_output_directory_that_does_not_exist(saved_model, tmp_path):
     assert not (tmp_path / "missing").exists()
 
 
-def test_never_overwrites_the_input(saved_model, tmp_path):
-    src = tmp_path / "m.onnx"
-    assert run_cli(saved_model("lstm", "exported"), "--target", "onnx", "-o", src,
-                   "--no-verify").code == 0
+def test_never_overwrites_the_input(golden_run, tmp_path):
+    src = golden_run("lstm", "exported", "--target", "onnx", "--no-verify").copy_to(tmp_path,
+                                                                                     "m.onnx")
     before = src.read_bytes()
     res = run_cli(src, "-o", src)
     assert res.code == 2 and "overwrite the input" in res.err

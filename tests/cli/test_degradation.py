@@ -73,14 +73,12 @@ def run_without(blocker: Path, missing: str, *argv: object,
 
 
 @pytest.fixture(scope="module")
-def deployed(saved_model, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An ONNX file made with everything installed (for verify/inspect/rewrite runs)."""
-    from tests.conftest import run_cli
-
-    out = tmp_path_factory.mktemp("deployed") / "lstm.onnx"
-    res = run_cli(saved_model("lstm", "exported"), "--target", "onnx", "-o", out, "--no-verify")
-    assert res.code == 0, res.err
-    return out
+def deployed(golden_run, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An ONNX file made with everything installed (for verify/inspect/rewrite runs): a
+    golden run's."""
+    run = golden_run("lstm", "exported", "--target", "onnx", "--no-verify")
+    assert run.code == 0, run.err
+    return run.copy_to(tmp_path_factory.mktemp("deployed"), "lstm.onnx")
 
 
 def _no_traceback(proc: subprocess.CompletedProcess) -> None:

@@ -33,7 +33,8 @@ def test_block_runs_as_documented(block: Block, provided: dict[str, Path], tmp_p
 
 
 def test_the_quick_lane_runs_some_blocks():
-    """`make test-fast` (not slow) still runs blocks: refusals, --no-verify exports, inspect."""
+    """A `-m "not slow"` run still runs blocks: refusals, --no-verify exports, inspect (these
+    tests start programs, so they are `e2e`: `make test` runs them, `make test-fast` not)."""
     assert sum(not b.slow for b in BLOCKS) >= 8
 
 

@@ -48,7 +48,8 @@ SAMPLES: dict[str, Any] = {
     "debug": True, "quiet": True, "save_inputs": "PATH", "save_outputs": "PATH",
     "calibration": False, "device_outputs": "PATH", "device_times": "PATH",
     "targets": ["onnx"], "forms": ["erf"], "workdir": "DIR", "json": True, "dry_run": False,
-    "nodes": ["n"], "node": ["n"],
+    "nodes": ["n"], "node": ["n"], "calibration_data": "PATH", "calibrator": "entropy",
+    "keep_precision": ["m"], "target_sqnr": 40.0,
 }
 
 
@@ -193,22 +194,22 @@ def test_the_command_line_and_the_api_refuse_a_combination_alike(name: str,
 # ---------------------------------------------------------------- a new flag
 
 def test_a_new_flag_is_one_record() -> None:
-    """What issue 42's `--calibration-data FILE` would take: one Flag, and the parser, the
-    record, the keyword type, the API's keyword and the signature all have it."""
-    new = Flag(("--calibration-data",), group="inputs", commands=("export",),
+    """What a new `--held-out-data FILE` would take: one Flag, and the parser, the record,
+    the keyword type, the API's keyword and the signature all have it."""
+    new = Flag(("--held-out-data",), group="inputs", commands=("export",),
                records=("export",), path=True, metavar="FILE.npz",
                help="arrays the INT8 ranges are calibrated on")
     flags = (*flag_table.FLAGS, new)
     parser = build_parser(PARSERS["export"], flags)
-    args = parser.parse_args(["m.pt", "--calibration-data", "c.npz"])
-    assert args.calibration_data == "c.npz"
-    assert "--calibration-data FILE.npz" in parser.format_help()
+    args = parser.parse_args(["m.pt", "--held-out-data", "c.npz"])
+    assert args.held_out_data == "c.npz"
+    assert "--held-out-data FILE.npz" in parser.format_help()
     source = render_module(flags, flag_table.RECORDS, flag_table.APIS)
     export_record = source.split("class ExportOptions(RunOptions):")[1].split("\n\n\n")[0]
-    assert ("    calibration_data: str | None = None  # --calibration-data FILE.npz"
+    assert ("    held_out_data: str | None = None  # --held-out-data FILE.npz"
             in export_record)
     export_keywords = source.split("class ExportKeywords(")[1].split("\n\n\n")[0]
-    assert "    calibration_data: str | PathLike[str] | None" in export_keywords
+    assert "    held_out_data: str | PathLike[str] | None" in export_keywords
     spec = next(a for a in flag_table.APIS if a.function == "export")
-    values = keyword_values("export", spec.flags(flags), {"calibration_data": Path("c.npz")})
-    assert values == {"calibration_data": Path("c.npz")}
+    values = keyword_values("export", spec.flags(flags), {"held_out_data": Path("c.npz")})
+    assert values == {"held_out_data": Path("c.npz")}

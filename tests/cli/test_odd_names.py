@@ -15,6 +15,9 @@
 | `--bundle .` inside an earlier bundle, `--bundle ..` | exit 2 before the export, nothing written |
 
 Every case checks the input is byte-identical and nothing else appears beside the outputs.
+The CLI runs in the test's process, its arguments decoded as Python decodes a program's
+(os.fsdecode); the non-UTF-8 `-o` and `--report` case runs it as a program, so the bytes
+really pass through the command line.
 """
 
 from __future__ import annotations
@@ -22,14 +25,13 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
 
 from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
-from tests.conftest import ROOT
+from tests.conftest import ROOT, CliResult, cli_command, run_cli
 
 QUICK = ["--iterations", "1", "--warmup", "0"]
 
@@ -39,16 +41,18 @@ def _sha(path: Path | bytes) -> str:
         return hashlib.sha256(fh.read()).hexdigest()
 
 
-def _cli(*argv: object, env: dict | None = None, cwd: Path | bytes = ROOT
-         ) -> subprocess.CompletedProcess:
-    args = [a if isinstance(a, bytes) else str(a) for a in argv]
-    return subprocess.run([sys.executable, "-m", "export_gelu.cli", *args], cwd=cwd,
-                          capture_output=True, timeout=600,
-                          env=dict(os.environ, **(env or {})))
+def _cli(*argv: object, env: dict | None = None, cwd: Path | bytes = ROOT) -> CliResult:
+    return run_cli(*[a if isinstance(a, bytes) else str(a) for a in argv], env=env, cwd=cwd)
 
 
-def _err(proc: subprocess.CompletedProcess) -> str:
-    return proc.stderr.decode("utf-8", "replace")
+def _program(*argv: object) -> subprocess.CompletedProcess:
+    """`export-gelu ARGV` as a program of its own (bytes arguments passed as bytes)."""
+    return subprocess.run(cli_command(*argv), cwd=ROOT, capture_output=True, timeout=600)
+
+
+def _err(proc: CliResult | subprocess.CompletedProcess) -> str:
+    err = proc.stderr
+    return err.decode("utf-8", "replace") if isinstance(err, bytes) else err
 
 
 def _names(folder: Path | bytes) -> list[bytes]:
@@ -99,7 +103,7 @@ def test_non_utf8_output_names(model, tmp_path):
     before = _sha(model)
     folder = os.fsencode(tmp_path)
     out, report = folder + b"/out\xff\xfe.onnx", folder + b"/rep\xe9.json"
-    proc = _cli(model, "--target", "onnx", "-o", out, "--report", report, *QUICK)
+    proc = _program(model, "--target", "onnx", "-o", out, "--report", report, *QUICK)
     assert proc.returncode == 0, _err(proc)
     assert _names(tmp_path) == sorted([b"model.pt", b"out\xff\xfe.onnx", b"rep\xe9.json"])
     with open(out, "rb") as fh:

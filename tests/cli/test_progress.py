@@ -1,23 +1,19 @@
 """Progress in a pipe (CI, a `make` log): one plain line per step as it starts, on stderr, no
-carriage returns or escape codes; `--quiet` (or EXPORT_GELU_QUIET=1) says nothing."""
+carriage returns or escape codes; `--quiet` (or EXPORT_GELU_QUIET=1) says nothing.
+
+The CLI runs in this process with stderr a pipe-like stream (not a terminal) and the
+tests' EXPORT_GELU_QUIET unset; on a terminal: tests/check/test_verify.py's pty test."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from export_gelu.progress import QUIET_ENV
-from tests.conftest import ROOT
+from tests.conftest import CliResult, run_cli
 
 
-def _cli(*argv: object, quiet_env: bool = False) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != QUIET_ENV}
-    if quiet_env:
-        env[QUIET_ENV] = "1"
-    return subprocess.run([sys.executable, "-m", "export_gelu.cli", *map(str, argv)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env=env)
+def _cli(*argv: object, quiet_env: bool = False) -> CliResult:
+    return run_cli(*map(str, argv), env={QUIET_ENV: "1" if quiet_env else None})
 
 
 def test_each_stage_prints_one_plain_line_in_a_pipe(saved_model, tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ from export_gelu.errors import (
     failure_outcome,
 )
 from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 UNSHARE = shutil.which("unshare")
 
@@ -134,19 +134,19 @@ def test_file_size_limit_while_streaming_external_data(onnx_with_data, tmp_path)
     assert (_sha(onnx_with_data), _sha(data)) == (before, before_data)
 
 
-# ---------------------------------------------------------------- names
+# ---------------------------------------------------------------- names (in this process)
 
 
 def test_a_name_longer_than_the_file_system_takes_fails_up_front(saved_model, tmp_path):
     out = tmp_path / ("n" * 251 + ".onnx")
-    proc = _cli(saved_model("lstm", "exported"), "--target", "onnx", "-o", out)
+    proc = run_cli(saved_model("lstm", "exported"), "--target", "onnx", "-o", out)
     _assert_world(proc, ["256 bytes", "at most 255"])
     assert _leftovers(tmp_path) == []
 
 
 def test_a_path_longer_than_path_max(saved_model, tmp_path):
     out = tmp_path.joinpath(*["d" * 200] * 21, "o.onnx")  # > 4096 bytes
-    proc = _cli(saved_model("lstm", "exported"), "--target", "onnx", "-o", out)
+    proc = run_cli(saved_model("lstm", "exported"), "--target", "onnx", "-o", out)
     _assert_world(proc, [])
     assert _leftovers(tmp_path) == []
 

@@ -10,14 +10,15 @@ with its range and parity passed at OPT, MIN, an odd size and MAX; and ONNX Runt
 independently at 1x8, 3x40 and 8x64 (ViT: batch 1, 3, 8), matches eager PyTorch within 1e-4 of
 the output scale. The flags never name token_type_ids: torch ties it to the others.
 
-The full product is 150 exports; `SUBSET` (every model x format pair, the syntax and target
-rotating so each occurs) runs by default, the rest with EXPORT_GELU_FULL_MATRIX=1.
+The full product is 150 exports. `make test` runs `FAST`, five of `SUBSET` (every model x
+format pair, the syntax and target rotating so each occurs) in which every model, format,
+syntax and target still occurs, and the flagless GPT-2 for trt10; the rest are `full`
+(`make test-full`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,6 @@ RANGES = {"batch": (1, BATCH, 8), "seq": (8, SEQ, 64)}
 EP_RANGES = {"batch": (1, 8), "seq": (1, 64)}
 #: Shapes ONNX Runtime runs every output at, against eager PyTorch.
 SHAPES = [(1, 8), (3, 40), (8, 64)]
-FULL = os.environ.get("EXPORT_GELU_FULL_MATRIX") == "1"
 
 
 @dataclass(frozen=True)
@@ -119,9 +119,10 @@ ALL = [(m, f, s, t) for m in CASES for f in FORMATS
 SUBSET = [(m, f, SYNTAXES[(i + j) % 3], TARGETS[(3 * i + j) % 5])
           for i, m in enumerate(CASES) for j, f in enumerate(FORMATS)]
 REST = [c for c in ALL if c not in SUBSET]
-#: `make test-fast` runs these five of SUBSET (each model, format, syntax and target still
+#: `make test` runs these five of SUBSET (each model, format, syntax and target still
 #: occurs: test_the_subset_covers_every_model_format_syntax_and_target); the other four are
-#: marked slow and run in `make test`.
+#: `full` (make test-full), each pinned by the FAST cases that share its model, format,
+#: syntax and target.
 FAST = [("gpt2", "pickle", "per_input", "trt10"), ("vit", "exported", "per_input", "ort"),
         ("gpt2", "state_dict", "named", "onnx"), ("vit", "state_dict", "axes", "trt8.6"),
         ("bert", "state_dict", "per_input", "trt8.2")]
@@ -215,7 +216,7 @@ def _run(case_id: tuple[str, str, str, str], matrix_file, eager_models, tmp_path
 
 
 @pytest.mark.parametrize("case_id", [
-    pytest.param(c, marks=[] if c in FAST else [pytest.mark.slow], id="-".join(c))
+    pytest.param(c, marks=[] if c in FAST else [pytest.mark.full], id="-".join(c))
     for c in SUBSET])
 def test_one_export_serves_every_shape(case_id, matrix_file, eager_models, tmp_path):
     report = _run(case_id, matrix_file, eager_models, tmp_path)
@@ -231,19 +232,18 @@ def test_one_export_serves_every_shape(case_id, matrix_file, eager_models, tmp_p
             assert f"[0, {VOCAB})" in made["input_ids"]
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not FULL, reason="the rest of the full product (141 exports, about 20 "
-                    "minutes on two cores): EXPORT_GELU_FULL_MATRIX=1 pytest "
-                    "tests/e2e/test_dynamic_matrix.py")
+# full (make test-full: 141 exports, about 20 minutes on two cores): each row is a model,
+# format, syntax and target that the FAST cases hold one by one.
+@pytest.mark.full
 @pytest.mark.parametrize("case_id", REST, ids=["-".join(c) for c in REST])
 def test_the_full_product(case_id, matrix_file, eager_models, tmp_path):
     _run(case_id, matrix_file, eager_models, tmp_path)
 
 
-#: slow (make test only) but trt10: the flagless path is the same for every target (pinned
-#: fast by trt10), and each target's dynamic lowering is pinned fast by a FAST case.
+#: full (make test-full) but trt10: the flagless path is the same for every target (pinned
+#: in make test by trt10), and each target's dynamic lowering is pinned by a FAST case.
 @pytest.mark.parametrize("target", [
-    pytest.param(t, marks=[] if t == "trt10" else [pytest.mark.slow]) for t in TARGETS])
+    pytest.param(t, marks=[] if t == "trt10" else [pytest.mark.full]) for t in TARGETS])
 def test_gpt2_saved_dynamic_exports_with_no_flags(target, matrix_file, eager_models, tmp_path):
     """The documented happy path: GPT-2 saved dynamic (its example mask padded), no flag at
     all. The inputs made at the other shapes are realistic (no row masked whole), so parity
@@ -254,9 +254,9 @@ def test_gpt2_saved_dynamic_exports_with_no_flags(target, matrix_file, eager_mod
     assert report["generated_inputs"] == generated  # the example inputs ran at OPT
 
 
-#: slow (make test only): the flagless path is pinned fast by the GPT-2 trt10 case, BERT's
-#: and ViT's dynamic exports by their FAST cases.
-@pytest.mark.slow
+#: full (make test-full): the flagless path is pinned in make test by the GPT-2 trt10 case,
+#: BERT's and ViT's dynamic exports by their FAST cases.
+@pytest.mark.full
 @pytest.mark.parametrize("name,target", [("bert", "trt8.2"), ("vit", "trt10")])
 def test_other_models_saved_dynamic_export_with_no_flags(name, target, matrix_file,
                                                          eager_models, tmp_path):

@@ -44,9 +44,9 @@ def _ort_vs_eager(example: str, onnx_path: Path) -> float:
     return float(np.abs(out - ref).max() / max(1.0, np.abs(ref).max()))
 
 
-#: `make test-fast` runs one diagonal of the product, each example once and each format once;
-#: the other pairs are marked slow (make test): each takes the same path for its format as
-#: the fast pair of that format, on an example whose export a fast pair pins.
+#: `make test` runs one diagonal of the product, each example once and each format once;
+#: the other pairs are `full` (make test-full): each takes the same path for its format as
+#: the diagonal's pair of that format, on an example whose export a diagonal pair pins.
 FAST_PAIRS = {("lstm", "torchscript"), ("bert", "exported"), ("gpt2", "state_dict"),
               ("vit", "pickle")}
 
@@ -57,7 +57,7 @@ def test_the_fast_pairs_hold_every_example_and_every_format():
 
 
 @pytest.mark.parametrize("example, fmt", [
-    pytest.param(e, f, marks=[] if (e, f) in FAST_PAIRS else [pytest.mark.slow], id=f"{e}-{f}")
+    pytest.param(e, f, marks=[] if (e, f) in FAST_PAIRS else [pytest.mark.full], id=f"{e}-{f}")
     for e in sorted(EXAMPLES) for f in FORMATS])
 def test_every_example_every_format(example, fmt, saved_model, tmp_path):
     model = saved_model(example, fmt)
@@ -86,11 +86,10 @@ def test_every_example_every_format(example, fmt, saved_model, tmp_path):
 
 
 @pytest.mark.parametrize("example", ["bert", "gpt2"])
-def test_target_onnx_one_gelu_node_per_site(example, saved_model, tmp_path):
-    out = tmp_path / "m.onnx"
-    res = run_cli(saved_model(example, "exported"), "--target", "onnx", "-o", out, "--no-verify")
-    assert res.code == 0, res.err
-    model = onnx.load(str(out))
+def test_target_onnx_one_gelu_node_per_site(example, golden_run):
+    run = golden_run(example, "exported", "--target", "onnx", "--no-verify")
+    assert run.code == 0, run.err
+    model = onnx.load(str(run.onnx))
     gelus = [n for n in model.graph.node if n.op_type == "Gelu"]
     assert len(gelus) == EXAMPLES[example].gelu_sites
     want = "tanh" if EXAMPLES[example].gelu_kind == "tanh" else "none"
@@ -133,10 +132,10 @@ def test_python_api_returns_the_report(saved_model, tmp_path):
     assert rep.to_json()["opset"] == 20
 
 
-def test_onnx_file_as_model_is_verified_against_itself_in_ort(saved_model, tmp_path):
-    first = tmp_path / "first.onnx"
-    assert run_cli(saved_model("bert", "exported"), "--target", "onnx", "-o", first,
-                   "--no-verify").code == 0
+def test_onnx_file_as_model_is_verified_against_itself_in_ort(golden_run, tmp_path):
+    run = golden_run("bert", "exported", "--target", "onnx", "--no-verify")
+    assert run.code == 0, run.err
+    first = run.copy_to(tmp_path, "first.onnx")
     res = run_cli(first, "--target", "trt", "-o", tmp_path / "second.onnx", "--iterations", "2",
                   "--report", tmp_path / "r.json")
     assert res.code == 0, res.err

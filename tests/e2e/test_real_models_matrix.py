@@ -65,6 +65,16 @@ LEFT_OUT = {(n, "torchscript", t) for n in MODELS for t in ("onnx", "ort")} | \
 SLOW = {(n, "torchscript", "trt") for n in MODELS} | {("t5", "exported", t) for t in ("ort", "trt")}
 
 
+#: The rows `make test` runs: each target once, each model once but T5 (its dynamo route, and
+#: its `onnx` and `trt8.2` runs, are tests/e2e/test_real_models.py's
+#: test_t5_exported_with_keywords_on_dynamo_and_torchscript), TorchScript converted for dynamo
+#: once. The other rows are `full` (make test-full): the same paths on further models, each
+#: pinned by the row of its target and the row of its model here.
+REPRESENTATIVE = {("whisper_encoder", "exported", "trt8.6"), ("gpt_neox", "exported", "onnx"),
+                  ("deberta", "exported", "ort"), ("swin", "exported", "trt8.2"),
+                  ("gpt_neox", "torchscript", "trt")}
+
+
 def _cases() -> list:
     params = []
     for name in MODELS:
@@ -73,6 +83,8 @@ def _cases() -> list:
                 if (name, fmt, target[0]) in LEFT_OUT:
                     continue
                 marks = [pytest.mark.slow] if (name, fmt, target[0]) in SLOW else []
+                if (name, fmt, target[0]) not in REPRESENTATIVE:
+                    marks.append(pytest.mark.full)
                 params.append(pytest.param(name, fmt, target, marks=marks,
                                            id=f"{name}-{fmt}-{'-'.join(target)}"))
     return params

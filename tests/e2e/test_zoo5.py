@@ -8,9 +8,9 @@ encoder's own output type (Moonshine), inputs made from each sub-config and feat
 refuses kept static with a note (Funnel), a model whose cache is no key/value cache (Mamba),
 diffusers folders, `use_cache` off in every sub-config, a graph that cannot run at a size, a
 refusal naming the targets that can, non-tensor keyword arguments kept as constants. The
-product of models × ways × targets is `slow`, each naming the fast test that pins the same
-behaviour; every graph that passes is rechecked in ONNX Runtime against eager PyTorch on fresh
-inputs.
+product of models × ways × targets is `full` (make test-full) but for one row per way and
+target, the mark's comment naming the tests in `make test` that pin the same behaviour;
+every graph that passes is rechecked in ONNX Runtime against eager PyTorch on fresh inputs.
 """
 
 from __future__ import annotations
@@ -317,15 +317,32 @@ def _run_way(tmp_path: Path, session_cache: SessionCache, name: str, way: str,
         return outcome.code, outcome.line, out
 
 
-# Pinned fast by: test_funnel_folder_keeps_the_sequence_static_with_a_note (dims),
+#: The product's rows `make test` runs: each way and target once, each on a model of another
+#: family (a protein/text encoder, a detection ViT, a decoder LLM, a speech encoder).
+REPRESENTATIVE = {("esm", "folder", "ort"), ("yolos", "folder", "trt8.2"),
+                  ("qwen3", "pt2", "trt8.2"), ("wavlm", "api", "ort")}
+
+
+def _product() -> list[Any]:
+    """Models × ways: the `REPRESENTATIVE` rows slow (make test), the others `full`."""
+    return [pytest.param(name, way, target, id=f"{name}-{way}-{target}",
+                         marks=[] if (name, way, target) in REPRESENTATIVE else [pytest.mark.full])
+            for name in getattr(zoo5, "ALL", ()) for way, target in SLOW_WAYS]
+
+
+# The other rows are `full` (make test-full). Pinned in make test by: the REPRESENTATIVE rows
+# (each way and target), test_funnel_folder_keeps_the_sequence_static_with_a_note (dims),
 # test_ast_folder_gets_a_spectrogram_from_its_config and
 # test_inputs_come_from_each_sub_config_and_feature_extractor (inputs),
 # test_seq2seq_graphs_hand_the_decoder_the_encoders_own_output (encoder–decoders),
-# test_diffusers_folder_exports_from_its_config (diffusers), and
-# test_in_memory_llm_takes_use_cache_false_as_users_pass_it (the API).
+# test_mamba_folder_is_one_plain_graph_with_a_note (a non-KV cache),
+# test_diffusers_folder_exports_from_its_config (diffusers),
+# test_in_memory_llm_takes_use_cache_false_as_users_pass_it (the API), and for REFUSALS:
+# test_an_op_the_targets_opset_lacks_names_the_targets_that_take_it (RT-DETR on trt8.2),
+# tests/check/test_ties.py's test_a_tie_fed_topk_is_named_as_the_cause (RT-DETR's ties),
+# test_a_graph_that_cannot_run_at_a_size_is_a_failed_verdict (an exit 1, never 4).
 @pytest.mark.slow
-@pytest.mark.parametrize("way,target", SLOW_WAYS)
-@pytest.mark.parametrize("name", list(getattr(zoo5, "ALL", ())))
+@pytest.mark.parametrize("name,way,target", _product())
 def test_zoo5_model_exports_or_says_why(tmp_path: Path, session_cache: SessionCache,
                                         name: str, way: str, target: str) -> None:
     if way == "pt2" and name in NO_PT2:
@@ -362,7 +379,10 @@ def _timm_reason() -> str:
     return zoo5.timm_missing() if hasattr(zoo5, "timm_missing") else "no examples.zoo5"
 
 
-@pytest.mark.slow
+# full (make test-full): a timm model through the API is the API's path on a vision model,
+# pinned in make test by the product's ("wavlm", "api", "ort") row and
+# tests/e2e/test_end_to_end.py's test_python_api_returns_the_report.
+@pytest.mark.full
 @pytest.mark.skipif(bool(_timm_reason()), reason=_timm_reason() or "timm imports")
 @pytest.mark.parametrize("name", sorted(getattr(zoo5, "TIMM", {})))
 def test_timm_model_exports(tmp_path: Path, name: str) -> None:
@@ -398,9 +418,9 @@ def _tiny_llm(name: str) -> torch.nn.Module:
     return configs[name]().eval()
 
 
-# Pinned fast by test_in_memory_llm_takes_use_cache_false_as_users_pass_it (the same call
-# constants on GPT-2).
-@pytest.mark.slow
+# full (make test-full). Pinned in make test by
+# test_in_memory_llm_takes_use_cache_false_as_users_pass_it (the same call constants on GPT-2).
+@pytest.mark.full
 @pytest.mark.parametrize("name", ["bloom", "falcon", "gpt_neox", "gemma2", "phi", "starcoder2"])
 def test_in_memory_llms_take_use_cache_false(tmp_path: Path, name: str) -> None:
     import export_gelu

@@ -1,7 +1,10 @@
 """Containment: a model file reads nothing outside what the user pointed at and runs only
 tensor computation, unless the user trusts it (`--trust-model`, alias `--allow-pickle`).
 
-Every hostile file below goes through the real CLI in a subprocess. Each refusal asserts:
+Every hostile file below goes through the CLI (in the test's process: a refused file is
+never loaded, and what a trusted one runs only writes a marker or reads the canary; whether
+plain torch would run an ExportedProgram's attack is tried in a process of its own,
+`_torch_runs`). Each refusal asserts:
 exit 2; one stderr line `export-gelu: error: …` naming the op (or member) and where it is;
 the canary file's contents in no output (stdout, stderr, any file written); nothing written
 (the output folder stays empty, no marker appears); the input byte-identical. Where it makes
@@ -47,7 +50,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, CliResult, run_cli
 
 CANARY_TEXT = "CANARY-7f3e9b2c-do-not-leak"
 
@@ -214,16 +217,15 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _cli(*argv: object, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "export_gelu.cli", *map(str, argv)], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+def _cli(*argv: object, cwd: Path = ROOT) -> CliResult:
+    return run_cli(*map(str, argv), cwd=cwd)
 
 
 def _files_under(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file())
 
 
-def _assert_refused(proc: subprocess.CompletedProcess, needles: list[str], out_dir: Path,
+def _assert_refused(proc: CliResult, needles: list[str], out_dir: Path,
                     model: Path, before: str, markers: list[Path] = ()) -> None:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
@@ -632,7 +634,7 @@ def test_symbolic_and_guard_grammar():
     assert not guard_expression("getattr(L, 'x')")
 
 
-def _assert_refused_any(proc: subprocess.CompletedProcess, out_dir: Path) -> None:
+def _assert_refused_any(proc: CliResult, out_dir: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("export-gelu: error:") and "system" in lines[0]

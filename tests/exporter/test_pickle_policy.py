@@ -1,9 +1,10 @@
 """Pickle policy: nothing from a model file is unpickled without --allow-pickle.
 
 Each malicious file below carries a payload that, if unpickled, writes a marker file. Every
-case runs the real CLI in a subprocess and checks that the marker is absent and the exit code
-is 2 without the flag; where loading with the flag is meaningful, the marker then appears,
-which proves the payload was live (the test could fail) rather than inert.
+case runs the CLI (in the test's process: the payload only writes its marker) and checks that
+the marker is absent and the exit code is 2 without the flag; where loading with the flag is
+meaningful, the marker then appears, which proves the payload was live (the test could fail)
+rather than inert.
 
 | file | what it hides | without --allow-pickle |
 |---|---|---|
@@ -18,8 +19,6 @@ from __future__ import annotations
 
 import io
 import pickle
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import torch
 from torch import nn
 
 from examples.models import EXAMPLES
-from tests.conftest import ROOT
+from tests.conftest import CliResult, run_cli
 
 
 class WritesMarker:
@@ -41,12 +40,11 @@ class WritesMarker:
         return (exec, (f"open({self.marker!r}, 'w').write('unpickled')",))
 
 
-def _cli(*argv: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "export_gelu.cli", *map(str, argv)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+def _cli(*argv: object) -> CliResult:
+    return run_cli(*map(str, argv))
 
 
-def _assert_refused(proc: subprocess.CompletedProcess, marker: Path, needle: str) -> None:
+def _assert_refused(proc: CliResult, marker: Path, needle: str) -> None:
     assert not marker.exists(), "the payload ran without --allow-pickle"
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()

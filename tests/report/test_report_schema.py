@@ -1,6 +1,6 @@
-"""The typed report: every command's JSON report validates against docs/report.schema.json,
-carries its schema_version, and every note has a code (tests and tools match codes, not
-words)."""
+"""The typed report: docs/report.schema.json is generated from the report's types (and the
+committed file is that), every command's JSON report validates against it, carries its
+schema_version, and every note has a code (tests and tools match codes, not words)."""
 
 from __future__ import annotations
 
@@ -84,3 +84,32 @@ def test_the_schema_refuses_a_report_without_codes(runs):
     data["notes"] = ["a note without a code"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, SCHEMA)
+
+
+def test_the_committed_schema_is_generated_from_the_reports_types():
+    from export_gelu.report.schema import schema_text
+
+    assert (ROOT / "docs" / "report.schema.json").read_text() == schema_text(), (
+        "docs/report.schema.json is not the report's types: run python -m "
+        "export_gelu.report.schema --write")
+
+
+def test_the_schema_names_every_key_users_rely_on():
+    """docs/report.md's keys that stay, each required at the top level, and typed."""
+    required = set(SCHEMA["required"])
+    assert {"target", "output", "opset", "gelu_sites", "parity", "trt", "latency", "options",
+            "notes", "stage_seconds", "written", "schema_version"} <= required
+    assert SCHEMA["properties"]["command"] == {"enum": ["export", "verify", "compare-forms"]}
+    trt = {ref["$ref"].rsplit("/", 1)[-1] for ref in SCHEMA["properties"]["trt"]["anyOf"]}
+    assert trt == {"trt_skipped", "trt_not_here", "trt_built", "trt_loaded", "trt_device"}
+    parity = SCHEMA["$defs"]["parity_result_with_localization"]["properties"]
+    assert {"status", "reason", "outputs", "first_divergence", "module_errors"} <= set(parity)
+
+
+def test_a_section_reads_as_its_json():
+    """The report's typed sections answer `section["key"]` as the dicts they replace did."""
+    from export_gelu.report.sections import TrtNotHere
+
+    trt = TrtNotHere("no GPU", "build and check it on the device with --bundle DIR")
+    assert trt["status"] == "skipped" and trt.get("engine_here") is False
+    assert "bundle" not in trt and trt.get("bundle") is None  # written only once there is one

@@ -20,11 +20,11 @@ CEILING = {"trt7.0": 11, "trt7.1": 11, "trt7.2": 11, "trt8.0": 13, "trt8.2": 13,
 
 
 @pytest.fixture(scope="module")
-def opset20(saved_model, tmp_path_factory):
-    """BERT exported at opset 20: native Gelu and LayerNormalization nodes."""
-    out = tmp_path_factory.mktemp("opset20") / "bert20.onnx"
-    res = run_cli(saved_model("bert", "exported"), "--target", "onnx", "-o", out, "--no-verify")
-    assert res.code == 0, res.err
+def opset20(golden_run, tmp_path_factory):
+    """BERT exported at opset 20: native Gelu and LayerNormalization nodes (a golden run)."""
+    run = golden_run("bert", "exported", "--target", "onnx", "--no-verify")
+    assert run.code == 0, run.err
+    out = run.copy_to(tmp_path_factory.mktemp("opset20"), "bert20.onnx")
     ops = {n.op_type for n in onnx.load(str(out)).graph.node}
     assert {"Gelu", "LayerNormalization"} <= ops
     return out

@@ -1,0 +1,113 @@
+"""The INT8/FP8 verdict on a Q/DQ graph, for export and verify alike: the graph in ONNX Runtime
+(as written), PyTorch in float32, and PyTorch at the graph's own scales (fake-quant,
+quantize/reference.py) on the same feeds, judged by quantize/judge.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import onnx
+
+from export_gelu.check.deployed import deployed_feed
+from export_gelu.check.reference import model_runner
+from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.quantize import QuantVerdict, judge, plan_quantization, read_qdq, run_graph
+from export_gelu.quantize.read_qdq import QDQ_OPS
+from export_gelu.quantize.reference import fake_quantized
+from export_gelu.results.quantize import QdqGraph, QdqJudged
+
+#: What the verdict compares with, in words (the report's `judged_by`).
+JUDGED_BY = "PyTorch with the graph's scales (fake-quant of weights and inputs)"
+
+Feeds = Sequence[Mapping[str, np.ndarray]]
+
+
+def logits_of(model: onnx.ModelProto) -> list[str]:
+    """The outputs whose top-1 agreement is counted: those named as logits."""
+    return [o.name for o in model.graph.output if "logits" in o.name.lower()]
+
+
+def _torch_runs(loaded: LoadedModel, module: Any, feeds: Feeds, outputs: list[str],
+                threads: int) -> list[dict[str, np.ndarray]]:
+    runner = model_runner(loaded, dict(feeds[0]), outputs, threads, "cpu",  # type: ignore[arg-type]
+                          module=module)
+    with runner:
+        return [{k: np.asarray(v) for k, v in runner.infer(dict(f)).items()} for f in feeds]
+
+
+def _hookable(loaded: LoadedModel) -> tuple[Any, list[str]]:
+    """The module to run with hooks on its submodules: an ExportedProgram unflattened (its
+    own module() calls no submodule, so no input hook would fire), else the module."""
+    if loaded.exported is None:
+        return loaded.reference_module(), []
+    import warnings
+
+    import torch
+
+    try:
+        with warnings.catch_warnings():  # torch's own deprecation chatter on unflattening
+            warnings.simplefilter("ignore")
+            return torch.export.unflatten(loaded.exported), []
+    except Exception as exc:  # noqa: BLE001 - torch raises anything here
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return loaded.reference_module(), [f"the ExportedProgram could not be unflattened "
+                                           f"({first}): the reference quantizes weights only"]
+
+
+def judge_qdq(loaded: LoadedModel, graph: onnx.ModelProto, feeds: Feeds, threads: int,
+              got: Sequence[Mapping[str, np.ndarray]] | None = None) -> QuantVerdict:
+    """`graph` (a Q/DQ graph of `loaded`'s module) judged on `feeds` (as the model takes
+    them): against PyTorch at the graph's scales, with SQNR, cosine and top-1 against
+    PyTorch in float32. Products the reference cannot mirror are named in the notes. `got`:
+    the graph's outputs per feed as a device computed them (default: ONNX Runtime's)."""
+    outputs = [o.name for o in graph.graph.output]
+    module, notes = _hookable(loaded)
+    fp32 = _torch_runs(loaded, module, feeds, outputs, threads)
+    with fake_quantized(module, read_qdq(graph)) as mirrored:
+        reference = _torch_runs(loaded, module, feeds, outputs, threads)
+    if got is None:
+        got = run_graph(graph, [deployed_feed(f, graph) for f in feeds], threads)
+    notes += [f"the reference does not quantize {why}" for why in mirrored.unmirrored]
+    return judge(fp32, got, reference, logits_of(graph), notes)
+
+
+@contextmanager
+def quantized_reference(loaded: LoadedModel, graph: onnx.ModelProto) -> Iterator[Any]:
+    """`loaded`'s module computing as the Q/DQ `graph` does (fake-quant at its scales), with
+    hooks on its submodules (an ExportedProgram unflattened): the reference a first
+    divergence of a Q/DQ graph is looked for against."""
+    module, _ = _hookable(loaded)
+    with fake_quantized(module, read_qdq(graph)):
+        yield module
+
+
+def read_qdq_graph(graph: onnx.ModelProto) -> QdqGraph:
+    """What a Q/DQ graph quantizes, read back from it (`read_qdq`)."""
+    products = read_qdq(graph)
+    quantized = sum(1 for p in products if p.weight_scale is not None)
+    precision = "fp8" if any(p.precision == "fp8" for p in products) else "int8"
+    plan = plan_quantization(graph, precision)  # the float weight products left, GELU tensors
+    inits = {i.name for i in graph.graph.initializer}
+    float_q = any(n.op_type == "QuantizeLinear" and n.input and n.input[0] in inits
+                  for n in graph.graph.node)
+    gelu = sum(1 for n in graph.graph.node
+               if n.op_type in QDQ_OPS and n.input and n.input[0] in plan.gelu_tensors)
+    return QdqGraph(precision, "float_q_dq" if float_q else "quantized_dq", quantized,
+                    quantized + plan.weight_products, gelu)
+
+
+def judge_deployed(loaded: LoadedModel, graph: onnx.ModelProto, feeds: Feeds, threads: int,
+                   got: Sequence[Mapping[str, np.ndarray]] | None = None) -> QdqJudged:
+    """A Q/DQ graph given to verify (`got`: a device's outputs of it) judged at its own
+    scales; an ONNX MODEL has no modules to quantize, and is not judged."""
+    read = read_qdq_graph(graph)
+    if loaded.is_onnx:
+        return QdqJudged(read, len(feeds), None, "an ONNX MODEL has no PyTorch modules to run "
+                                                 "at the graph's scales")
+    if not any(p.module for p in read_qdq(graph)):
+        return QdqJudged(read, len(feeds), None, "its quantized products name no module of "
+                                                 "MODEL (no node provenance)")
+    return QdqJudged(read, len(feeds), judge_qdq(loaded, graph, feeds, threads, got))

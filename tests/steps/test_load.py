@@ -1,0 +1,54 @@
+"""steps/load.py: the model loaded as every command loads it, by content; its kind (module,
+program, ONNX, several graphs) and the loader's notes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from export_gelu.errors import BadInputError
+from export_gelu.results.request import GraphsSource, OnnxSource, ProgramSource
+from export_gelu.run import Run
+from export_gelu.steps.load import load, load_one_graph
+from tests.steps.step_inputs import TINY_SHAPE, export_request, onnx_model, verify_request
+
+
+def test_load_reads_an_onnx_file(tmp_path: Path) -> None:
+    model = onnx_model(tmp_path)
+    found = load(export_request(model, tmp_path), Run())
+    assert isinstance(found, OnnxSource) and found.kind == "onnx"
+    assert found.loaded.path == model and found.loaded.format.value == "ONNX"
+
+
+def test_load_reads_an_exported_program_with_its_example_inputs(program: Path,
+                                                                tmp_path: Path) -> None:
+    run = Run()
+    found = load(export_request(program, tmp_path), run)
+    assert isinstance(found, ProgramSource) and found.loaded.format.value == "ExportedProgram"
+    (example,) = found.loaded.example_inputs
+    assert tuple(example.shape) == TINY_SHAPE
+    assert run.notes == found.loaded.notes  # the loader's notes, said through the run
+
+
+def test_load_takes_a_model_handed_over(program: Path, tmp_path: Path) -> None:
+    import dataclasses
+
+    first = load(export_request(program, tmp_path), Run())
+    request = dataclasses.replace(export_request(program, tmp_path), in_memory=first.loaded)
+    assert load(request, Run()).loaded is first.loaded  # loaded once for several runs
+
+
+def test_a_folder_of_several_graphs_is_one_source_and_refused_outside_export(
+        tmp_path: Path) -> None:
+    """A folder task with several graphs (a BART with past: encoder, decoder, decoder with
+    past) is export's only (exit 2 for verify and --compare-forms)."""
+    from examples.hf_folders import save_folder
+
+    folder = save_folder("bart", tmp_path / "bart")
+    found = load(export_request(folder, tmp_path, output=str(tmp_path / "out")), Run())
+    assert isinstance(found, GraphsSource) and len(found.graphs) == 3
+    with pytest.raises(BadInputError, match="task text2text-generation-with-past exports 3 "
+                                            "graphs; verify and --compare-forms take a "
+                                            "one-graph task"):
+        load_one_graph(verify_request(folder, onnx_model(tmp_path, name="dep.onnx")), Run())

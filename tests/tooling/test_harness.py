@@ -1,0 +1,169 @@
+"""The test harness itself: the tests' timing default (tests/cli_runs.py), the tiers read from
+what a test uses (tests/tiers.py) and the cost table (tests/costs.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import cli_runs, tiers
+from tests.cli_runs import TEST_TIMING, with_test_timing
+from tests.costs import read, table
+from tests.golden_runs import scenario_name
+
+TIMING = [w for pair in TEST_TIMING.items() for w in pair]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["m.pt", "-o", "m.onnx"], [*TIMING, "m.pt", "-o", "m.onnx"]),
+    (["verify", "m.pt", "d.onnx"], ["verify", *TIMING, "m.pt", "d.onnx"]),
+    (["inspect", "m.onnx"], ["inspect", "m.onnx"]),
+    (["m.pt", "--iterations", "7"], ["m.pt", "--iterations", "7"]),
+    (["m.pt", "--iterations=7"], ["m.pt", "--iterations=7"]),
+    (["verify", "m.pt", "d.onnx", "--warmup", "2"], ["verify", "m.pt", "d.onnx", "--warmup", "2"]),
+    (["--help"], ["--help"]),
+    (["m.pt", "--version"], ["m.pt", "--version"]),
+    (["m.pt", "--", "-odd.onnx"], ["m.pt", "--", "-odd.onnx"]),
+    ([], []),
+])
+def test_a_run_times_once_unless_the_test_asks(argv, expected):
+    assert with_test_timing(argv) == expected
+
+
+def test_arguments_keep_their_type():
+    argv = [b"out\xff.pt", Path("x.onnx")]
+    assert with_test_timing(argv) == [*TIMING, b"out\xff.pt", Path("x.onnx")]
+
+
+def test_api_calls_get_the_timing_unless_they_give_theirs():
+    seen = []
+
+    def api(model, **kwargs):
+        seen.append(kwargs)
+
+    timed = cli_runs._with_test_timing_keywords(api)
+    timed("m", target="onnx")
+    timed("m", iterations=5)
+    timed("m", warmup=0)
+    timed("m", options=object())
+    assert seen[0] == {"target": "onnx", "iterations": 1, "warmup": 0}
+    assert seen[1] == {"iterations": 5} and seen[2] == {"warmup": 0}
+    assert list(seen[3]) == ["options"]
+    assert timed.__wrapped__ is api
+
+
+def test_the_installed_api_is_wrapped_once():
+    import export_gelu
+    from export_gelu import api
+
+    cli_runs.time_api_calls_once()  # a second time: no wrapper around the wrapper
+    for name in ("export", "verify", "compare_forms"):
+        func = getattr(api, name)
+        assert func.__test_timing__ and not getattr(func.__wrapped__, "__test_timing__", False)
+        assert getattr(export_gelu, name) is func
+
+
+def test_run_cli_restores_the_environment_and_the_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPORT_GELU_TEST_PROBE", "before")
+    here = Path.cwd()
+    res = cli_runs.run_cli("--version", env={"EXPORT_GELU_TEST_PROBE": None}, cwd=tmp_path)
+    assert res.code == 0 and res.out.startswith("export-gelu ")
+    assert res.returncode == res.code and res.stdout == res.out and res.stderr == res.err
+    assert Path.cwd() == here
+    import os
+
+    assert os.environ["EXPORT_GELU_TEST_PROBE"] == "before"
+
+
+# -- tiers: what a test uses, read from its code ---------------------------------------------
+
+
+def _starts_python():
+    return subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
+def _starts_git():
+    return subprocess.run(["git", "--version"], capture_output=True)
+
+
+def _helper_runs_the_cli(path):
+    return cli_runs.run_cli(path)
+
+
+def _calls_a_helper():
+    return _helper_runs_the_cli("m.pt")
+
+
+def _imports_the_api_inside():
+    from export_gelu import export
+
+    return export
+
+
+def _uses_the_api_by_attribute():
+    import export_gelu
+
+    return export_gelu.verify
+
+
+def _builds_an_example():
+    from examples.models import build
+
+    return build("bert")
+
+
+def _exports_a_module():
+    import torch
+
+    return torch.onnx.export
+
+
+def _pure():
+    return sorted([3, 1, 2])
+
+
+@pytest.mark.parametrize("func, expected", [  # by name: a function as a parameter is followed
+    ("_starts_python", {"process", "python"}),
+    ("_starts_git", {"process"}),
+    ("_calls_a_helper", {"run"}),
+    ("_imports_the_api_inside", {"run"}),
+    ("_uses_the_api_by_attribute", {"run"}),
+    ("_builds_an_example", {"model"}),
+    ("_exports_a_module", {"export"}),
+    ("_pure", set()),
+])
+def test_what_a_test_uses_is_read_from_its_code(func, expected):
+    assert tiers.uses_of([globals()[func]]) == expected
+
+
+def test_tiers_are_marked_at_collection(request):
+    """This test runs nothing: unit; every collected test has exactly one tier."""
+    marks = [m.name for m in request.node.iter_markers() if m.name in tiers.TIERS]
+    assert marks == ["unit"]
+
+
+# -- costs and golden runs -------------------------------------------------------------------
+
+
+def test_the_cost_table_sums_by_tier_without_cache_builds(tmp_path):
+    rows = [{"id": "tests/a/test_x.py::t1", "tier": "unit", "slow": False, "outcome": "passed",
+             "cpu": 1.0, "children": 0.0, "built": 0.0, "pythons": 0, "wall": 1.0},
+            {"id": "tests/a/test_x.py::t2", "tier": "e2e", "slow": False, "outcome": "passed",
+             "cpu": 5.0, "children": 4.0, "built": 3.0, "pythons": 1, "wall": 9.0}]
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows + rows[:1]))
+    got = read(path)
+    assert len(got) == 2
+    text = table(got, top=5)
+    assert "| e2e | 1 | 6.0 | 3.0 | 1 |" in text and "| all | 2 | 7.0 | 3.0 | 1 |" in text
+
+
+def test_a_golden_scenario_is_named_by_its_flags():
+    a = scenario_name("bert", "exported", ("--target", "onnx"))
+    assert a == scenario_name("bert", "exported", ("--target", "onnx"))
+    assert a != scenario_name("bert", "exported", ("--target", "onnx", "--no-verify"))
+    assert a.startswith("golden-bert-exported-")
