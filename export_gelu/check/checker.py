@@ -23,6 +23,7 @@ from export_gelu.check.latency import Latency, measure_latency
 from export_gelu.check.parity import ParityResult, compare_all
 from export_gelu.check.recorded import RecordedRunner
 from export_gelu.check.run_failure import deployed_run_failure
+from export_gelu.errors import out_of_memory
 from export_gelu.progress import Progress
 from export_gelu.tolerances import Tolerances
 
@@ -60,8 +61,8 @@ def run_check(job: CheckJob, progress: Progress | None = None) -> CheckOutcome:
         results = compare_all(job.reference, list(job.runners), list(job.feeds), tol.atol,
                               tol.rtol)
     except Exception as exc:  # a deployed graph that cannot run there is a verdict
-        why = deployed_run_failure(exc)
-        if why is None:
+        why = None if out_of_memory(exc) else deployed_run_failure(exc)
+        if why is None:  # not a verdict; a failed allocation is the machine's (exit 2)
             raise
         failed = [ParityResult("failed", why, tol.atol, tol.rtol,
                                ["pytorch", getattr(r, "name", "deployed")])

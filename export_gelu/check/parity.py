@@ -110,9 +110,10 @@ def errors_of(refs: Sequence[np.ndarray], outs: Sequence[np.ndarray], atol: floa
     o = np.concatenate([a.ravel() for a in o_all]) if o_all else np.empty(0)
     if r.size == 0:
         return OutputError(0.0, 0.0, 0.0, 0.0, 0.0, True), np.empty(0)
-    diff = np.abs(r - o)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf/nan outputs are counted below
+        diff = np.abs(r - o)
+        rel = diff / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
     nonfinite = int(np.count_nonzero(~np.isfinite(o)))
-    rel = diff / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
     scale = float(np.abs(r).max())
     is_float = np.asarray(refs[0]).dtype.kind == "f"
     constant = (inputs_differ and len(r_all) > 1

@@ -98,3 +98,25 @@ def test_device_latency_is_in_ms_per_inference(tiny: tuple[Path, Path], tmp_path
     assert device_run.times is None
     latency = device_latency(([1.0] * 10 + [2.0] * 10, 3))
     assert latency.iterations == 20 and 1.0 <= latency.median_ms <= 2.0
+
+
+def test_device_quantized_judges_an_int8_graphs_outputs(tiny: tuple[Path, Path],
+                                                       tiny_int8: tuple[Path, Path],
+                                                       tmp_path: Path) -> None:
+    from export_gelu.steps.device import device_quantized
+
+    program, graph = tiny
+    (tmp_path / "f").mkdir()
+    request = _request(program, graph, tmp_path / "f")
+    assert device_quantized(source(program), read_device_run(request), request.options,
+                            Run()) is None  # a float graph: the bundle's tolerances judge it
+    _, int8 = tiny_int8
+    feed = main_feed()
+    np.savez(tmp_path / "in.npz", **feed)
+    model = onnx.load(str(int8))
+    (y,) = run_ort(model, dict(feed), optimize=False)
+    write_outputs({model.graph.output[0].name: y}, tmp_path / "outputs.json")
+    request = verify_request(program, int8, inputs_file=str(tmp_path / "in.npz"),
+                             device_outputs=str(tmp_path / "outputs.json"), device="cpu")
+    judged = device_quantized(source(program), read_device_run(request), request.options, Run())
+    assert judged is not None and judged.passed is True

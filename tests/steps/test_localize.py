@@ -86,3 +86,18 @@ def test_localize_device_without_module_outputs_says_how_to_get_them(
                             device_outputs={}, parity=PASSED, threads=1, device="cpu", run=Run())
     assert found.method == "none"
     assert "run `sh run_on_device.sh localize`" in found.reason
+
+
+def test_judged_and_quant_localizes_follow_the_int8_verdict() -> None:
+    from export_gelu.quantize.judge import QuantVerdict
+    from export_gelu.results.quantize import QdqGraph, QdqJudged
+    from export_gelu.steps.localize import judged, quant_localizes
+
+    read = QdqGraph("int8", "float_q_dq", 1, 1, 0)
+    not_judged = QdqJudged(read, 1, None, "an ONNX MODEL")
+    passed = QdqJudged(read, 1, QuantVerdict({}))
+    assert not judged(None) and not judged(not_judged) and judged(passed)
+    failed_fp32 = ParityResult("failed", "over tolerance", 1e-4, 1e-3, ["pytorch", "ort"])
+    assert not quant_localizes(passed, failed_fp32, asked=False)  # judged at its scales
+    assert quant_localizes(passed, failed_fp32, asked=True)
+    assert quant_localizes(None, failed_fp32, asked=False) == localizes(failed_fp32, False)

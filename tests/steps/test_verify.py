@@ -146,3 +146,18 @@ def test_calibrate_verify_records_the_ranges_and_what_they_say(tiny: tuple[Path,
     (site,) = calibration.sites
     assert site.kind == "tanh" and site.module == "act"
     assert calibration.inputs.endswith("; not real data, ranges are indicative")
+
+
+def test_judge_quantized_judges_a_qdq_deployed_and_leaves_a_float_one(
+        tiny: tuple[Path, Path], tiny_int8: tuple[Path, Path]) -> None:
+    from export_gelu.steps.verify import judge_quantized
+
+    program, graph = tiny
+    request = verify_request(program, graph, device="cpu")
+    assert judge_quantized(source(program), open_deployed(graph), _inputs(program, graph),
+                           request.options, Run()) is None
+    _, int8 = tiny_int8
+    request = verify_request(program, int8, device="cpu")
+    judged = judge_quantized(source(program), open_deployed(int8), _inputs(program, int8),
+                             request.options, Run())
+    assert judged is not None and judged.passed is True and judged.graph.quantized == 1
