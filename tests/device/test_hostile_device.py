@@ -64,19 +64,19 @@ def counts(tmp_path_factory) -> bool:
 
 @pytest.fixture()
 def forms_run(device_outputs, forms_bundle, tmp_path, counts) -> tuple[Path, Path, Outside]:
-    """(model, a copy of the forms bundle's device run in tmp/work/B, the outside folder)."""
+    """(model, a copy of the forms bundle's device run in TMP/run/B, the outside folder)."""
     model, _bundle = forms_bundle
-    (tmp_path / "work").mkdir()
-    ran = Path(shutil.copytree(device_outputs, tmp_path / "work" / "B"))
+    (tmp_path / "run").mkdir()
+    ran = Path(shutil.copytree(device_outputs, tmp_path / "run" / "B"))
     return model, ran, Outside(tmp_path / "outside", counts)
 
 
 @pytest.fixture()
 def one_run(single_run, single_bundle, tmp_path, counts) -> tuple[Path, Path, Outside]:
-    """(model, a copy of the single-graph bundle's device run in tmp/work/B, outside)."""
+    """(model, a copy of the single-graph bundle's device run in TMP/run/B, outside)."""
     model, _bundle = single_bundle
-    (tmp_path / "work").mkdir()
-    ran = Path(shutil.copytree(single_run, tmp_path / "work" / "B"))
+    (tmp_path / "run").mkdir()
+    ran = Path(shutil.copytree(single_run, tmp_path / "run" / "B"))
     return model, ran, Outside(tmp_path / "outside", counts)
 
 
