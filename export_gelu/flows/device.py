@@ -9,6 +9,9 @@ judged against MODEL by the one checker as a local run would be.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from export_gelu.check.deployed import feed_for
 from export_gelu.flows.running import command_run
 from export_gelu.options import VerifyOptions, recorded_forms
@@ -16,8 +19,14 @@ from export_gelu.progress import Progress
 from export_gelu.report.build import build_report
 from export_gelu.report.report import Report
 from export_gelu.report.write import write_report
-from export_gelu.results.device import DeviceFormsResult, DeviceVerifyResult
-from export_gelu.results.request import Request
+from export_gelu.results.device import (
+    DeviceFormsResult,
+    DeviceJudging,
+    DeviceRun,
+    DeviceVerifyResult,
+    FormsRun,
+)
+from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.run import Run
 from export_gelu.steps.device import (
     describe_device_run,
@@ -36,17 +45,28 @@ from export_gelu.steps.device_forms import (
 from export_gelu.steps.load import load_one_graph
 from export_gelu.steps.localize import judged, localize_device, quant_localizes
 
+Ran = TypeVar("Ran", DeviceRun, FormsRun)
+
+
+def _read_and_load(request: Request[VerifyOptions], run: Run,
+                   read: Callable[[Request[VerifyOptions]], Ran]
+                   ) -> tuple[Ran, OneGraphSource, DeviceJudging]:
+    """What both device checks start with: MODEL there, the device's run read (`read`),
+    MODEL loaded, and how the device's outputs are judged."""
+    require_model_file(request.model)
+    with run.step("load", name="device_run"):
+        ran = read(request)
+    with run.step("load"):
+        source = load_one_graph(request, run)
+    with run.step("load", name="inputs"):
+        judging = device_judging(request.options, ran.manifest, ran.deployed)
+    return ran, source, judging
+
 
 def device_verify(request: Request[VerifyOptions], run: Run) -> DeviceVerifyResult:
     """One graph's device run against MODEL."""
     o = request.options
-    require_model_file(request.model)
-    with run.step("load", name="device_run"):
-        device_run = read_device_run(request)
-    with run.step("load"):
-        source = load_one_graph(request, run)
-    with run.step("load", name="inputs"):
-        judging = device_judging(o, device_run.manifest, device_run.deployed)
+    device_run, source, judging = _read_and_load(request, run, read_device_run)
     with run.step("verify"):
         parity = device_check(source, device_run, judging, o, run)
         ran = describe_device_run(device_run, o, run)
@@ -69,13 +89,7 @@ def device_forms_verify(request: Request[VerifyOptions], run: Run) -> DeviceForm
     """A bundle of GELU forms' device runs: each judged against MODEL, one chosen (and
     written with -o)."""
     o = request.options
-    require_model_file(request.model)
-    with run.step("load", name="device_run"):
-        forms_run = read_forms_run(request)
-    with run.step("load"):
-        source = load_one_graph(request, run)
-    with run.step("load", name="inputs"):
-        judging = device_judging(o, forms_run.manifest, forms_run.deployed)
+    forms_run, source, judging = _read_and_load(request, run, read_forms_run)
     with run.step("verify"):
         choice = forms_check(source, forms_run, judging, o, run)
         ran = describe_forms_run(forms_run, choice.table, run)
