@@ -95,6 +95,10 @@ class VerifyOptions(RunOptions):
 class FormsOptions(RunOptions):
     """`export-gelu MODEL --compare-forms` and `export_gelu.compare_forms(model, ...)`."""
 
+    calibration_data: str | None = None  # --calibration-data FILE.npz|FILE.json
+    calibrator: str | None = None  # --calibrator minmax|entropy|percentile
+    keep_precision: tuple[str, ...] = ()  # --keep-precision MODULE
+    target_sqnr: float | None = None  # --target-sqnr DB
     bundle: str | None = None  # --bundle DIR
     inputs_npz: str | None = None  # --inputs FILE.npz
     report: str | None = None  # --report REPORT.json

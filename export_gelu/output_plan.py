@@ -129,6 +129,27 @@ def data_file(out: Path) -> Path:
     return out.with_name(out.name + ".data")
 
 
+def calibration_cache_file(out: Path) -> Path:
+    """Where a TensorRT 7.x INT8 export without `--bundle` writes its calibration cache:
+    `out.onnx` → `out.calibration.cache` beside it (`trtexec --int8 --calib=` reads it)."""
+    return out.with_name(f"{out.stem if out.suffix else out.name}.calibration.cache")
+
+
+def writes_calibration_cache(o: RunOptions) -> bool:
+    """An INT8 export for TensorRT 7.x (no explicit Q/DQ: an fp32 graph and a calibration
+    cache) without `--bundle`, whose cache goes beside the graph."""
+    if not isinstance(o, ExportOptions) or o.precision != "int8" or o.bundle:
+        return False
+    from export_gelu.errors import ExportGeluError
+    from export_gelu.quantize.routes import CALIBRATION_CACHE, route_for
+    from export_gelu.targets import resolve_target
+
+    try:
+        return route_for(resolve_target(o.target)[0], "int8").kind == CALIBRATION_CACHE
+    except ExportGeluError:  # the target is refused where the options are checked
+        return False
+
+
 def onnx_data_files(path: Path) -> list[Path]:
     """The external-data files an ONNX file names; none for another kind of file or one that
     does not parse (loading it says why). Parsed once, without the weights; torch archives
@@ -219,6 +240,10 @@ def _writes(o: RunOptions, model: Path, deployed: Path | None, bundle_read: bool
             yield PlannedPath(f"{flag}'s {name}", folder / name, group="-o", new_folder=True)
             yield PlannedPath(f"{flag}'s {name}.data", data_file(folder / name), group="-o",
                               new_folder=True)
+            if writes_calibration_cache(o):
+                yield PlannedPath(f"{flag}'s {name} calibration cache",
+                                  calibration_cache_file(folder / name), group="-o",
+                                  new_folder=True)
     elif isinstance(o, ExportOptions):
         out = export_output(o, model)
         flag = "-o" if o.output else "the default output"
@@ -226,6 +251,9 @@ def _writes(o: RunOptions, model: Path, deployed: Path | None, bundle_read: bool
         yield PlannedPath(flag, out, group="-o", new_folder=into)
         yield PlannedPath(f"{flag}'s .data", data_file(out), group="-o", new_folder=into)
         bundle_new += [data_file(out).name]
+        if writes_calibration_cache(o):
+            yield PlannedPath(f"{flag}'s calibration cache", calibration_cache_file(out),
+                              group="-o", new_folder=into)
     yield from _report_paths(o)
     if isinstance(o, VerifyOptions):
         for flag, path in (("--save-inputs", o.save_inputs), ("--save-outputs", o.save_outputs),

@@ -37,6 +37,7 @@ class FormRow:
     ratio: float | None = None
     path: str | None = None
     error: str = ""  # why this form has no numbers (it could not be exported)
+    quantized: dict[str, Any] | None = None  # int8/fp8: its verdict, SQNR (steps/quantize)
 
     @property
     def label(self) -> str:
@@ -56,6 +57,7 @@ class FormRow:
             "outputs": {n: asdict(o) for n, o in self.outputs.items()},
             "latency": self.latency.to_json() if self.latency else None,
             "ratio_to_fastest": self.ratio, "error": self.error,
+            **({"quantized": self.quantized} if self.quantized is not None else {}),
         }
 
 
@@ -156,9 +158,18 @@ def _error(row: FormRow) -> float:
     return row.max_abs
 
 
+def _within(row: FormRow, atol: float) -> bool:
+    """A float form: its error within `atol`; a quantized one (int8/fp8): its verdict against
+    PyTorch at its own scales passed (an fp32 atol says nothing of it; not judged: kept)."""
+    if row.quantized is not None:
+        return row.quantized.get("passed") is not False
+    return _error(row) <= atol
+
+
 def choose_form(comparison: FormsComparison, atol: float, target: str | None = None
                 ) -> tuple[FormRow, str]:
-    """The fastest form whose measured error is within `atol`, and why, in words.
+    """The fastest form whose measured error is within `atol` (int8/fp8 forms: whose verdict
+    passed), and why, in words.
 
     Forms whose median latency cannot be told apart from the fastest (overlapping 95%
     intervals) count as equally fast; among those the most accurate is chosen.
@@ -167,10 +178,13 @@ def choose_form(comparison: FormsComparison, atol: float, target: str | None = N
             and r.max_abs is not None]
     if not rows:
         raise BadInputError("no measured GELU form to choose from")
-    within = [r for r in rows if _error(r) <= atol]
+    within = [r for r in rows if _within(r, atol)]
+    quantized = next((r.quantized for r in rows if r.quantized is not None), None)
+    bound = (f"its {quantized['precision'].upper()} verdict" if quantized is not None
+             else f"atol {atol:g}")
     if not within:
         best = min(rows, key=_error)
-        return best, (f"gelu auto: no form stays within atol {atol:g}; the most accurate is "
+        return best, (f"gelu auto: no form stays within {bound}; the most accurate is "
                       f"{best.label} (max abs error {best.max_abs:.3g}), used anyway: parity "
                       "will say whether it passes")
     fastest = min(within, key=lambda r: _latency(r).median_ms)
@@ -179,16 +193,16 @@ def choose_form(comparison: FormsComparison, atol: float, target: str | None = N
     lat = _latency(chosen)
     why = (f"gelu auto: chose {chosen.label} on {chosen.target} ({chosen.graph}): "
            f"{lat.median_ms:.3f} ms median, max abs error {_error(chosen):.3g} "
-           f"within atol {atol:g}")
+           f"within {bound}")
     if chosen is not fastest:
         why += (f"; {fastest.label} measured {_latency(fastest).median_ms:.3f} ms but is not "
                 "faster beyond noise, so the more accurate form wins")
     else:
-        why += "; the fastest of the forms within atol"
+        why += f"; the fastest of the forms within {bound}"
     over = [r for r in rows if r not in within]
     quicker = [r for r in over if _latency(r).median_ms < lat.median_ms]
     if quicker:
-        why += "; faster but over atol: " + ", ".join(
+        why += f"; faster but over {bound}: " + ", ".join(
             f"{r.label} ({_latency(r).median_ms:.3f} ms, error {_error(r):.3g})"
             for r in quicker)
     return chosen, why

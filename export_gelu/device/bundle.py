@@ -445,6 +445,9 @@ def write_bundle(req: BundleRequest, out_dir: str | Path) -> Path:
                         "iterations": ds.ITERATIONS, "flags_from": ds.source_of(req.trt_version)},
             "polygraphy": {"args": polygraphy},
         }
+        if req.calibration_cache is not None:  # read back by verify --device-outputs
+            manifest["calibration_cache"] = {"file": CALIBRATION_CACHE, "sha256": sha256_file(
+                stage / CALIBRATION_CACHE)}
         localize = _write_marked(stage, list(outputs), list(req.module_tensors))
         if localize:
             localize["trtexec"] = ds.localize_trtexec_args(trtexec)

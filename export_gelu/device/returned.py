@@ -72,6 +72,17 @@ def check_graph(bundle: Path, rel: str, sha256: Any, field: str = "graph.file") 
     return graph
 
 
+def checked_file(bundle: Path, rel: Any, sha256: Any, field: str) -> str:
+    """A file the manifest names (`field`), inside the bundle, no link, a regular file,
+    unchanged since the bundle was written; else exit 2. Returns its name in the bundle."""
+    folder = bundle_folder(bundle)
+    name = folder.check_name(rel, field, "manifest.json")
+    if not folder.is_file(name) or folder.sha256(name) != sha256:
+        raise BadInputError(f"--bundle {bundle}: {shown(name)} is missing or is not the file "
+                            f"the manifest names ({field}: sha256 differs)")
+    return name
+
+
 def check_pairing(outputs: list[OrderedDict[str, np.ndarray]], names: list[str],
                    path: Path, feeds: int) -> None:
     if len(outputs) != feeds:

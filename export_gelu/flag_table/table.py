@@ -105,21 +105,21 @@ FLAGS: tuple[Flag, ...] = (
               "fp8 quantize the fp32 graph for the target (Q/DQ on the weight products' "
               "inputs, never inside a GELU; a TensorRT 7.x calibration cache) and judge it "
               "against PyTorch at the same scales (docs/quantization.md)"),
-    Flag(("--calibration-data",), commands=EXPORT, records=("export",), path=True,
+    Flag(("--calibration-data",), commands=EXPORT, records=("export", "forms"), path=True,
          metavar="FILE.npz|FILE.json",
          help="with int8/fp8: the inputs activation ranges are measured on (a .npz named as "
               "the inputs, or polygraphy's inputs JSON of several feeds); default: generated "
               "inputs, whose ranges are indicative"),
-    Flag(("--calibrator",), commands=EXPORT, records=("export",), choices=CALIBRATORS,
+    Flag(("--calibrator",), commands=EXPORT, records=("export", "forms"), choices=CALIBRATORS,
          type="str | None",
          help="with int8/fp8: ONNX Runtime's calibrator for the activation ranges (default: "
               "percentile for int8, minmax for fp8)"),
-    Flag(("--keep-precision",), kind="repeat", commands=EXPORT, records=("export",),
+    Flag(("--keep-precision",), kind="repeat", commands=EXPORT, records=("export", "forms"),
          metavar="MODULE",
          help=f"with int8/fp8: keep this module's weight products (a module path or a prefix "
               f"of one) in float, repeatable; '{AUTO_KEEP}': keep the fewest most sensitive "
               "modules until --target-sqnr is met"),
-    Flag(("--target-sqnr",), commands=EXPORT, records=("export",), parse=float,
+    Flag(("--target-sqnr",), commands=EXPORT, records=("export", "forms"), parse=float,
          type="float | None", metavar="DB",
          help="with --keep-precision auto: the output SQNR against fp32 to reach (default 30 "
               "dB: an RMS error of about 3 percent)"),

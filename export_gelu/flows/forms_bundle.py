@@ -25,6 +25,7 @@ from export_gelu.results.export import GraphExport
 from export_gelu.results.forms import FormsBundle
 from export_gelu.run import Run
 from export_gelu.steps.forms import bundle_forms, form_options, form_request
+from export_gelu.steps.quantize import quant_summary
 from export_gelu.targets import resolve_target
 from export_gelu.tolerances import resolve_tolerances
 
@@ -74,8 +75,14 @@ def write_device_forms(model: Path, loaded: LoadedModel, base: ExportOptions, bu
             if key in seen:
                 seen[key].same_as.append(form)
                 continue
-            parity = made.verdict.parity if made.verdict else skipped("not checked")
-            seen[key] = FormPart(form, tmp / "parts" / form, local=_local_parity(parity))
+            if made.quantization is not None:  # int8/fp8: its verdict here
+                local = quant_summary(made.quantization)
+                local["status"] = {True: "passed", False: "failed"}.get(local["passed"],
+                                                                        "not judged")
+            else:
+                local = _local_parity(made.verdict.parity if made.verdict
+                                      else skipped("not checked"))
+            seen[key] = FormPart(form, tmp / "parts" / form, local=local)
             parts.append(seen[key])
         if not parts:
             raise ExportGeluError("no GELU form could be exported for the device bundle: "
@@ -86,10 +93,16 @@ def write_device_forms(model: Path, loaded: LoadedModel, base: ExportOptions, bu
     return FormsBundle(out, parts, left_out)
 
 
+def _checked_as(local: dict[str, Any]) -> str:
+    """'parity', or 'int8 verdict' for a quantized form."""
+    return f"{local['precision']} verdict" if "precision" in local else "parity"
+
+
 def forms_bundle_notes(written: FormsBundle, model: Path) -> list[Note]:
     """Where the bundle is, what it holds, the round trip, and the forms left out."""
     labels = [" = ".join([p.form, *p.same_as]) for p in written.parts]
-    local = "; ".join(f"{p.form}: parity here {p.local.get('status')}" for p in written.parts)
+    local = "; ".join(f"{p.form}: {_checked_as(p.local)} here {p.local.get('status')}"
+                      for p in written.parts)
     notes = [Note(
         f"device bundle of {len(labels)} GELU form(s) ({', '.join(labels)}) written to "
         f"{written.path}/ ({local}): on the TensorRT box run `sh run_on_device.sh` in it, copy "

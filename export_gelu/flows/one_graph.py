@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.options import ExportOptions, quantizing
 from export_gelu.results.export import ExportPlan, GraphExport
@@ -28,16 +26,7 @@ from export_gelu.steps.generation import decode_and_compare
 from export_gelu.steps.graph import make_graph
 from export_gelu.steps.inputs import export_inputs
 from export_gelu.steps.localize import localize_graph, localizes
-from export_gelu.steps.quantize import quantize_graph
-
-
-def fp32_request(request: Request[ExportOptions]) -> Request[ExportOptions]:
-    """What makes the graph: `request` itself, or in fp32 for `--precision int8|fp8` (the
-    graph is quantized after it is made)."""
-    if not quantizing(request.options):
-        return request
-    return dataclasses.replace(request, options=dataclasses.replace(request.options,
-                                                                    precision="fp32"))
+from export_gelu.steps.quantize import fp32_request, quantize_graph
 
 
 def export_graph(request: Request[ExportOptions], plan: ExportPlan, source: OneGraphSource,

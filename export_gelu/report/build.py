@@ -17,7 +17,7 @@ from export_gelu.device.returned import DEVICE_RUNNER
 from export_gelu.exporter.feeds.dynamic import DynamicPlan
 from export_gelu.notes import Note
 from export_gelu.options import RunOptions, VerifyOptions
-from export_gelu.quantize import QDQ
+from export_gelu.quantize import CALIBRATION_CACHE
 from export_gelu.quantize.judge import RULE
 from export_gelu.report.report import Report
 from export_gelu.report.sections import (
@@ -55,6 +55,7 @@ from export_gelu.results.verify import VerifyResult
 from export_gelu.steps.device import device_latency
 from export_gelu.steps.plan import local_engine_blocker_of
 from export_gelu.steps.quant_verdict import JUDGED_BY
+from export_gelu.steps.quantize import SIMULATED
 
 #: What a command ends with, the report is built from.
 CommandResult = (ExportResult | VerifyResult | DeviceVerifyResult | DeviceFormsResult
@@ -99,6 +100,9 @@ def written_paths(rep: Report, o: RunOptions) -> list[str]:
         found += [p for p in (graph.output, graph.external_data) if p]
     if not rep.graphs and rep.command == "export":
         found += [p for p in (rep.output, rep.external_data) if p]
+    for quantized in [rep.quantization, *(g.quantization for g in (rep.graphs or {}).values())]:
+        if quantized is not None and quantized.calibration_cache:
+            found.append(quantized.calibration_cache)
     engine = rep.trt.engine if isinstance(rep.trt, (TrtBuilt, TrtLoaded)) else None
     bundle = None if isinstance(rep.trt, TrtDevice) else rep.trt.bundle
     found += [p for p in (engine, bundle) if p]
@@ -213,7 +217,8 @@ def quant_section(q: Quantization) -> QuantSection:
         [KeptModule(s.module, _db(s.sqnr_db)) for s in q.sensitivity],
         AutoKeepSection(auto.target_db, _db(auto.sqnr_db), auto.met) if auto else None,
         q.judged_by, RULE, q.passed, q.not_judged, outputs,
-        list(verdict.notes) if verdict is not None else [])
+        list(verdict.notes) if verdict is not None else [],
+        str(q.cache_file) if q.cache_file is not None else None)
 
 
 def _bundled(rep: Report, bundle: Path) -> None:
@@ -336,7 +341,9 @@ def _judged_qdq(rep: Report, judged: QdqJudged) -> None:
     (an fp32 tolerance says nothing of it) where the verdict was made."""
     rep.quantization = qdq_section(judged)
     rep.precision = judged.graph.precision
-    rep.precision_note = "a Q/DQ graph: QuantizeLinear/DequantizeLinear read back"
+    rep.precision_note = ("an fp32 graph and its TensorRT calibration cache, read back"
+                          if judged.graph.route == CALIBRATION_CACHE else
+                          "a Q/DQ graph: QuantizeLinear/DequantizeLinear read back")
     if judged.verdict is not None:
         rep.parity = skipped(f"{rep.precision} graph: judged by the {rep.precision} verdict "
                              "(quantization)")
@@ -349,9 +356,10 @@ def qdq_section(judged: QdqJudged) -> QuantSection:
                                  _db(v.reference.sqnr_db), v.error, v.bound, v.passed)
                for name, v in (verdict.outputs.items() if verdict is not None else ())}
     return QuantSection(
-        g.precision, QDQ, g.weights, "", "the graph's own scales", False, 0,
+        g.precision, g.route, g.weights, "", "the graph's own scales", False, 0,
         judged.judged_feeds, g.quantized, g.weight_products, g.gelu_qdq, [], [], None,
-        JUDGED_BY, RULE, judged.passed, judged.not_judged, outputs,
+        JUDGED_BY + (SIMULATED if g.route == CALIBRATION_CACHE else ""), RULE, judged.passed,
+        judged.not_judged, outputs,
         list(verdict.notes) if verdict is not None else [])
 
 

@@ -245,6 +245,7 @@ class QuantSection(Section):
     not_judged: str
     outputs: dict[str, QuantOutput]
     notes: list[str]
+    calibration_cache: str | None = None  # the TensorRT 7.x cache file written (no bundle)
 
     def lines(self) -> list[str]:
         """The summary's lines."""
@@ -254,6 +255,9 @@ class QuantSection(Section):
                 f"{self.calibration}" if self.calibrator else self.calibration)
         lines = [f"Quantized: {self.precision} ({self.route}, {made}); {share}; "
                  f"Q/DQ inside a GELU: {self.qdq_inside_gelu}"]
+        if self.calibration_cache:
+            lines.append(f"  calibration cache: {self.calibration_cache} (trtexec --int8 "
+                         "--calib=FILE)")
         if self.kept:
             lines.append("  kept in float: " + ", ".join(
                 k.module + (f" ({k.sqnr_db:.1f} dB alone)" if k.sqnr_db is not None else "")

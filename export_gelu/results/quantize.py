@@ -4,6 +4,7 @@ route taken for the target, the calibration, what was quantized and kept, and th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from export_gelu.quantize import ModuleSensitivity, OutputQuality, QuantRoute, QuantVerdict
 
@@ -44,6 +45,7 @@ class Quantization:
     not_judged: str
     calibration_cache: str | None  # TensorRT's calibration cache (7.x), its text
     measured: dict[str, OutputQuality]  # the graph judged against the fp32 graph (ORT)
+    cache_file: Path | None = None  # the calibration cache written beside the graph (no bundle)
 
     @property
     def passed(self) -> bool | None:
@@ -60,6 +62,7 @@ class QdqGraph:
     quantized: int
     weight_products: int
     gelu_qdq: int
+    route: str = "qdq"  # qdq | calibration_cache (a 7.x bundle: its cache simulated as Q/DQ)
 
 
 @dataclass(frozen=True)

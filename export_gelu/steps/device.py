@@ -5,6 +5,7 @@ device's recorded outputs stand in for a runner)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +33,18 @@ from export_gelu.device.returned import (
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError
 from export_gelu.options import VerifyOptions
+from export_gelu.quantize import CALIBRATION_CACHE, QDQ
 from export_gelu.quantize.read_qdq import is_qdq_graph
 from export_gelu.results.device import DeviceJudging, DeviceRun
 from export_gelu.results.quantize import QdqJudged
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.run import Run
 from export_gelu.steps.quant_verdict import judge_deployed
+from export_gelu.steps.quantize import cache_simulation
 from export_gelu.tolerances import resolve_tolerances
 
+#: The largest calibration cache read back (a line per tensor: far below this).
+CACHE_BYTES = 64 << 20
 #: trtexec's precision in what it prints.
 TRTEXEC_ROUNDING = ("trtexec prints values with 6 significant digits: up to 5e-6 relative "
                     "rounding, far below any default rtol")
@@ -120,22 +125,40 @@ def device_check(source: OneGraphSource, device_run: DeviceRun, judging: DeviceJ
 def device_quantized(source: OneGraphSource, device_run: DeviceRun, options: VerifyOptions,
                      run: Run) -> QdqJudged | None:
     """A Q/DQ graph's device outputs judged by the INT8/FP8 verdict: against PyTorch at the
-    graph's own scales on the feeds the device ran (steps/quant_verdict.py); None for a
-    float graph (a TensorRT 7.x bundle's fp32 graph and calibration cache included: its
-    outputs are judged by the bundle's tolerances, and a note says so)."""
+    graph's own scales on the feeds the device ran (steps/quant_verdict.py). A TensorRT 7.x
+    INT8 bundle (an fp32 graph and its calibration cache) is judged the same way, against
+    the graph export judged: its cache's scales as Q/DQ (`cache_simulation`). None for a
+    float graph."""
     deployed = device_run.deployed
     graph = onnx.load(str(deployed.path))
+    route = QDQ
     if not is_qdq_graph(graph):
-        if device_run.manifest.get("precision") in ("int8", "fp8"):
-            run.note("the bundle's graph is fp32 with a TensorRT calibration cache: the device's "
-                     "INT8 outputs are judged by the bundle's tolerances, not by the INT8 "
-                     "verdict (not wired for calibration-cache bundles)", "quantized-cache")
-        return None
+        cache = _bundle_cache(device_run.manifest, options)
+        if cache is None:
+            return None
+        run.say("rebuilding what TensorRT computes from the bundle's graph and calibration "
+                "cache (Q/DQ at the cache's scales)")
+        graph, route = cache_simulation(graph, cache), CALIBRATION_CACHE
     feeds = [feed_for(deployed, f) for f in device_run.feeds]
     run.say(f"judging the device's outputs against PyTorch at the graph's scales on "
             f"{len(feeds)} feed(s)")
-    return judge_deployed(source.loaded, graph, feeds, options.threads,
-                          got=list(device_run.outputs))
+    judged = judge_deployed(source.loaded, graph, feeds, options.threads,
+                            got=list(device_run.outputs))
+    return dataclasses.replace(judged, graph=dataclasses.replace(judged.graph, route=route))
+
+
+def _bundle_cache(manifest: dict[str, Any], options: VerifyOptions) -> str | None:
+    """The TensorRT 7.x calibration cache of an INT8 bundle (its fp32 graph is built with
+    it), unchanged since the bundle was written; None for a float bundle."""
+    from export_gelu.device.returned import bundle_folder, checked_file
+
+    entry = manifest.get("calibration_cache")
+    if manifest.get("precision") != "int8" or not isinstance(entry, dict) or not options.bundle:
+        return None
+    bundle = Path(options.bundle)
+    rel = checked_file(bundle, entry.get("file"), entry.get("sha256"), "calibration_cache.file")
+    return bundle_folder(bundle).read_bytes(rel, max_bytes=CACHE_BYTES).decode(
+        "utf-8", errors="replace")
 
 
 def device_latency(times: tuple[list[float], int]) -> Latency:

@@ -5,16 +5,20 @@ by the one checker (the reference runs once), every form's timing rounds read, o
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from pathlib import Path
 from typing import Any
+
+import onnx
 
 from export_gelu.atomic import written_file
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.deployed import feed_for, open_deployed
 from export_gelu.check.input_resolver import InputRequest, resolve_inputs
 from export_gelu.check.latency import summarize
+from export_gelu.check.parity import ParityResult
 from export_gelu.check.recorded import RecordedRunner
 from export_gelu.check.reference import model_runner
 from export_gelu.check.torch_runner import dtype_metadata
@@ -39,12 +43,14 @@ from export_gelu.exporter.loading.load import check_external_data
 from export_gelu.exporter.saving.save import save_onnx_streaming
 from export_gelu.notes import tagged
 from export_gelu.onnx_weights import load_graph
-from export_gelu.options import VerifyOptions
+from export_gelu.options import QUANTIZED, VerifyOptions
+from export_gelu.quantize import is_qdq_graph
 from export_gelu.results.device import DeviceJudging, FormsChoice, FormsRun
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.run import Run
 from export_gelu.shown import shown
 from export_gelu.steps.device import TRTEXEC_ROUNDING
+from export_gelu.steps.quant_verdict import JUDGED_BY, judge_deployed
 from export_gelu.untrusted_files import TAIL_BYTES, UntrustedFolder
 
 _TIMES = re.compile(r"times\.(\d{1,6})\.json")
@@ -149,10 +155,13 @@ def forms_check(source: OneGraphSource, forms_run: FormsRun, judging: DeviceJudg
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInputError(f"running MODEL on these inputs failed: {first}") from exc
     verdicts = {}
+    quantized = forms_run.manifest.get("precision") in QUANTIZED
     for form_run, runner in zip(built, runners):
         parity = outcome.by_runner[runner.name]
         assert form_run.outputs_file is not None
         check_shapes(parity, form_run.outputs_file)
+        if quantized:  # an INT8/FP8 graph: judged at its own scales, not by fp32 tolerances
+            parity = _quant_judged(source, form_run, feeds, parity, options, run)
         verdicts[form_run.row.form] = parity
         form_run.row.passed = parity.status == "passed"
         errors = [e.max_abs for e in parity.outputs.values()]
@@ -169,6 +178,28 @@ def forms_check(source: OneGraphSource, forms_run: FormsRun, judging: DeviceJudg
     return FormsChoice(table, chosen, parity)
 
 
+def _quant_judged(source: OneGraphSource, form_run: FormRun, feeds: list[Any],
+                  parity: ParityResult, options: VerifyOptions, run: Run) -> ParityResult:
+    """A quantized form's device outputs judged by the INT8/FP8 verdict (PyTorch at the
+    graph's own scales, steps/quant_verdict.py): the parity's errors, its verdict's status."""
+    graph = onnx.load(str(form_run.graph))
+    if not is_qdq_graph(graph):
+        return parity
+    run.say(f"judging form {form_run.row.form} at its graph's scales")
+    judged = judge_deployed(source.loaded, graph, feeds, options.threads,
+                            got=list(form_run.outputs or []))
+    verdict = judged.verdict
+    if verdict is None:
+        return dataclasses.replace(parity, reason=f"not judged: {judged.not_judged}")
+    precision = judged.graph.precision.upper()
+    failed = [n for n, o in verdict.outputs.items() if not o.passed]
+    reason = (f"{precision} verdict passed against {JUDGED_BY}" if verdict.passed else
+              f"{precision} verdict failed on {', '.join(failed)}: RMS against PyTorch at the "
+              "graph's scales over the bound")
+    return dataclasses.replace(parity, status="passed" if verdict.passed else "failed",
+                               reason=reason)
+
+
 def describe_forms_run(forms_run: FormsRun, table: DeviceForms, run: Run) -> str | None:
     """The notes of a forms bundle's device run; returned: the TensorRT its trtexec.log says
     ran it (None: not said)."""
@@ -178,9 +209,12 @@ def describe_forms_run(forms_run: FormsRun, table: DeviceForms, run: Run) -> str
     if dropped:
         run.note(f"{dropped} warm-up inference(s) dropped from the forms' times (trtexec "
                  "before 8.6 exports them too)", "warmups-dropped")
+    precision = manifest.get("precision")
+    judged = (f"each judged by its {str(precision).upper()} verdict (PyTorch at the graph's "
+              "scales), not by the tolerances in the table" if precision in QUANTIZED else
+              "each judged with the bundle's tolerances unless --atol/--rtol")
     run.note(f"bundle of {len(table.rows)} GELU form(s) for {manifest.get('target')} (TensorRT "
-             f"{version}), each judged with the bundle's tolerances unless --atol/--rtol",
-             "forms-bundle-read")
+             f"{version}), {judged}", "forms-bundle-read")
     built = [form for form, r in forms_run.forms.items() if r.outputs_file is not None]
     if not built:
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -19,12 +20,13 @@ from export_gelu.check.reference import model_runner
 from export_gelu.errors import BadInputError, ExportGeluError
 from export_gelu.exporter.capture.program_copy import copy_program
 from export_gelu.exporter.loading.load import LoadedModel
-from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, validate
+from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, quantizing, validate
 from export_gelu.results.forms import FormsInputs
 from export_gelu.results.request import OneGraphSource, Request, one_graph_source
 from export_gelu.run import Run
 from export_gelu.steps.graph import make_graph
 from export_gelu.steps.inputs import export_inputs
+from export_gelu.steps.quantize import fp32_request, quant_summary, quantize_graph
 from export_gelu.targets import TargetProfile
 from export_gelu.tolerances import Tolerances
 
@@ -45,7 +47,9 @@ def form_options(o: FormsOptions, target: str, form: str, out: Path) -> ExportOp
     return ExportOptions(target=target, output=str(out), gelu=form, inputs=o.inputs,
                          inputs_npz=o.inputs_npz, precision=o.precision, verify=False,
                          allow_pickle=o.allow_pickle, model_factory=o.model_factory,
-                         threads=o.threads, imports=o.imports)
+                         threads=o.threads, imports=o.imports,
+                         calibration_data=o.calibration_data, calibrator=o.calibrator,
+                         keep_precision=o.keep_precision, target_sqnr=o.target_sqnr)
 
 
 def auto_options(options: ExportOptions) -> FormsOptions:
@@ -55,7 +59,10 @@ def auto_options(options: ExportOptions) -> FormsOptions:
                         allow_pickle=options.allow_pickle, model_factory=options.model_factory,
                         imports=options.imports, threads=options.threads,
                         iterations=options.iterations, warmup=options.warmup,
-                        device=options.device, task=options.task)
+                        device=options.device, task=options.task,
+                        calibration_data=options.calibration_data,
+                        calibrator=options.calibrator, keep_precision=options.keep_precision,
+                        target_sqnr=options.target_sqnr)
 
 
 def form_request(model: Path, loaded: LoadedModel, options: ExportOptions
@@ -89,14 +96,19 @@ def _make_form_graph(request: Request[ExportOptions], out: Path, run: Run) -> Fo
     loaded = request.in_memory
     assert loaded is not None  # (form_request hands the loaded model over)
     source = one_graph_source(loaded)
+    quantized = None
     try:
         with run.transaction():
-            inputs = export_inputs(source, request, run)
-            saved = make_graph(request, out, inputs, run)
+            graph_request = fp32_request(request)
+            inputs = export_inputs(source, graph_request, run)
+            saved = make_graph(graph_request, out, inputs, run)
+            if quantizing(request.options):  # judged by the INT8/FP8 verdict, as export does
+                saved, quantization = quantize_graph(request, saved, inputs, run)
+                quantized = quant_summary(quantization)
     except ExportGeluError as exc:
         return FormRow(request.options.gelu, request.options.target, error=str(exc))
     return FormRow(request.options.gelu, request.options.target, opset=saved.opset,
-                   exporter=saved.exporter, path=str(saved.path))
+                   exporter=saved.exporter, path=str(saved.path), quantized=quantized)
 
 
 def compare(request: Request[FormsOptions], source: OneGraphSource, inputs: FormsInputs,
@@ -123,10 +135,25 @@ def compare(request: Request[FormsOptions], source: OneGraphSource, inputs: Form
             continue
         ops, layout = graph_ops(graph)
         seen[key] = FormRow(form, target, graph=ops, layout=layout, opset=made.opset,
-                            exporter=made.exporter, path=made.path)
+                            exporter=made.exporter, path=made.path, quantized=made.quantized)
         result.rows.append(seen[key])
     _measure(request, source, inputs, device, result, run)
+    quantized = [r for r in result.rows if r.quantized is not None]
+    if quantized:  # the error column is against fp32 PyTorch; the verdict is at the scales
+        result.notes.append(f"{o.precision} forms, each judged against PyTorch at its graph's "
+                            "scales (SQNR against fp32): " + "; ".join(
+                                f"{r.label} @ {r.target}: {_verdict_words(r.quantized)}"
+                                for r in quantized if r.quantized is not None))
     return result
+
+
+def _verdict_words(q: dict[str, Any]) -> str:
+    passed = q.get("passed")
+    state = "not judged" if passed is None else "passed" if passed else "FAILED"
+    sqnr = q.get("sqnr_db")
+    return (f"{state}, {'inf' if sqnr is None else f'{sqnr:.1f}'} dB, "
+            f"{q.get('quantized')} of {q.get('weight_products')} products, Q/DQ inside a GELU "
+            f"{q.get('qdq_inside_gelu')}")
 
 
 def _measure(request: Request[FormsOptions], source: OneGraphSource, inputs: FormsInputs,
@@ -143,8 +170,9 @@ def _measure(request: Request[FormsOptions], source: OneGraphSource, inputs: For
     feed = feed_for(deployed[0], inputs.feed)
     runners = []
     for row, path in zip(rows, paths):  # (a form was exported: its precision was checked)
-        ready = next(r for r in ready_runners(path, device.device, o.precision or "fp32",
-                                              o.threads) if r.status == "ready")
+        precision = "fp32" if quantizing(o) else o.precision or "fp32"  # Q/DQ: float I/O
+        ready = next(r for r in ready_runners(path, device.device, precision, o.threads)
+                     if r.status == "ready")
         ready.runner.name = row.key
         runners.append(ready.runner)
     reference = model_runner(source.loaded, feed, deployed[0].outputs, o.threads,

@@ -16,16 +16,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 
+from export_gelu.atomic import write_text_atomic
 from export_gelu.check.deployed import deployed_feed
 from export_gelu.check.input_resolver import InputRequest, resolve_inputs
 from export_gelu.errors import TargetUnmetError
 from export_gelu.graph import skeleton
 from export_gelu.notes import Note
-from export_gelu.options import AUTO_KEEP, ExportOptions
+from export_gelu.options import AUTO_KEEP, ExportOptions, quantizing
+from export_gelu.output_plan import calibration_cache_file
 from export_gelu.parse_check import incompatibilities, model_opset, op_counts
 from export_gelu.quantize import (
     CALIBRATION_CACHE,
@@ -34,16 +37,19 @@ from export_gelu.quantize import (
     ModuleSensitivity,
     QuantPlan,
     QuantRoute,
+    TensorRange,
     auto_keep,
     calibrate,
     lower,
     method_for,
     plan_quantization,
     quality,
+    read_calibration_cache,
     route_for,
     run_graph,
     sensitivity,
 )
+from export_gelu.quantize.formats import INT8
 from export_gelu.quantize.read_qdq import QDQ_OPS
 from export_gelu.results.export import ExportInputs, Feed, SavedGraph
 from export_gelu.results.quantize import AutoKeep, Quantization
@@ -58,6 +64,26 @@ JUDGED_VARIANTS = 4
 GENERATED_NOTE = ("calibrated on generated inputs: activation ranges from made-up data are "
                   "indicative; --calibration-data FILE (real inputs) sets them for use")
 SIMULATED = " (TensorRT 7.x: the graph with the calibration cache's scales as Q/DQ, simulated)"
+
+
+def fp32_request(request: Request[ExportOptions]) -> Request[ExportOptions]:
+    """What makes the graph: `request` itself, or in fp32 for `--precision int8|fp8` (the
+    graph is quantized after it is made)."""
+    if not quantizing(request.options):
+        return request
+    return dataclasses.replace(request, options=dataclasses.replace(request.options,
+                                                                    precision="fp32"))
+
+
+def quant_summary(q: Quantization) -> dict[str, Any]:
+    """A quantized form's row in `--compare-forms` (and what `--gelu auto` chooses by): its
+    INT8/FP8 verdict, the worst output SQNR against fp32, products quantized, Q/DQ inside a
+    GELU."""
+    sqnr = [m.sqnr_db for m in q.measured.values()]
+    worst = min(sqnr) if sqnr else float("inf")
+    return {"precision": q.route.precision, "route": q.route.kind, "passed": q.passed,
+            "sqnr_db": worst if np.isfinite(worst) else None, "quantized": q.quantized,
+            "weight_products": q.weight_products, "qdq_inside_gelu": q.gelu_qdq}
 
 
 def variants(feed: Mapping[str, np.ndarray], count: int, seed: int) -> list[Feed]:
@@ -121,6 +147,20 @@ def _simulation(model: onnx.ModelProto, route: QuantRoute) -> tuple[onnx.ModelPr
                                     zero_point_required=True)
 
 
+def cache_simulation(model: onnx.ModelProto, cache_text: str) -> onnx.ModelProto:
+    """What TensorRT 7.x computes from the fp32 `model` and its calibration cache, as a Q/DQ
+    graph ONNX Runtime runs (the graph export judged): each product whose activation the
+    cache holds quantized at that scale, its weight per channel; the rest float."""
+    _, scales = read_calibration_cache(cache_text)
+    route = QuantRoute("", "", "int8", CALIBRATION_CACHE, "none", False, 13, False)
+    sim, sim_route = _simulation(model, route)
+    plan = plan_quantization(sim, "int8")
+    plan = plan.without([p.node for p in plan.points if p.activation not in scales])
+    ranges = {name: TensorRange(-s * INT8.qmax, s * INT8.qmax) for name, s in scales.items()
+              if s > 0}
+    return lower(sim, plan, ranges, sim_route).model
+
+
 def _gelu_qdq(graph: onnx.ModelProto, plan: QuantPlan) -> int:
     """Q/DQ nodes reading a GELU site's input or inner value (0 by the placement's rule)."""
     return sum(1 for n in graph.graph.node
@@ -131,6 +171,23 @@ def _kept_layers(plan: QuantPlan, kept: Sequence[str]) -> tuple[str, ...]:
     """The product nodes of the kept modules, for the bundle's layer precisions."""
     return tuple(s.node for s in plan.skipped if s.module is not None
                  and any(s.module == k or s.module.startswith(k + ".") for k in kept))
+
+
+def _write_cache(text: str, graph: Path, o: ExportOptions, route: QuantRoute, run: Run
+                 ) -> Path | None:
+    """The calibration cache of a TensorRT 7.x INT8 graph: into the bundle (`--bundle`,
+    written with it), else beside the graph (planned with the outputs: output_plan); the
+    file written, or None (the bundle's)."""
+    where = "into the device bundle" if o.bundle else "beside the graph"
+    run.add_notes([Note(f"TensorRT {route.trt_version} takes no Q/DQ: the graph stays fp32 "
+                        "and TensorRT builds INT8 from a calibration cache, written "
+                        f"{where} (trtexec --int8 --calib=FILE)", "quantize-calibration-cache")])
+    if o.bundle:
+        return None
+    out = calibration_cache_file(graph)
+    run.say(f"writing {out}")
+    write_text_atomic(text, out)
+    return out
 
 
 def quantize_graph(request: Request[ExportOptions], saved: SavedGraph, inputs: ExportInputs,
@@ -188,10 +245,9 @@ def quantize_graph(request: Request[ExportOptions], saved: SavedGraph, inputs: E
     if quantized.model is not model:
         with run.step("save"):
             save(quantized.model, saved.path, run)
-    elif route.kind == CALIBRATION_CACHE:
-        run.add_notes([Note(f"TensorRT {route.trt_version} takes no Q/DQ: the graph stays fp32 "
-                            "and TensorRT builds INT8 from a calibration cache, written into "
-                            "the device bundle (--bundle DIR)", "quantize-calibration-cache")])
+    cache_file = None
+    if route.kind == CALIBRATION_CACHE and quantized.calibration_cache is not None:
+        cache_file = _write_cache(quantized.calibration_cache, saved.path, o, route, run)
     for skipped in quantized.skipped:
         run.note(f"not quantized: {skipped}", "quantize-skipped")
     written = quantized.model
@@ -203,5 +259,5 @@ def quantize_graph(request: Request[ExportOptions], saved: SavedGraph, inputs: E
         plan.weight_products, _gelu_qdq(judged, plan), tuple(kept),
         _kept_layers(plan, kept), ranking, auto_result, verdict,
         JUDGED_BY + (SIMULATED if sim is not model else ""), not_judged,
-        quantized.calibration_cache, measured)
+        quantized.calibration_cache, measured, cache_file)
     return saved, result
