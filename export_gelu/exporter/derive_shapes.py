@@ -15,13 +15,16 @@ import io
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from export_gelu import graph as G
 from export_gelu.passes.onnx.exporter_shapes import ExporterShape, Ref
+
+if TYPE_CHECKING:
+    import onnx_graphsurgeon as gs
 
 #: (exporter, opset) pairs derived: dynamo's own range and two TorchScript opsets.
 EXPORTS: tuple[tuple[str, int], ...] = (("dynamo", 18), ("dynamo", 19), ("dynamo", 20),
@@ -88,11 +91,11 @@ def extract_shape(model: onnx.ModelProto, x: str, output: str) -> tuple | None:
         return _shape_of(graph, x, output)
 
 
-def _shape_of(graph, x: str, output: str) -> tuple | None:  # noqa: ANN001 - a gs.Graph
+def _shape_of(graph: gs.Graph, x: str, output: str) -> tuple | None:
     tensors = G.tensors(graph)
     order: list = []
 
-    def visit(tensor) -> bool:  # noqa: ANN001 - a graphsurgeon tensor
+    def visit(tensor: gs.Tensor) -> bool:
         if tensor.name == x or G.is_weights(tensor) and G.constant_node(tensor) is None:
             return True
         node = G.producer(tensor)

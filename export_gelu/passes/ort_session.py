@@ -6,16 +6,20 @@ conversion) and so do the checks (check/ort_runner.py wraps it in polygraphy's r
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from export_gelu.errors import BadInputError
 from export_gelu.trt_parser.plugin import PLUGIN_OP
+
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
 
 
 def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = True,
                  providers: list | None = None, log_severity: int = 3,
                  weights_folder: str | None = None, *,
                  disabled_optimizers: list[str] | None = None,
-                 ):  # -> onnxruntime.InferenceSession
+                 ) -> InferenceSession:
     """An ORT session with `threads` intra-op threads and no spinning (stable timings), for a
     file or a serialized model.
 
