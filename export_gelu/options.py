@@ -131,7 +131,7 @@ def _check_quantization(o: ExportOptions) -> None:
                                 "(docs/quantization.md, 'Not done yet')")
 
 
-#: `--device` values (check/devices.py runs them; whether CUDA is there is the machine's).
+#: `--device` values (check/runners/devices.py runs them; whether CUDA is there is the machine's).
 DEVICE_CHOICES = ("cpu", "cuda")
 
 

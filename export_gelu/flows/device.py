@@ -9,7 +9,7 @@ judged against MODEL by the one checker as a local run would be.
 
 from __future__ import annotations
 
-from export_gelu.check.deployed import feed_for
+from export_gelu.check.runners.deployed import feed_for
 from export_gelu.flows.running import command_run
 from export_gelu.options import VerifyOptions, recorded_forms
 from export_gelu.progress import Progress

@@ -1,7 +1,7 @@
 """An ONNX Runtime session for a graph: explicit threads and no spinning (stable timings),
 external data read from the model's own folder, non-UTF-8 paths, and the TensorRT GELU plugin
 (which ONNX Runtime lacks) run as its math. The passes run graphs with it (checking an opset
-conversion) and so do the checks (check/ort_runner.py wraps it in polygraphy's runner)."""
+conversion) and so do the checks (check/runners/ort_runner.py wraps it in polygraphy's runner)."""
 
 from __future__ import annotations
 

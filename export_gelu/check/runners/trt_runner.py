@@ -109,7 +109,7 @@ def build_engine_loader(onnx_path: Path, precision: str, shapes: dict[str, tuple
 
 def build_engine(loader: Callable[[], T], onnx_path: Path) -> T:
     """Run `loader` (parse + build, and save when asked); a TensorRT failure is exit 3."""
-    from export_gelu.check.quiet import quiet_polygraphy
+    from export_gelu.check.runners.quiet import quiet_polygraphy
     from export_gelu.errors import TargetUnmetError
 
     try:
