@@ -10,7 +10,6 @@ Needs torch (the package itself does not, at run time).
 
 from __future__ import annotations
 
-import argparse
 import io
 import math
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import numpy as np
 import onnx
 
 from export_gelu import graph as G
+from export_gelu.flags.parsers import ToolFlag, tool_parser
 from export_gelu.passes.onnx.exporter_shapes import ExporterShape, Ref
 
 if TYPE_CHECKING:
@@ -161,8 +161,9 @@ def render(shapes: list[ExporterShape]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="regenerate exporter_shapes.py")
+    parser = tool_parser(__doc__.splitlines()[0], (
+        ToolFlag(("--write",), {"action": "store_true",
+                                "help": "regenerate exporter_shapes.py"}),))
     args = parser.parse_args(argv)
     table = render(derive())
     if not args.write:
