@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.common import Variant, compare_variants, conditions, load_average
-from export_gelu.check.input_resolver import InputRequest, resolve_inputs
+from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds.feeds import fit_to_model
 from export_gelu.exporter.inputs.specs import SPEC_HELP

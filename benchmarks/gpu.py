@@ -60,7 +60,7 @@ def ort_cuda_missing() -> str | None:
 
 
 def trt_missing() -> str | None:
-    from export_gelu.check.trt_runner import trt_unavailable_reason
+    from export_gelu.check.runners.trt_runner import trt_unavailable_reason
 
     why = trt_unavailable_reason()
     return f"no GPU / TensorRT ({why})" if why else None
@@ -106,7 +106,7 @@ def _trt_call(path: Path, feed: dict[str, np.ndarray], precision: str,
     from polygraphy.backend.trt import TrtRunner
     from polygraphy.datatype import DataType
 
-    from export_gelu.check.trt_runner import build_engine, build_engine_loader
+    from export_gelu.check.runners.trt_runner import build_engine, build_engine_loader
 
     shapes = {k: tuple(v.shape) for k, v in feed.items()}
     engine = build_engine(build_engine_loader(path, precision, shapes, []), path)
@@ -147,7 +147,7 @@ def tensorrt_part(args: argparse.Namespace) -> str:
         return f"skipped: {why}\n"
     from benchmarks import gelu_bound
     from benchmarks.graphs import export_raw, save_program
-    from export_gelu.check.trt_runner import installed_profile
+    from export_gelu.check.runners.trt_runner import installed_profile
 
     builder = installed_profile()
     precisions = ["fp32"] + ([] if builder and builder.precision_api == "strongly_typed"
@@ -235,7 +235,7 @@ def _ort_cuda_call(path: Path, feed: dict[str, np.ndarray], providers: list[Any]
     """A run of `path` on ORT `providers`, inputs and outputs bound on the GPU."""
     import onnxruntime as ort
 
-    from export_gelu.check.ort_runner import make_session
+    from export_gelu.check.runners.ort_runner import make_session
 
     session = make_session(path, 1, providers=providers)
     if session.get_providers()[0] != (providers[0] if isinstance(providers[0], str)
@@ -259,7 +259,7 @@ def forms_by_runtime_part(args: argparse.Namespace) -> str:
         return f"skipped: {why}\n"
     from benchmarks import gelu_bound
     from benchmarks.graphs import export_gelu_file, save_program
-    from export_gelu.check import devices
+    from export_gelu.check.runners import devices
 
     case = next(c for c in gelu_bound.cases() if c.model == "mlp" and c.kind == "exact")
     module = case.module()

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.ort_runner import make_session
+from export_gelu.check.runners.ort_runner import make_session
 
 
 @dataclass

@@ -28,7 +28,7 @@ import numpy as np
 def _graph(example: str, tmp: Path) -> tuple[Path, dict[str, np.ndarray]]:
     from examples.save_model import save
     from export_gelu import export
-    from export_gelu.check.input_resolver import InputRequest, resolve_inputs
+    from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
     from export_gelu.exporter.loading.load import load_model
 
     model = save(example, "exported", tmp / f"{example}.pt")
@@ -61,7 +61,7 @@ def _pairs_agree(lats: list) -> tuple[int, int, int, float]:
 
 def main(argv: list[str] | None = None) -> int:
     from export_gelu.check.latency import measure_latency
-    from export_gelu.check.ort_runner import ort_runner
+    from export_gelu.check.runners.ort_runner import ort_runner
 
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -12,7 +12,7 @@ from export_gelu import flag_table
 from export_gelu.check.compare_forms import FormsComparison
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.in_memory import from_memory, is_in_memory, without_cache
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.flags.keywords import KeywordError
 from export_gelu.flows import device as device_flow
 from export_gelu.flows import export as export_flow

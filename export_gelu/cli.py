@@ -20,6 +20,7 @@ if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "export-gelu":
 
 import argparse  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 from export_gelu import flag_table  # noqa: E402
 from export_gelu.errors import failure_outcome  # noqa: E402
@@ -29,6 +30,9 @@ from export_gelu.options import (  # noqa: E402
     VerifyOptions,
     check_compare_forms_flags,
 )
+
+if TYPE_CHECKING:
+    from export_gelu.report.report import Report
 
 
 def export_parser() -> argparse.ArgumentParser:
@@ -84,7 +88,8 @@ def _run_forms(args: argparse.Namespace) -> int:
     return _finish_export(rep)
 
 
-def _finish_export(rep) -> int:  # noqa: ANN001 - a Report (its --report-md written by the API)
+def _finish_export(rep: Report) -> int:
+    """Print the summary (the API has written --report-md); the report's exit code."""
     print(rep.summary())
     return rep.exit_code
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import onnx
@@ -253,7 +254,7 @@ class WrittenWeights:
 
 
 class _Writer:
-    def __init__(self, fh, on_bytes: Callable[[int], None] | None) -> None:
+    def __init__(self, fh: BinaryIO, on_bytes: Callable[[int], None] | None) -> None:
         self.fh = fh
         self.sha = hashlib.sha256()
         self.pos = 0

@@ -147,7 +147,7 @@ def _check_cache_forms_bundle(o: RunOptions, target: str) -> None:
                             "yet; bundle one form (--gelu FORM --precision int8 --bundle DIR)")
 
 
-#: `--device` values (check/devices.py runs them; whether CUDA is there is the machine's).
+#: `--device` values (check/runners/devices.py runs them; whether CUDA is there is the machine's).
 DEVICE_CHOICES = ("cpu", "cuda")
 
 

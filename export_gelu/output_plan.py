@@ -23,8 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from export_gelu.atomic import check_output_path
-from export_gelu.check.saved_data import check_json_path
-from export_gelu.device.bundle import FIXED_FILES, check_bundle_dir, own_files, read_manifest
+from export_gelu.check.inputs.saved_data import check_json_path
+from export_gelu.device.bundle_layout import (
+    FIXED_FILES,
+    check_bundle_dir,
+    own_files,
+    read_manifest,
+)
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.hf.folder import folder_reads, is_hf_folder, planned_files
 from export_gelu.exporter.model_files.detect import MAX_ONNX_PROTO_BYTES

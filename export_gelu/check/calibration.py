@@ -190,7 +190,7 @@ def gelu_input_ranges(loaded: Any, feeds: Sequence[Mapping[str, np.ndarray]],
                     accs[site.name].add(result)
             return result
 
-    with torch.no_grad(), quiet_exporter():  # see check/torch_runner.py
+    with torch.no_grad(), quiet_exporter():  # see check/runners/torch_runner.py
         for feed in feeds:
             args = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in feed.values())
             Recorder(gm).run(*tree_leaves(args))

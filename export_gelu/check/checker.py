@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.half_baseline import judge_against_pytorch
 from export_gelu.check.latency import Latency, measure_latency
-from export_gelu.check.parity import ParityResult, compare_all
-from export_gelu.check.recorded import RecordedRunner
-from export_gelu.check.run_failure import deployed_run_failure
+from export_gelu.check.reference.recorded import RecordedRunner
+from export_gelu.check.runners.run_failure import deployed_run_failure
+from export_gelu.check.verdict.half_baseline import judge_against_pytorch
+from export_gelu.check.verdict.parity import ParityResult, compare_all
 from export_gelu.errors import out_of_memory
 from export_gelu.progress import Progress
 from export_gelu.tolerances import Tolerances

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from export_gelu.check.latency import Latency
-from export_gelu.check.parity import OutputError
+from export_gelu.check.verdict.parity import OutputError
 from export_gelu.errors import BadInputError
 
 _GELU_OPS = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu", "Erf", "Tanh", "Pow", "Sigmoid")

@@ -54,7 +54,7 @@ def engine_here(profile: TargetProfile) -> dict[str, Any] | None:
     a bundle (`--bundle DIR`)."""
     if profile.runtime != "trt":
         return None
-    from export_gelu.check.trt_runner import local_engine_blocker
+    from export_gelu.check.runners.trt_runner import local_engine_blocker
     from export_gelu.trt_parser.capability import POLYGRAPHY_MIN_TRT
     from export_gelu.trt_parser.versions import in_range
 

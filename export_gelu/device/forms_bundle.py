@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from export_gelu.atomic import staging_dir
-from export_gelu.device import bundle as db
+from export_gelu.device import bundle_layout as db
 from export_gelu.device import forms_script as fs
+from export_gelu.device.bundle_place import replace_dir
 
 #: Where each form's graph goes, and where the device writes its results (one folder per form).
 FORMS_DIR = "forms"
@@ -94,10 +95,10 @@ def write_forms_bundle(parts: Sequence[FormPart], out_dir: str | Path, *, atol: 
                                "iterations": first["trtexec"]["iterations"],
                                "flags_from": first["trtexec"]["flags_from"]}
         manifest["outputs_dir"] = OUTPUTS_DIR
-        manifest["files"] = sorted([*db._entries_under(stage), db.MANIFEST])
+        manifest["files"] = sorted([*db.entries_under(stage), db.MANIFEST])
         manifest["device_files"] = [OUTPUTS_DIR]
         (stage / db.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        db._replace_dir(stage, real, tmp)
+        replace_dir(stage, real, tmp)
     return out
 
 

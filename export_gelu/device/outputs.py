@@ -124,7 +124,7 @@ def read_polygraphy_outputs(path: object, text: str) -> list[OrderedDict[str, np
     nesting bounded before polygraphy parses it."""
     from polygraphy.comparator import RunResults
 
-    from export_gelu.check.quiet import quiet_polygraphy
+    from export_gelu.check.runners.quiet import quiet_polygraphy
 
     depth = nesting_depth(text.encode("utf-8", "surrogatepass"))
     if depth > MAX_DEPTH:

@@ -19,7 +19,7 @@ DEVICE_RUNNER = "tensorrt-device"
 
 
 def _sha256(path: Path) -> str:
-    from export_gelu.device.bundle import sha256_file
+    from export_gelu.device.bundle_layout import sha256_file
 
     return sha256_file(path)
 
@@ -33,7 +33,7 @@ def from_bundle(bundle: Path, model_path: Path, deployed: Path | None
                 ) -> tuple[dict[str, Any], Path]:
     """(manifest, graph) of a bundle, after checking it belongs to MODEL (its inputs: the
     input resolver's)."""
-    from export_gelu.device.bundle import GRAPH, read_manifest
+    from export_gelu.device.bundle_layout import GRAPH, read_manifest
 
     manifest = read_manifest(bundle)
     if isinstance(manifest.get("forms"), list):
@@ -60,7 +60,7 @@ def check_graph(bundle: Path, rel: str, sha256: Any, field: str = "graph.file") 
     """The bundle's graph `rel` (a path inside the bundle, no link, a regular file; `field`:
     the manifest's field that names it), unchanged since the bundle was written, with its
     external data beside it inside the bundle; else exit 2. Returns its real path."""
-    from export_gelu.exporter.loading.load import check_external_data
+    from export_gelu.exporter.loading.onnx_checks import check_external_data
 
     folder = bundle_folder(bundle)
     folder.check_name(rel, field, "manifest.json")
@@ -135,7 +135,7 @@ def cast_to_graph(outputs: list[OrderedDict[str, np.ndarray]], dtypes: dict[str,
 def output_dtypes(graph: Path) -> dict[str, str]:
     import onnx
 
-    from export_gelu.check.deployed import _onnx_dtype_name
+    from export_gelu.check.runners.deployed import _onnx_dtype_name
 
     model = onnx.load(str(graph), load_external_data=False)
     return {o.name: _onnx_dtype_name(o.type.tensor_type.elem_type) for o in model.graph.output}

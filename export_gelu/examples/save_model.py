@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from export_gelu.examples.models import EXAMPLES, VOCAB, bert_model, build, gpt2_model, vit_model
+from export_gelu.flags.parsers import ToolFlag, tool_parser
 
 #: Where the state_dict examples' builders are (`--model-factory MODULE:NAME`).
 FACTORY_MODULE = "export_gelu.examples.models"
@@ -110,13 +111,13 @@ def save(name: str, fmt: str, out: Path, dynamic: bool = False) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("example", choices=sorted([*EXAMPLES, *KEYWORD_EXAMPLES]))
-    p.add_argument("--format", choices=FORMATS, default="exported")
-    p.add_argument("--dynamic", action="store_true",
-                   help="an ExportedProgram with dynamic batch and sequence (keyword examples)")
-    p.add_argument("-o", "--output", type=Path, default=Path("model.pt"))
+    p = tool_parser(__doc__ or "", (
+        ToolFlag(("example",), {"choices": sorted([*EXAMPLES, *KEYWORD_EXAMPLES])}),
+        ToolFlag(("--format",), {"choices": FORMATS, "default": "exported"}),
+        ToolFlag(("--dynamic",), {"action": "store_true", "help": "an ExportedProgram with "
+                                  "dynamic batch and sequence (keyword examples)"}),
+        ToolFlag(("-o", "--output"), {"type": Path, "default": Path("model.pt")}),
+    ), argparse.RawDescriptionHelpFormatter)
     args = p.parse_args(argv)
     try:
         save(args.example, args.format, args.output, args.dynamic)

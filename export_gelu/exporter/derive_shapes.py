@@ -10,18 +10,21 @@ Needs torch (the package itself does not, at run time).
 
 from __future__ import annotations
 
-import argparse
 import io
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from export_gelu import graph as G
+from export_gelu.flags.parsers import ToolFlag, tool_parser
 from export_gelu.passes.onnx.exporter_shapes import ExporterShape, Ref
+
+if TYPE_CHECKING:
+    import onnx_graphsurgeon as gs
 
 #: (exporter, opset) pairs derived: dynamo's own range and two TorchScript opsets.
 EXPORTS: tuple[tuple[str, int], ...] = (("dynamo", 18), ("dynamo", 19), ("dynamo", 20),
@@ -88,11 +91,11 @@ def extract_shape(model: onnx.ModelProto, x: str, output: str) -> tuple | None:
         return _shape_of(graph, x, output)
 
 
-def _shape_of(graph, x: str, output: str) -> tuple | None:  # noqa: ANN001 - a gs.Graph
+def _shape_of(graph: gs.Graph, x: str, output: str) -> tuple | None:
     tensors = G.tensors(graph)
     order: list = []
 
-    def visit(tensor) -> bool:  # noqa: ANN001 - a graphsurgeon tensor
+    def visit(tensor: gs.Tensor) -> bool:
         if tensor.name == x or G.is_weights(tensor) and G.constant_node(tensor) is None:
             return True
         node = G.producer(tensor)
@@ -158,8 +161,9 @@ def render(shapes: list[ExporterShape]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="regenerate exporter_shapes.py")
+    parser = tool_parser(__doc__.splitlines()[0], (
+        ToolFlag(("--write",), {"action": "store_true",
+                                "help": "regenerate exporter_shapes.py"}),))
     args = parser.parse_args(argv)
     table = render(derive())
     if not args.write:

@@ -1,10 +1,13 @@
 """argparse parsers built from the flag declarations: every flag a parser reads is added by the
-one `add_argument` call below, in its group, in the order the declarations list it."""
+one `add_argument` call below, in its group, in the order the declarations list it. The
+developer tools' small parsers (`python -m export_gelu.report.schema`, …) are built the same
+way, from a tuple of `ToolFlag`s (`tool_parser`)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from export_gelu.flags.declare import Flag, ParserSpec
@@ -65,4 +68,22 @@ def build_parser(spec: ParserSpec, flags: Sequence[Flag]) -> argparse.ArgumentPa
     unplaced = [f.names for f in flags if spec.name in f.parsers and f.group not in groups]
     if unplaced:
         raise ValueError(f"{spec.prog}: flags in no group of the parser: {unplaced}")
+    return parser
+
+
+@dataclass(frozen=True)
+class ToolFlag:
+    """One flag of a developer tool's parser: argparse's names and its keyword arguments."""
+
+    names: tuple[str, ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def tool_parser(description: str, flags: Sequence[ToolFlag],
+                formatter: type[argparse.HelpFormatter] = argparse.HelpFormatter
+                ) -> argparse.ArgumentParser:
+    """A developer tool's argparse parser, with `flags` in order."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=formatter)
+    for flag in flags:
+        parser.add_argument(*flag.names, **flag.options)
     return parser

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from export_gelu.check.deployed import feed_for
+from export_gelu.check.runners.deployed import feed_for
 from export_gelu.flows.running import command_run
 from export_gelu.options import VerifyOptions, recorded_forms
 from export_gelu.progress import Progress

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from export_gelu.check.compare_forms import choose_form
-from export_gelu.check.devices import resolve_device
+from export_gelu.check.runners.devices import resolve_device
 from export_gelu.flows.export import export
 from export_gelu.flows.forms_bundle import (
     forms_base_options,

@@ -13,11 +13,11 @@ from typing import Any
 import onnx
 
 from export_gelu.check.compare_forms import fingerprint
-from export_gelu.check.parity import ParityResult, skipped
-from export_gelu.device.bundle import device_precision
+from export_gelu.check.verdict.parity import ParityResult, skipped
+from export_gelu.device.binding import device_precision
 from export_gelu.device.forms_bundle import FormPart, write_forms_bundle
 from export_gelu.errors import ExportGeluError
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.flows.export import export
 from export_gelu.notes import Note
 from export_gelu.options import ExportOptions, FormsOptions

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from export_gelu.check.parity import ParityResult, skipped
+from export_gelu.check.verdict.parity import ParityResult, skipped
 from export_gelu.errors import BadInputError
 from export_gelu.flows.one_graph import export_graph
 from export_gelu.options import ExportOptions

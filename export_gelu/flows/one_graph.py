@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from export_gelu.check.deployed import deployed_feed
+from export_gelu.check.runners.deployed import deployed_feed
 from export_gelu.options import ExportOptions, quantizing
 from export_gelu.results.export import ExportPlan, GraphExport
 from export_gelu.results.request import OneGraphSource, Request

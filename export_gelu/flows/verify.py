@@ -11,7 +11,7 @@ its first divergence is looked for against that same reference.
 
 from __future__ import annotations
 
-from export_gelu.check.deployed import feed_for
+from export_gelu.check.runners.deployed import feed_for
 from export_gelu.flows.running import command_run
 from export_gelu.options import VerifyOptions
 from export_gelu.progress import Progress

@@ -1,21 +1,25 @@
 """An ONNX Runtime session for a graph: explicit threads and no spinning (stable timings),
 external data read from the model's own folder, non-UTF-8 paths, and the TensorRT GELU plugin
 (which ONNX Runtime lacks) run as its math. The passes run graphs with it (checking an opset
-conversion) and so do the checks (check/ort_runner.py wraps it in polygraphy's runner)."""
+conversion) and so do the checks (check/runners/ort_runner.py wraps it in polygraphy's runner)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from export_gelu.errors import BadInputError
 from export_gelu.trt_parser.plugin import PLUGIN_OP
+
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
 
 
 def make_session(path: str | Path | bytes, threads: int = 1, optimize: bool = True,
                  providers: list | None = None, log_severity: int = 3,
                  weights_folder: str | None = None, *,
                  disabled_optimizers: list[str] | None = None,
-                 ):  # -> onnxruntime.InferenceSession
+                 ) -> InferenceSession:
     """An ORT session with `threads` intra-op threads and no spinning (stable timings), for a
     file or a serialized model.
 

@@ -18,11 +18,15 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 
 from export_gelu.errors import BadInputError
+
+if TYPE_CHECKING:
+    from onnxruntime.quantization.calibrate import CalibraterBase
 
 METHODS = ("minmax", "entropy", "percentile")
 DEFAULT_METHOD = {"int8": "percentile", "fp8": "minmax"}
@@ -65,7 +69,7 @@ class _Reader:
 
 
 def _calibrator(method: str, path: Path, augmented: Path, tensors: Sequence[str],
-                external: bool):  # -> onnxruntime.quantization.calibrate.CalibraterBase
+                external: bool) -> CalibraterBase:
     from onnxruntime.quantization import calibrate as C
 
     base = {"minmax": C.MinMaxCalibrater, "entropy": C.EntropyCalibrater,
@@ -73,7 +77,8 @@ def _calibrator(method: str, path: Path, augmented: Path, tensors: Sequence[str]
     wanted = set(tensors)
 
     class Chosen(base):  # type: ignore[misc, valid-type]  # ORT ships no type information
-        def select_tensors_to_calibrate(self, model: onnx.ModelProto):  # noqa: ANN202
+        def select_tensors_to_calibrate(self, model: onnx.ModelProto
+                                        ) -> tuple[set[str], dict[str, onnx.ValueInfoProto]]:
             found, value_infos = super().select_tensors_to_calibrate(model)
             return {t for t in wanted if t in value_infos}, value_infos
 

@@ -9,12 +9,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from export_gelu.check.devices import ProviderRun
-from export_gelu.check.parity import ParityResult, skipped
-from export_gelu.check.trt_runner import DEVICE_ROUTE
+from export_gelu.check.runners.devices import ProviderRun
+from export_gelu.check.runners.trt_runner import DEVICE_ROUTE
+from export_gelu.check.verdict.parity import ParityResult, skipped
 from export_gelu.device.bundle import device_route
 from export_gelu.device.returned import DEVICE_RUNNER
-from export_gelu.exporter.feeds.dynamic import DynamicPlan
+from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
 from export_gelu.notes import Note
 from export_gelu.options import RunOptions, VerifyOptions
 from export_gelu.quantize import CALIBRATION_CACHE

@@ -11,11 +11,11 @@ from typing import Literal
 
 from export_gelu.check.calibration import Calibration
 from export_gelu.check.compare_forms import FormsComparison
-from export_gelu.check.devices import DeviceChoice
-from export_gelu.check.divergence import Localization
 from export_gelu.check.greedy_decode import DecodeResult
 from export_gelu.check.latency import Latency
-from export_gelu.check.parity import OutputError, ParityResult, skipped
+from export_gelu.check.localize.divergence import Localization
+from export_gelu.check.runners.devices import DeviceChoice
+from export_gelu.check.verdict.parity import OutputError, ParityResult, skipped
 from export_gelu.device.choice import DeviceForms
 from export_gelu.notes import Note
 from export_gelu.onnx_weights import WrittenWeights
@@ -106,7 +106,7 @@ class Report:
     written: list[str] = field(default_factory=list, metadata=_doc(
         "every file and folder the run wrote (graphs and their data, engine, bundle, "
         "reports)"))
-    #: where the graph starts to differ from PyTorch (check/divergence.py), when localized;
+    #: where the graph starts to differ from PyTorch (check/localize/divergence.py), when localized;
     #: written into `parity` as first_divergence, module_errors, localized_by, localize_note
     divergence: Localization | None = None
     quantization: QuantSection | None = field(default=None, metadata=_doc(
@@ -315,7 +315,7 @@ class Report:
 def _shape_status(verdict: ShapeVerdict) -> str:
     """A --dynamic size's verdict; `failed, not judged` when it failed only because the
     reference says nothing there and the graph matched it (nothing diverged)."""
-    from export_gelu.check.parity import over_tolerance
+    from export_gelu.check.verdict.parity import over_tolerance
 
     parity = verdict.parity
     failed = [o for o in parity.outputs.values() if not o.passed]

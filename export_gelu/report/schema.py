@@ -10,11 +10,11 @@ validates every command's report against it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
+from export_gelu.flags.parsers import ToolFlag, tool_parser
 from export_gelu.report.json_shape import Schema, schema_for
 from export_gelu.report.report import SCHEMA_VERSION, Report
 
@@ -40,9 +40,10 @@ def schema_text() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help=f"write {SCHEMA_FILE}")
-    ap.add_argument("--check", action="store_true", help="exit 1 when the file differs")
+    ap = tool_parser(__doc__.splitlines()[0], (
+        ToolFlag(("--write",), {"action": "store_true", "help": f"write {SCHEMA_FILE}"}),
+        ToolFlag(("--check",), {"action": "store_true",
+                                "help": "exit 1 when the file differs"})))
     args = ap.parse_args(argv)
     text = schema_text()
     if args.write:

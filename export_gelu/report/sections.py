@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from export_gelu.check.parity import ParityResult
-from export_gelu.check.ties import TieSite
+from export_gelu.check.localize.ties import TieSite
+from export_gelu.check.verdict.parity import ParityResult
 from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
 from export_gelu.options import ExportOptions, FormsOptions, VerifyOptions
 from export_gelu.report.json_shape import JSON, as_json
@@ -109,9 +109,9 @@ Trt = TrtSkipped | TrtNotHere | TrtBuilt | TrtLoaded | TrtDevice
 
 @dataclass
 class TieOrder:
-    """The ops fed exact ties that decide their result (check/ties.py), whether the first of
-    them is the cause (it comes before the first divergence, or none was placed), and what to
-    do about it."""
+    """The ops fed exact ties that decide their result (check/localize/ties.py), whether the
+    first of them is the cause (it comes before the first divergence, or none was placed), and
+    what to do about it."""
 
     cause: bool
     ops: list[TieSite]

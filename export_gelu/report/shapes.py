@@ -9,13 +9,13 @@ from typing import Literal
 
 from export_gelu.check.calibration import Calibration, SiteRange
 from export_gelu.check.compare_forms import FormRow, FormsComparison
-from export_gelu.check.devices import DeviceChoice
-from export_gelu.check.divergence import Localization
 from export_gelu.check.greedy_decode import DecodeResult
 from export_gelu.check.latency import Latency
-from export_gelu.check.parity import OutputError, ParityResult
-from export_gelu.check.ties import WAY_OUT as TIE_WAY_OUT
-from export_gelu.check.ties import TieSite
+from export_gelu.check.localize.divergence import Localization
+from export_gelu.check.localize.ties import WAY_OUT as TIE_WAY_OUT
+from export_gelu.check.localize.ties import TieSite
+from export_gelu.check.runners.devices import DeviceChoice
+from export_gelu.check.verdict.parity import OutputError, ParityResult
 from export_gelu.device.choice import DeviceFormRow, DeviceForms
 from export_gelu.onnx_weights import WrittenWeights
 from export_gelu.passes.sites import GeluSite

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.deployed import Deployed
-from export_gelu.check.devices import DeviceChoice
-from export_gelu.check.divergence import Localization
-from export_gelu.check.parity import ParityResult
+from export_gelu.check.localize.divergence import Localization
+from export_gelu.check.runners.deployed import Deployed
+from export_gelu.check.runners.devices import DeviceChoice
+from export_gelu.check.verdict.parity import ParityResult
 from export_gelu.device.choice import DeviceFormRow, DeviceForms, FormRun
 from export_gelu.options import VerifyOptions
 from export_gelu.results.export import Feed

@@ -13,16 +13,16 @@ import numpy as np
 import onnx
 
 from export_gelu.check.calibration import Calibration
-from export_gelu.check.devices import DeviceChoice, ProviderRun
-from export_gelu.check.divergence import Localization
 from export_gelu.check.greedy_decode import DecodeResult
 from export_gelu.check.latency import Latency
-from export_gelu.check.parity import ParityResult
+from export_gelu.check.localize.divergence import Localization
+from export_gelu.check.runners.devices import DeviceChoice, ProviderRun
+from export_gelu.check.verdict.parity import ParityResult
 from export_gelu.exporter.capture.cast_down import CastDown
-from export_gelu.exporter.feeds.dynamic import DynamicPlan
 from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
+from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
 from export_gelu.exporter.inputs.call_plan import CallPlan
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.onnx_weights import WrittenWeights
 from export_gelu.options import ExportOptions
 from export_gelu.passes.sites import GeluSite

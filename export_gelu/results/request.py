@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.onnx_file import ParsedFiles
 from export_gelu.options import Checked, RunOptions
 from export_gelu.targets import TargetProfile

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from export_gelu.check.calibration import Calibration
-from export_gelu.check.deployed import Deployed
-from export_gelu.check.devices import DeviceChoice, ProviderRun
-from export_gelu.check.divergence import Localization
 from export_gelu.check.latency import Latency
-from export_gelu.check.parity import ParityResult
+from export_gelu.check.localize.divergence import Localization
+from export_gelu.check.runners.deployed import Deployed
+from export_gelu.check.runners.devices import DeviceChoice, ProviderRun
+from export_gelu.check.verdict.parity import ParityResult
 from export_gelu.options import VerifyOptions
 from export_gelu.passes.sites import GeluSite
 from export_gelu.results.export import Feed

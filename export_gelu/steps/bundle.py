@@ -12,20 +12,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from export_gelu.check.deployed import deployed_feed
-from export_gelu.check.parity import ParityResult, skipped
-from export_gelu.check.reference import reference_runner
+from export_gelu.check.reference.runner import reference_runner
+from export_gelu.check.runners.deployed import deployed_feed
+from export_gelu.check.verdict.parity import ParityResult, skipped
+from export_gelu.device.binding import FLOAT64_ON_TRT, device_precision
 from export_gelu.device.bundle import (
     CALIBRATION_CACHE,
-    FLOAT64_ON_TRT,
     BundleRequest,
     bundle_note,
-    device_precision,
     reference_outputs,
     write_bundle,
 )
 from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.options import RunOptions
 from export_gelu.results.export import ExportInputs, SavedGraph, Verdict
 from export_gelu.results.quantize import Quantization

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from export_gelu.check.calibration import Calibration, gelu_input_ranges
-from export_gelu.check.input_resolver import ranges_label
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.check.inputs.input_resolver import ranges_label
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.run import Run
 
 

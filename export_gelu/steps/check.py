@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 import onnx
 
 from export_gelu.check.checker import CheckJob, run_check
-from export_gelu.check.deployed import deployed_feed
-from export_gelu.check.devices import DeviceChoice, ProviderRun, ready_runners
-from export_gelu.check.input_resolver import InputRequest, resolve_inputs
-from export_gelu.check.ort_runner import ort_runner
-from export_gelu.check.parity import ParityResult, skipped
-from export_gelu.check.recorded import IN_TURN_NOTE, record_reference
-from export_gelu.check.reference import reference_runner
-from export_gelu.check.trt_runner import trt_runner
+from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
+from export_gelu.check.reference.recorded import IN_TURN_NOTE, record_reference
+from export_gelu.check.reference.runner import reference_runner
+from export_gelu.check.runners.deployed import deployed_feed
+from export_gelu.check.runners.devices import DeviceChoice, ProviderRun, ready_runners
+from export_gelu.check.runners.ort_runner import ort_runner
+from export_gelu.check.runners.trt_runner import trt_runner
+from export_gelu.check.verdict.parity import ParityResult, skipped
 from export_gelu.errors import BadInputError
 from export_gelu.notes import tagged
 from export_gelu.options import RunOptions

@@ -12,14 +12,14 @@ from typing import Any
 import onnx
 
 from export_gelu.check.checker import CheckJob, run_check
-from export_gelu.check.deployed import Deployed, feed_for, open_deployed
-from export_gelu.check.devices import resolve_device
-from export_gelu.check.input_resolver import InputRequest, resolve_inputs
+from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
 from export_gelu.check.latency import Latency, summarize
-from export_gelu.check.parity import ParityResult
-from export_gelu.check.recorded import RecordedRunner
-from export_gelu.check.reference import model_runner
-from export_gelu.check.torch_runner import dtype_metadata
+from export_gelu.check.reference.recorded import RecordedRunner
+from export_gelu.check.reference.runner import model_runner
+from export_gelu.check.runners.deployed import Deployed, feed_for, open_deployed
+from export_gelu.check.runners.devices import resolve_device
+from export_gelu.check.runners.torch_runner import dtype_metadata
+from export_gelu.check.verdict.parity import ParityResult
 from export_gelu.device.outputs import read_device_outputs, read_device_times
 from export_gelu.device.returned import (
     DEVICE_RUNNER,

@@ -15,14 +15,14 @@ import onnx
 
 from export_gelu.atomic import written_file
 from export_gelu.check.checker import CheckJob, run_check
-from export_gelu.check.deployed import feed_for, open_deployed
-from export_gelu.check.input_resolver import InputRequest, resolve_inputs
+from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
 from export_gelu.check.latency import summarize
-from export_gelu.check.parity import ParityResult
-from export_gelu.check.recorded import RecordedRunner
-from export_gelu.check.reference import model_runner
-from export_gelu.check.torch_runner import dtype_metadata
-from export_gelu.device.bundle import read_manifest
+from export_gelu.check.reference.recorded import RecordedRunner
+from export_gelu.check.reference.runner import model_runner
+from export_gelu.check.runners.deployed import feed_for, open_deployed
+from export_gelu.check.runners.torch_runner import dtype_metadata
+from export_gelu.check.verdict.parity import ParityResult
+from export_gelu.device.bundle_layout import read_manifest
 from export_gelu.device.choice import DeviceFormRow, DeviceForms, FormRun, choose_device_form
 from export_gelu.device.forms_bundle import is_forms_bundle
 from export_gelu.device.outputs import read_device_outputs, read_device_times
@@ -39,7 +39,7 @@ from export_gelu.device.returned import (
 )
 from export_gelu.device.script import WARMUP_MS
 from export_gelu.errors import BadInputError, TargetUnmetError
-from export_gelu.exporter.loading.load import check_external_data
+from export_gelu.exporter.loading.onnx_checks import check_external_data
 from export_gelu.exporter.saving.save import save_onnx_streaming
 from export_gelu.notes import tagged
 from export_gelu.onnx_weights import load_graph

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from export_gelu.check.deployed import deployed_feed
-from export_gelu.check.trt_runner import build_engine as build_trt_engine
-from export_gelu.check.trt_runner import build_engine_loader, installed_profile
+from export_gelu.check.runners.deployed import deployed_feed
+from export_gelu.check.runners.trt_runner import build_engine as build_trt_engine
+from export_gelu.check.runners.trt_runner import build_engine_loader, installed_profile
 from export_gelu.options import ExportOptions
 from export_gelu.results.export import Engine, ExportInputs, SavedGraph
 from export_gelu.run import Run

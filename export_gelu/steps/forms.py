@@ -13,13 +13,13 @@ import onnx
 
 from export_gelu.check.checker import CheckJob, run_check
 from export_gelu.check.compare_forms import FormRow, FormsComparison, fingerprint, graph_ops
-from export_gelu.check.deployed import feed_for, open_deployed
-from export_gelu.check.devices import DeviceChoice, ready_runners
-from export_gelu.check.input_resolver import InputRequest, resolve_inputs
-from export_gelu.check.reference import model_runner
+from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
+from export_gelu.check.reference.runner import model_runner
+from export_gelu.check.runners.deployed import feed_for, open_deployed
+from export_gelu.check.runners.devices import DeviceChoice, ready_runners
 from export_gelu.errors import BadInputError, ExportGeluError
 from export_gelu.exporter.capture.program_copy import copy_program
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, quantizing, validate
 from export_gelu.results.forms import FormsInputs
 from export_gelu.results.request import OneGraphSource, Request, one_graph_source

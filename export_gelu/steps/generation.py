@@ -10,7 +10,7 @@ import numpy as np
 
 from export_gelu.check import greedy_decode as gd
 from export_gelu.exporter.hf.inputs import start_token
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.run import Run
 from export_gelu.steps.check import ort_missing
 
@@ -32,6 +32,7 @@ def decode_and_compare(model: LoadedModel, graphs: dict[str, Path], first: Loade
     """Greedy decoding with `graphs` (role → file: `decoder_with_past`, or `encoder` and
     the decoders), prompted with `first`'s example inputs, against `model`'s generate."""
     fm = model.generation
+    assert fm is not None, "called only for a with-past folder model (its generation)"
     missing = ort_missing()
     if missing:
         return gd.DecodeResult("skipped", reason=missing)

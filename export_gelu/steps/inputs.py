@@ -1,4 +1,4 @@
-"""The inputs an export runs on, from the one input resolver (check/input_resolver.py): the
+"""The inputs an export runs on, from the one input resolver (check/inputs/input_resolver.py): the
 feed in forward() order, the `--dynamic` plan, how the model is called, a float64 model's cast
 and the precision parity runs in."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from export_gelu.check.input_resolver import InputRequest, resolve_inputs
+from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
 from export_gelu.exporter.capture.cast_down import cast_down_on_request
 from export_gelu.exporter.feeds.dynamic import plan_dynamic, refuse_oversized_points
 from export_gelu.exporter.feeds.hf_dims import declared_plan

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
-from export_gelu.check.deployed import deployed_feed
-from export_gelu.check.parity import ParityResult
+from export_gelu.check.runners.deployed import deployed_feed
+from export_gelu.check.verdict.parity import ParityResult
 from export_gelu.exporter.saving.save import save_onnx_atomic
 from export_gelu.passes.compat.precision.fp16_islands import Island, overflow_sites, with_islands
 from export_gelu.run import Run

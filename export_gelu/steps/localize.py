@@ -1,5 +1,5 @@
-"""Where a deployed graph starts to differ from PyTorch (`check/divergence.py`): when parity
-fails, or `--localize` asks on a passing run. A diagnosis: what goes wrong in it is said in
+"""Where a deployed graph starts to differ from PyTorch (`check/localize/divergence.py`): when
+parity fails, or `--localize` asks on a passing run. A diagnosis: what goes wrong in it is said in
 its result, and the verdict stands."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from export_gelu.check.divergence import (
+from export_gelu.check.localize.divergence import (
     Localization,
     localize,
     module_tensors,
     with_ties,
     worth_localizing,
 )
-from export_gelu.check.node_divergence import localize_nodes
-from export_gelu.check.parity import ParityResult, diverged
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.check.localize.node_divergence import localize_nodes
+from export_gelu.check.verdict.parity import ParityResult, diverged
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.results.quantize import QdqJudged
 from export_gelu.run import Run
 from export_gelu.steps.quant_verdict import quantized_reference
@@ -28,7 +28,7 @@ from export_gelu.tolerances import Tolerances
 
 def localizes(parity: ParityResult, asked: bool) -> bool:
     """Parity ran on a graph and its outputs diverged, or `--localize` was given and it ran
-    at all; never where nothing diverged (check/divergence.py `worth_localizing`)."""
+    at all; never where nothing diverged (check/localize/divergence.py `worth_localizing`)."""
     return worth_localizing(parity, asked)
 
 

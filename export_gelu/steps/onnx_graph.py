@@ -9,12 +9,12 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from export_gelu import graph as one_graph
-from export_gelu.check.deployed import deployed_feed
-from export_gelu.check.trt_runner import check_dynamic
+from export_gelu.check.runners.deployed import deployed_feed
+from export_gelu.check.runners.trt_runner import check_dynamic
 from export_gelu.errors import TargetUnmetError
-from export_gelu.exporter.feeds import dynamic as dyn
+from export_gelu.exporter.feeds import graph_dims as dyn
 from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis
-from export_gelu.exporter.loading.load import load_onnx_model
+from export_gelu.exporter.loading.onnx_checks import load_onnx_model
 from export_gelu.exporter.onnx_export.model_names import apply_output_names
 from export_gelu.graph.provenance import name_scopes_from_names
 from export_gelu.notes import tagged

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from export_gelu.check.devices import resolve_device
-from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
+from export_gelu.check.runners.devices import resolve_device
+from export_gelu.check.runners.trt_runner import local_engine_blocker, trt_unavailable_reason
 from export_gelu.errors import TargetUnmetError
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.exporter.saving.weight_size import check_disk_for
 from export_gelu.options import ExportOptions, quantizing
 from export_gelu.output_plan import export_output

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import onnx
 
-from export_gelu.check.deployed import deployed_feed
-from export_gelu.check.reference import model_runner
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.check.reference.runner import model_runner
+from export_gelu.check.runners.deployed import deployed_feed
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.quantize import QuantVerdict, judge, plan_quantization, read_qdq, run_graph
 from export_gelu.quantize.read_qdq import QDQ_OPS
 from export_gelu.quantize.reference import fake_quantized

@@ -22,8 +22,8 @@ import numpy as np
 import onnx
 
 from export_gelu.atomic import write_text_atomic
-from export_gelu.check.deployed import deployed_feed
-from export_gelu.check.input_resolver import InputRequest, resolve_inputs
+from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
+from export_gelu.check.runners.deployed import deployed_feed
 from export_gelu.errors import TargetUnmetError
 from export_gelu.graph import skeleton
 from export_gelu.notes import Note

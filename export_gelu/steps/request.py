@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.notes import Note
 from export_gelu.onnx_file import ParsedFiles, parsing_once
 from export_gelu.options import (

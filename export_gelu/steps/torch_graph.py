@@ -14,7 +14,7 @@ from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter.capture.capture import capture as capture_program
 from export_gelu.exporter.capture.capture import cast_args, module_for_precision
 from export_gelu.exporter.capture.fallback import export_with_fallback
-from export_gelu.exporter.feeds import dynamic as dyn
+from export_gelu.exporter.feeds import graph_dims as dyn
 from export_gelu.exporter.loading.model_dtype import feed_precision
 from export_gelu.exporter.onnx_export.model_names import apply_output_names, model_output_names
 from export_gelu.exporter.onnx_export.to_onnx import DYNAMO_MIN_OPSET, prepare_program_for_opset
@@ -114,7 +114,9 @@ def _module_to_export(captured: Captured, inputs: ExportInputs) -> torch.nn.Modu
     loaded = inputs.loaded
     if (inputs.dynamic.ranged and loaded.format.value == "TorchScript"
             and captured.module is loaded.module):
-        from export_gelu.exporter.loading.load import load_script_module  # exporting a ScriptModule
+        from export_gelu.exporter.loading.torch_files import (
+            load_script_module,  # exporting a ScriptModule
+        )
 
         return load_script_module(loaded.path, loaded.trusted).eval()
         # leaves it (and its deep copies) failing under inference_mode; the reference keeps

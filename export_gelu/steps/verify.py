@@ -11,12 +11,16 @@ import onnx
 
 from export_gelu.check.calibration import Calibration
 from export_gelu.check.checker import CheckJob, run_check
-from export_gelu.check.deployed import Deployed, deployed_runner, feed_for, open_deployed
-from export_gelu.check.devices import DeviceChoice, ready_runners, resolve_device
-from export_gelu.check.input_resolver import InputRequest, resolve_inputs
-from export_gelu.check.recorded import IN_TURN_NOTE, fits_beside_reference, record_reference
-from export_gelu.check.reference import model_runner
-from export_gelu.check.saved_data import save_polygraphy_inputs, save_polygraphy_outputs
+from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
+from export_gelu.check.inputs.saved_data import save_polygraphy_inputs, save_polygraphy_outputs
+from export_gelu.check.reference.recorded import (
+    IN_TURN_NOTE,
+    fits_beside_reference,
+    record_reference,
+)
+from export_gelu.check.reference.runner import model_runner
+from export_gelu.check.runners.deployed import Deployed, deployed_runner, feed_for, open_deployed
+from export_gelu.check.runners.devices import DeviceChoice, ready_runners, resolve_device
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.model_files.detect import refuse_missing
 from export_gelu.notes import Note

@@ -1,5 +1,5 @@
 """Which TensorRT versions can be driven from Python here at all (through polygraphy), and
-which only on the device (the probe of this machine is check/trt_runner.py:
+which only on the device (the probe of this machine is check/runners/trt_runner.py:
 `local_engine_blocker`).
 
 Engines are built through polygraphy, which drives TensorRT 8.5 and newer only (polygraphy

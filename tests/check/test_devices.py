@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 import pytest
 
-from export_gelu.check.devices import (
+from export_gelu.check.runners.devices import (
     CPU_EP,
     CUDA_EP,
     TRT_EP,
@@ -217,7 +217,7 @@ def test_gpu_ort_tensorrt_provider_is_a_second_trt_parity(saved_model, tmp_path:
 def test_gpu_pytorch_reference_runs_on_cuda_in_true_fp32() -> None:
     import torch
 
-    from export_gelu.check.torch_runner import TorchRunner
+    from export_gelu.check.runners.torch_runner import TorchRunner
 
     lin = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU()).eval()
     x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)

@@ -230,7 +230,7 @@ def fp16_overflow_graph(path: Path) -> None:
 
 
 def test_without_modules_the_graph_is_compared_node_by_node(tmp_path):
-    from export_gelu.check.node_divergence import localize_nodes
+    from export_gelu.check.localize.node_divergence import localize_nodes
     from export_gelu.tolerances import resolve_tolerances
 
     path = tmp_path / "f16.onnx"

@@ -1,4 +1,4 @@
-"""The one mapping of a model's inputs onto a graph (check/deployed.py: feed_for): the same
+"""The one mapping of a model's inputs onto a graph (check/runners/deployed.py: feed_for): the same
 rules for a DEPLOYED file and for the graph an export produced, with the exit code saying
 whose graph it was."""
 
@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from export_gelu.check.deployed import deployed_feed, describe_onnx, feed_for
+from export_gelu.check.runners.deployed import deployed_feed, describe_onnx, feed_for
 from export_gelu.errors import BadInputError, TargetUnmetError
 
 

@@ -1,4 +1,4 @@
-"""The one input resolver (check/input_resolver.py): its order of sources on real tiny models
+"""The one input resolver (check/inputs/input_resolver.py): its order of sources on real tiny models
 (a TorchScript module, an ExportedProgram with examples, an ONNX file, inputs shaped like
 DEPLOYED), real-data files (.npz, polygraphy JSON, a bundle's inputs.npz), the feeds at each
 `--dynamic` size, and every command saying the same words for the same inputs."""
@@ -13,14 +13,14 @@ import pytest
 import torch
 from torch import nn
 
-from export_gelu.check.input_resolver import (
+from export_gelu.check.inputs.input_resolver import (
     EXAMPLES,
     GRAPH_SHAPES,
     InputRequest,
     ranges_label,
     resolve_inputs,
 )
-from export_gelu.check.saved_data import save_polygraphy_inputs
+from export_gelu.check.inputs.saved_data import save_polygraphy_inputs
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.inputs.generated import TOKEN_IDS
 from export_gelu.exporter.loading.load import load_model
@@ -175,7 +175,8 @@ def test_files_npz_polygraphy_json_and_a_bundles_inputs(models, tmp_path):
 
 
 def test_the_feeds_at_each_dynamic_size(models):
-    from export_gelu.exporter.feeds.dynamic import parse_dynamic_flag, plan_dynamic
+    from export_gelu.exporter.feeds.dynamic import plan_dynamic
+    from export_gelu.flags.dynamic import parse_dynamic_flag
 
     loaded = load_model(models["torchscript"])
     specs = ["input_ids:batchx5:int64", "attention_mask:batchx5:int64"]

@@ -15,8 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from export_gelu.check.divergence import worth_localizing
-from export_gelu.check.parity import ParityResult, diverged, errors_of, over_tolerance
+from export_gelu.check.localize.divergence import worth_localizing
+from export_gelu.check.verdict.parity import ParityResult, diverged, errors_of, over_tolerance
 from export_gelu.tolerances import JUDGED_ZERO
 from tests.conftest import run_cli
 
@@ -61,7 +61,7 @@ def _result(refs: list[np.ndarray], outs: list[np.ndarray]) -> ParityResult:
                         outputs={"y": stats})
 
 
-# -- the rule, in check/parity.py and check/divergence.py -------------------------------------
+# -- the rule, in check/verdict/parity.py and check/localize/divergence.py ---------------
 
 def test_a_zero_matched_is_not_a_divergence():
     zero = [np.zeros((2, 4), np.float32)]
@@ -189,8 +189,8 @@ def test_the_random_op_points_at_the_models_line():
     """ViTMAE (transformers, in site-packages) draws its masking noise in forward: the op's
     line is modeling_vit_mae.py's, not the caller's (it was `export-gelu:8`, the console
     script, since every frame in site-packages was skipped)."""
-    from export_gelu.check.nondeterminism import random_sites
-    from export_gelu.check.torch_runner import TorchRunner
+    from export_gelu.check.runners.torch_runner import TorchRunner
+    from export_gelu.check.verdict.nondeterminism import random_sites
 
     feed = {"pixel_values": np.random.default_rng(0).standard_normal(
         (1, 3, 32, 32)).astype(np.float32)}

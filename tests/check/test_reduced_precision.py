@@ -17,9 +17,9 @@ import pytest
 import torch
 from torch import nn
 
-from export_gelu.check.half_baseline import _rejudge, unsafe_text, way_out
-from export_gelu.check.parity import OutputError, ParityResult
-from export_gelu.check.reduced_precision import SCALE_SHARE, judge_reduced
+from export_gelu.check.verdict.half_baseline import _rejudge, unsafe_text, way_out
+from export_gelu.check.verdict.parity import OutputError, ParityResult
+from export_gelu.check.verdict.reduced_precision import SCALE_SHARE, judge_reduced
 from export_gelu.tolerances import JUDGED_ATOL, JUDGED_PYTORCH_PRECISION
 from tests.conftest import run_cli
 

@@ -16,7 +16,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from export_gelu.check.ties import WAY_OUT, arg_ties, find_ties, topk_ties
+from export_gelu.check.localize.ties import WAY_OUT, arg_ties, find_ties, topk_ties
 from tests.conftest import run_cli
 
 K = 4

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from examples.models import EXAMPLES
 from export_gelu import export
-from export_gelu.check.trt_runner import trt_unavailable_reason
+from export_gelu.check.runners.trt_runner import trt_unavailable_reason
 from export_gelu.targets import (
     TRT_PROFILES,
     installed_tensorrt_version,
@@ -116,7 +116,7 @@ def dynamic_batch_model(path) -> None:
 @pytest.mark.trt
 @needs_trt
 def test_dynamic_batch_engine_runs_every_batch_in_its_range(tmp_path):
-    from export_gelu.check.trt_runner import engine_runner_from_path
+    from export_gelu.check.runners.trt_runner import engine_runner_from_path
 
     src, plan = tmp_path / "dyn.onnx", tmp_path / "dyn.plan"
     dynamic_batch_model(src)

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from export_gelu.check.parity import errors_of
+from export_gelu.check.verdict.parity import errors_of
 from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_CONSTANT,
@@ -156,8 +156,8 @@ def test_a_model_drawing_random_numbers_is_named_nondeterministic(tmp_path):
 
 
 def test_random_ops_of_an_eager_module_are_found_by_running_it():
-    from export_gelu.check.nondeterminism import random_sites
-    from export_gelu.check.torch_runner import TorchRunner
+    from export_gelu.check.runners.torch_runner import TorchRunner
+    from export_gelu.check.verdict.nondeterminism import random_sites
 
     feed = {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
     sites = random_sites(TorchRunner(Noisy().eval(), feed, ["y"]), feed)

@@ -208,7 +208,7 @@ def test_deployed_file_that_is_neither_onnx_nor_engine_exits_2(bert_files, tmp_p
 
 
 def test_engine_without_tensorrt_says_why_and_exits_3(bert_files, tmp_path):
-    from export_gelu.check.trt_runner import trt_unavailable_reason
+    from export_gelu.check.runners.trt_runner import trt_unavailable_reason
 
     if trt_unavailable_reason() is None:
         pytest.skip("TensorRT is available here: the engine would be loaded (see the trt test)")
@@ -222,7 +222,7 @@ def test_engine_without_tensorrt_says_why_and_exits_3(bert_files, tmp_path):
 
 @pytest.mark.trt
 def test_verify_a_tensorrt_engine(saved_model, tmp_path):
-    from export_gelu.check.trt_runner import trt_unavailable_reason
+    from export_gelu.check.runners.trt_runner import trt_unavailable_reason
 
     why = trt_unavailable_reason()
     if why:

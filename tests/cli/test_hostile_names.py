@@ -25,7 +25,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from export_gelu.check.divergence import FirstDivergence, Localization, ModuleError
+from export_gelu.check.localize.divergence import FirstDivergence, Localization, ModuleError
 from export_gelu.report.plots import matplotlib_missing, plot_error_by_depth, plot_error_histograms
 from export_gelu.shown import LABEL_LIMIT, NAME_LIMIT, label, md_code, md_text, shown, terminal
 from tests.conftest import run_cli

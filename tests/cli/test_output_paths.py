@@ -410,9 +410,9 @@ def test_replacing_a_bundle_keeps_the_users_files_and_drops_its_own(tmp_path):
 def test_replacing_without_an_atomic_swap_keeps_the_users_files(tmp_path, monkeypatch):
     """Where the system cannot exchange two folders in one step, the old one is moved aside
     and the new one in; the user's files are kept all the same."""
-    from export_gelu.device import bundle as bundle_module
+    from export_gelu.device import bundle_place
 
-    monkeypatch.setattr(bundle_module, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(bundle_place, "_exchange", lambda a, b: False)
     model = save_onnx(tmp_path / "m.onnx")
     bundle = tmp_path / "b"
     _export_bundle(model, bundle, tmp_path / "o.onnx")

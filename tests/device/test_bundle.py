@@ -19,7 +19,7 @@ import onnx
 import pytest
 
 from export_gelu import export
-from export_gelu.device.bundle import read_raw
+from export_gelu.device.binding import read_raw
 from export_gelu.device.script import trtexec_args
 from export_gelu.device.trtexec_flags import LINE_TAGS, accepted_flags
 from export_gelu.targets import PROFILES
@@ -203,7 +203,7 @@ def test_static_bundle_holds_every_file(bert_bundles, target):
     # the graph marking each module's output, where the graph's nodes name their modules
     marked = {"model_marked.onnx"} if "localize" in manifest else set()
     assert {p.name for p in bundle.iterdir()} == EXPECTED_FILES | marked
-    from export_gelu.device.bundle import sha256_file
+    from export_gelu.device.bundle_layout import sha256_file
 
     assert manifest["model"]["sha256"] == sha256_file(model)
     assert manifest["graph"]["sha256"] == sha256_file(bundle / "model.onnx")
@@ -226,7 +226,7 @@ def test_static_bundle_holds_every_file(bert_bundles, target):
 
 @pytest.mark.parametrize("target", VERSIONS)
 def test_raw_inputs_read_back_equal_the_feed(bert_bundles, target):
-    from export_gelu.check.saved_data import load_polygraphy_inputs
+    from export_gelu.check.inputs.saved_data import load_polygraphy_inputs
 
     _model, bundle = bert_bundles[target]
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -531,8 +531,8 @@ def test_trtexec_log_beside_the_outputs_names_the_tensorrt_that_ran(trt82, tmp_p
 
 
 def test_profile_ranges_only_the_given_axis_and_pins_symbolic_ones():
-    from export_gelu.check.trt_runner import parse_dynamic
-    from export_gelu.device.bundle import profile_shapes
+    from export_gelu.check.runners.trt_runner import parse_dynamic
+    from export_gelu.device.binding import profile_shapes
 
     shapes = {"ids": (2, 16), "mask": (2, 16)}
     assert profile_shapes(shapes, [], {"ids": False, "mask": False}) is None

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from export_gelu.device.bundle import read_raw
+from export_gelu.device.binding import read_raw
 from export_gelu.tolerances import DEFAULT_TOLERANCES
 from tests.conftest import run_cli
 

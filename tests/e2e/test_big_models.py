@@ -18,7 +18,7 @@ import torch
 from onnx import helper, numpy_helper
 
 from export_gelu import onnx_weights
-from export_gelu.check.recorded import RecordedRunner, record_reference
+from export_gelu.check.reference.recorded import RecordedRunner, record_reference
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.saving.weight_size import check_disk_space, module_weight_bytes
 from export_gelu.progress import Progress
@@ -89,7 +89,7 @@ def test_load_graph_leaves_big_tensors_in_their_file(tmp_path: Path) -> None:
     np.testing.assert_array_equal(onnx_weights.tensor_array(lazy_w1), numpy_helper.to_array(w1))
     assert onnx_weights.lazy_bytes(model) == 2 * WIDTH * WIDTH * 4
     onnx.checker.check_model(onnx_weights.checkable(model))  # in memory, no file lookups
-    from export_gelu.check.ort_runner import make_session
+    from export_gelu.check.runners.ort_runner import make_session
 
     source, folder = onnx_weights.ort_source(model)
     assert len(source) < 100_000 and folder == str(tmp_path.resolve())
@@ -190,7 +190,7 @@ def test_big_models_hold_their_weights_once_even_when_both_would_fit(
 
 
 def test_recorded_reference_replays_only_the_feeds_it_ran() -> None:
-    from export_gelu.check.torch_runner import TorchRunner
+    from export_gelu.check.runners.torch_runner import TorchRunner
 
     model = _stack(1)
     feed = {"x": np.random.default_rng(1).standard_normal((2, WIDTH)).astype(np.float32)}

@@ -90,7 +90,7 @@ def test_program_with_none_keyword_inputs_runs_on_its_saved_examples(tmp_path: P
 def test_reference_runs_a_traced_model_that_ran_with_grad(tmp_path: Path) -> None:
     """The profiling executor, having run the traced model with grad enabled (as the
     conversion's retry does), keeps differentiable subgraphs; inference mode refused them."""
-    from export_gelu.check.torch_runner import TorchRunner
+    from export_gelu.check.runners.torch_runner import TorchRunner
 
     x = torch.randn(2, 8, 16)
     path = _save(U.dit_attention(), "torchscript", tmp_path / "dit.ts.pt", (x,))

@@ -176,7 +176,7 @@ def _example_feed(spec: str) -> torch.Tensor:
 @pytest.mark.slow
 def test_archive_check_accepts_what_torch_saves(tmp_path: Path) -> None:
     from examples import models
-    from export_gelu.exporter.model_files.containment import program_archive_findings
+    from export_gelu.exporter.model_files.archive_checks import program_archive_findings
 
     for name, example in {**models.EXAMPLES, **models.MORE_EXAMPLES}.items():
         module = getattr(models, name)().eval()
@@ -195,7 +195,7 @@ def test_archive_check_still_refuses_code_in_an_argument_name(tmp_path: Path) ->
     import json
     import zipfile
 
-    from export_gelu.exporter.model_files.containment import program_archive_findings
+    from export_gelu.exporter.model_files.archive_checks import program_archive_findings
 
     class Add(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -185,7 +185,7 @@ def test_mamba_folder_is_one_plain_graph_with_a_note(tmp_path: Path,
 def test_a_graph_that_cannot_run_at_a_size_is_a_failed_verdict() -> None:
     """ONNX Runtime failing on a node at one of the checked sizes (Longformer's Reshape) is
     exit 1 naming the node, not exit 4."""
-    from export_gelu.check.run_failure import deployed_run_failure
+    from export_gelu.check.runners.run_failure import deployed_run_failure
 
     try:
         import onnxruntime as ort

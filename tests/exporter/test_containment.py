@@ -611,7 +611,7 @@ def test_program_constant_unpickled_whatever_its_member_is_called(saved_model, t
 def test_program_json_checks_accept_what_torch_writes(saved_model, saved_real):
     """No false alarm on real programs: the examples and transformers models (symbolic
     sizes, guards, nested names) pass the checks."""
-    from export_gelu.exporter.model_files.containment import program_archive_findings
+    from export_gelu.exporter.model_files.archive_checks import program_archive_findings
 
     for path in (saved_model("lstm", "exported"), saved_model("gpt2", "exported"),
                  saved_real("gpt_neox", "exported"), saved_real("deberta", "exported")):

@@ -227,9 +227,10 @@ def test_unranged_symbolic_onnx_dims_are_fed_at_one_with_a_note(saved, tmp_path)
 
 def test_the_tensorrt_profile_comes_from_the_same_ranges(saved):
     """One DynamicAxis per input axis (what the engine profile and trtexec shapes read)."""
-    from export_gelu.check.trt_runner import DynamicAxis
-    from export_gelu.exporter.feeds.dynamic import parse_dynamic_flag, plan_dynamic
+    from export_gelu.check.runners.trt_runner import DynamicAxis
+    from export_gelu.exporter.feeds.dynamic import plan_dynamic
     from export_gelu.exporter.loading.load import load_model
+    from export_gelu.flags.dynamic import parse_dynamic_flag
 
     loaded = load_model(saved("bert2-ep-dynamic"))
     plan, _specs = plan_dynamic(loaded, [parse_dynamic_flag("batch=1:4:8")], [])

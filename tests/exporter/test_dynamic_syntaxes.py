@@ -20,7 +20,9 @@ from torch import nn
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.capture.dynamic_capture import export_dynamic
-from export_gelu.exporter.feeds.dynamic import DynamicPlan, parse_dynamic_flag, resolve_flags
+from export_gelu.exporter.feeds.dynamic_dims import resolve_flags
+from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
+from export_gelu.flags.dynamic import parse_dynamic_flag
 from tests.conftest import ROOT
 
 #: Two inputs named like `--input input_ids:batchxseq --input attention_mask:batchxseq`.

@@ -39,7 +39,7 @@ def test_device_verify_runs_the_reference_where_device_says(vit_bundle, tmp_path
 
 
 def test_device_verify_refuses_cuda_where_there_is_none(vit_bundle):
-    from export_gelu.check.devices import cuda_blocker
+    from export_gelu.check.runners.devices import cuda_blocker
 
     blocker = cuda_blocker()
     if blocker is None:

@@ -39,7 +39,7 @@ def _qdq_in_gelu(model: onnx.ModelProto) -> int:
 def test_trt86_int8_with_calibration_data(bert: Path, tmp_path: Path) -> None:
     """trt8.6 int8 from a calibration JSON: exit 0, every weight product quantized, no Q/DQ
     in a GELU, parses for 8.6 (`inspect`), SQNR >= 30 dB, the verdict passed."""
-    from export_gelu.check.saved_data import save_polygraphy_inputs
+    from export_gelu.check.inputs.saved_data import save_polygraphy_inputs
 
     rng = np.random.default_rng(0)
     calib = tmp_path / "calib.json"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import onnx
 
-from export_gelu.check.devices import resolve_device
-from export_gelu.check.parity import ParityResult, skipped
+from export_gelu.check.runners.devices import resolve_device
+from export_gelu.check.verdict.parity import ParityResult, skipped
 from export_gelu.options import ExportOptions
 from export_gelu.results.export import ExportInputs, GraphCheck, SavedGraph, Verdict
 from export_gelu.run import Run

@@ -129,7 +129,7 @@ def test_forms_check_with_a_wide_tolerance_takes_the_fastest(
 
 def _forms_run(bundle: Path) -> FormsRun:
     first = bundle / "forms" / "keep" / "model.onnx"
-    from export_gelu.check.deployed import open_deployed
+    from export_gelu.check.runners.deployed import open_deployed
 
     return FormsRun({}, open_deployed(first), (), "", {f: _run(bundle, f) for f in MEDIAN_MS})
 

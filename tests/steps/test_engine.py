@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from export_gelu.check.trt_runner import installed_profile, trt_unavailable_reason
+from export_gelu.check.runners.trt_runner import installed_profile, trt_unavailable_reason
 from export_gelu.run import Run
 from export_gelu.steps.engine import build_engine
 from tests.steps.step_inputs import export_inputs_of, export_request, onnx_model, saved_graph

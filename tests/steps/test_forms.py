@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from export_gelu.check.devices import resolve_device
+from export_gelu.check.runners.devices import resolve_device
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.options import ExportOptions, FormsOptions

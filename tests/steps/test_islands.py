@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from export_gelu.check.parity import ParityResult, skipped
+from export_gelu.check.verdict.parity import ParityResult, skipped
 from export_gelu.run import Run
 from export_gelu.steps.islands import finds_islands, fix_overflow
 from tests.steps.step_inputs import export_request, main_feed, onnx_model, saved_graph

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from export_gelu.check.deployed import feed_for, open_deployed
-from export_gelu.check.parity import ParityResult
+from export_gelu.check.runners.deployed import feed_for, open_deployed
+from export_gelu.check.verdict.parity import ParityResult
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.run import Run
 from export_gelu.steps.localize import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from export_gelu.check.trt_runner import trt_unavailable_reason
+from export_gelu.check.runners.trt_runner import trt_unavailable_reason
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.run import Run
 from export_gelu.steps.plan import check_disk, plan_export

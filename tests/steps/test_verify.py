@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export_gelu.check.deployed import open_deployed
+from export_gelu.check.runners.deployed import open_deployed
 from export_gelu.results.verify import Reference, VerifyInputs
 from export_gelu.run import Run
 from export_gelu.steps.bundle import write_device_bundle

@@ -9,7 +9,7 @@ import json
 import onnx
 import pytest
 
-from export_gelu.check.trt_runner import local_engine_blocker, trt_unavailable_reason
+from export_gelu.check.runners.trt_runner import local_engine_blocker, trt_unavailable_reason
 from export_gelu.parse_check import PLUGIN_OP
 from export_gelu.targets import (
     EMITTED_OPS,

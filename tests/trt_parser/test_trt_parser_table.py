@@ -233,7 +233,7 @@ def test_unfixable_ops_name_the_exact_versions_that_take_them(tmp_path):
 
 
 def test_inspect_says_where_an_engine_can_be_built(tmp_path):
-    from export_gelu.check.trt_runner import local_engine_blocker
+    from export_gelu.check.runners.trt_runner import local_engine_blocker
 
     path = tmp_path / "relu.onnx"
     onnx.save(probe("Relu"), str(path))

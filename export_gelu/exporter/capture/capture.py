@@ -13,7 +13,7 @@ import torch
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.capture.dynamic_capture import export_dynamic
 from export_gelu.exporter.capture.weight_fold import fold_weights
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
 T = TypeVar("T")

@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.exporter.loading.model_dtype import is_float64
 
 _DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}

@@ -18,12 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from export_gelu.errors import BadInputError
-from export_gelu.exporter.feeds.dynamic import (
-    DimRange,
-    DynamicPlan,
-    constraint_violation,
-    with_plan_names,
-)
+from export_gelu.exporter.feeds.dynamic import with_plan_names
+from export_gelu.exporter.feeds.dynamic_dims import constraint_violation
+from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
+from export_gelu.flags.dynamic import DimRange
 
 #: Captures tried at most: the first, one after merging tied dims, one with loose axes static.
 MAX_TRIES = 4

@@ -1,4 +1,4 @@
-"""The pieces the input resolver (check/input_resolver.py) picks a run's inputs from: arrays
+"""The pieces the input resolver (check/inputs/input_resolver.py) picks a run's inputs from: arrays
 made by role at `--input` specs or at an ONNX graph's shapes, a `.npz`, the model's own
 examples; and the check of a feed against what the model declares before anything is
 exported: an ONNX graph's input names, dtypes and fixed dimensions; an ExportedProgram's
@@ -32,7 +32,7 @@ from export_gelu.exporter.inputs.specs import (
     load_npz,
     parse_input_spec,
 )
-from export_gelu.exporter.loading.load import LoadedModel
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.onnx_file import read_structure
 from export_gelu.shown import shown
 

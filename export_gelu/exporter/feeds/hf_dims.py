@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from export_gelu.exporter.feeds.dynamic import DimRange, DynamicPlan, InputTemplate
+from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan, InputTemplate
+from export_gelu.flags.dynamic import DimRange
 from export_gelu.notes import Note
 
 

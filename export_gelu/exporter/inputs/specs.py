@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 import numpy as np
 
@@ -47,7 +47,7 @@ def make_inputs(specs: list[InputSpec], seed: int = 0) -> dict[str, np.ndarray]:
     return {s.name: make_input(s, rng) for s in specs}
 
 
-def _npy_header(fh, where: str) -> tuple[tuple[int, ...], np.dtype]:
+def _npy_header(fh: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and dtype from a .npy header, without reading the data."""
     fmt = np.lib.format
     try:

@@ -18,7 +18,8 @@ from typing import Any
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.hf.cache import cache_configs
-from export_gelu.exporter.loading.load import LoadedModel, nonfinite_weights
+from export_gelu.exporter.loading.loaded import LoadedModel
+from export_gelu.exporter.loading.torch_files import nonfinite_weights
 from export_gelu.exporter.model_files.detect import ModelFormat
 from export_gelu.notes import Note
 

@@ -27,7 +27,7 @@ _SHAPE_OPS = frozenset(op for s in SHAPES for op, _r in s.nodes)
 
 
 @functools.cache
-def _pattern(index: int):  # -> onnx_graphsurgeon.GraphPattern
+def _pattern(index: int) -> gs.GraphPattern:
     from onnx_graphsurgeon import GraphPattern
 
     shape = SHAPES[index]

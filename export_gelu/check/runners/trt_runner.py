@@ -6,13 +6,21 @@ Polygraphy constructs its loaders without tensorrt and fails only on the first r
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from export_gelu.exporter.feeds.dynamic_axes import DynamicAxis, check_dynamic, parse_dynamic
 from export_gelu.targets import TargetProfile, installed_tensorrt_version
 from export_gelu.trt_parser.capability import POLYGRAPHY_MIN_TRT
 from export_gelu.trt_parser.versions import in_range
+
+if TYPE_CHECKING:
+    import numpy as np
+    from polygraphy.backend.trt import EngineFromNetwork, SaveEngine, TrtRunner
+
+T = TypeVar("T")
 
 
 @lru_cache(maxsize=1)
@@ -58,7 +66,8 @@ def installed_profile() -> TargetProfile | None:
 
 def build_engine_loader(onnx_path: Path, precision: str, shapes: dict[str, tuple[int, ...]],
                         dynamic: list[DynamicAxis], engine_path: Path | None = None,
-                        builder: TargetProfile | None = None):
+                        builder: TargetProfile | None = None
+                        ) -> EngineFromNetwork | SaveEngine:
     """A polygraphy engine loader for `onnx_path`.
 
     Precision is requested the way the installed TensorRT (`builder`) takes it: builder flags
@@ -98,9 +107,9 @@ def build_engine_loader(onnx_path: Path, precision: str, shapes: dict[str, tuple
     return engine
 
 
-def build_engine(loader, onnx_path: Path):
+def build_engine(loader: Callable[[], T], onnx_path: Path) -> T:
     """Run `loader` (parse + build, and save when asked); a TensorRT failure is exit 3."""
-    from export_gelu.check.quiet import quiet_polygraphy
+    from export_gelu.check.runners.quiet import quiet_polygraphy
     from export_gelu.errors import TargetUnmetError
 
     try:
@@ -112,7 +121,7 @@ def build_engine(loader, onnx_path: Path):
                                f"engine from {onnx_path.name}: {first}") from exc
 
 
-def trt_runner(engine, name: str = "tensorrt"):
+def trt_runner(engine: object, name: str = "tensorrt") -> TrtRunner:
     """A polygraphy TrtRunner that casts each input to the dtype its engine binding takes.
 
     TensorRT before 9 binds ONNX int64 inputs as int32; the feed is cast to match.
@@ -121,7 +130,8 @@ def trt_runner(engine, name: str = "tensorrt"):
     from polygraphy.datatype import DataType
 
     class FeedCastingTrtRunner(TrtRunner):
-        def infer(self, feed_dict, check_inputs=True, *args, **kwargs):  # noqa: ANN001
+        def infer(self, feed_dict: Mapping[str, np.ndarray], check_inputs: bool = True,
+                  *args: object, **kwargs: object) -> dict[str, np.ndarray]:
             meta = self.get_input_metadata(use_numpy_dtypes=False)
             cast = {}
             for key, value in feed_dict.items():
@@ -133,7 +143,7 @@ def trt_runner(engine, name: str = "tensorrt"):
     return FeedCastingTrtRunner(engine, name=name)
 
 
-def engine_runner_from_path(path: Path, name: str = "tensorrt"):
+def engine_runner_from_path(path: Path, name: str = "tensorrt") -> TrtRunner:
     """A runner for a serialized engine (`.plan` / `.engine`)."""
     from polygraphy.backend.trt import EngineFromPath
 

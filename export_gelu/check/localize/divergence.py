@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.marked_run import run_with_outputs
-from export_gelu.check.parity import ParityResult, diverged, errors_of, over_tolerance
-from export_gelu.check.ties import WAY_OUT as TIE_WAY_OUT
-from export_gelu.check.ties import TieSite, find_ties
+from export_gelu.check.localize.marked_run import run_with_outputs
+from export_gelu.check.localize.ties import WAY_OUT as TIE_WAY_OUT
+from export_gelu.check.localize.ties import TieSite, find_ties
+from export_gelu.check.verdict.parity import ParityResult, diverged, errors_of, over_tolerance
 from export_gelu.shown import shown
 from export_gelu.tolerances import Tolerances
 
@@ -63,7 +63,7 @@ class Localization:
     modules: list[ModuleError] = field(default_factory=list)
     method: str = "modules"
     reason: str = ""
-    #: ops fed exact ties that decide their result (check/ties.py), in graph order
+    #: ops fed exact ties that decide their result (check/localize/ties.py), in graph order
     ties: list[TieSite] = field(default_factory=list)
     #: the first of them comes before the first divergence (or none was found): the cause
     tie_cause: bool = False
@@ -188,7 +188,7 @@ def module_tensors(loaded: Any, graph_path: Path) -> list[str]:
     import onnx
 
     from export_gelu import graph as G
-    from export_gelu.check.module_outputs import module_names
+    from export_gelu.check.localize.module_outputs import module_names
 
     names = module_names(loaded)
     if not names:
@@ -208,7 +208,7 @@ def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol:
     import onnx
 
     from export_gelu import graph as G
-    from export_gelu.check.module_outputs import module_names, record_module_outputs
+    from export_gelu.check.localize.module_outputs import module_names, record_module_outputs
     from export_gelu.graph.provenance import source_of
 
     names = module_names(loaded)

@@ -163,7 +163,7 @@ def find_ties(graph_path: Path, feed: Mapping[str, np.ndarray], threads: int = 1
     `feed`, hold exact ties that decide their result; in graph order ([] when none)."""
     import onnx
 
-    from export_gelu.check.marked_run import run_with_outputs
+    from export_gelu.check.localize.marked_run import run_with_outputs
     from export_gelu.graph.provenance import module_of, source_of
 
     model = onnx.load(str(graph_path), load_external_data=False)

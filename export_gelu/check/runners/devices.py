@@ -154,7 +154,7 @@ def build_runners(path: str | Path, runs: list[ProviderRun], threads: int = 1
     """Build a polygraphy OnnxrtRunner for each planned run and check its providers took."""
     from polygraphy.backend.onnxrt import OnnxrtRunner
 
-    from export_gelu.check.ort_runner import make_session
+    from export_gelu.check.runners.ort_runner import make_session
 
     for run in runs:
         if run.status != "planned":

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.parity import ParityResult, errors_of
-from export_gelu.check.reduced_precision import SCALE_SHARE, judge_reduced
+from export_gelu.check.verdict.parity import ParityResult, errors_of
+from export_gelu.check.verdict.reduced_precision import SCALE_SHARE, judge_reduced
 from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_PYTORCH_PRECISION,
@@ -63,7 +63,7 @@ def _half_runner(reference: Any, precision: str) -> tuple[Any, str]:
     not)."""
     import torch
 
-    from export_gelu.check.torch_runner import TorchRunner
+    from export_gelu.check.runners.torch_runner import TorchRunner
 
     module = getattr(reference, "module", None)
     if not isinstance(reference, TorchRunner) or not isinstance(module, torch.nn.Module):
@@ -84,7 +84,7 @@ def _run(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[dict[st
 def judge_against_pytorch(results: Sequence[ParityResult], reference: Any,
                           feeds: Sequence[Mapping[str, np.ndarray]], precision: str) -> None:
     """Measure PyTorch's own error at `precision` on `feeds` and re-judge each result's
-    outputs by check/reduced_precision.py: one over the fixed tolerance passes when its max
+    outputs by check/verdict/reduced_precision.py: one over the fixed tolerance passes when its max
     abs error is within `precision_bound` of PyTorch's and within SCALE_SHARE of the output's
     scale. Where PyTorch's own error exceeds that share, the precision is named unsafe for the
     model (fp16: with PyTorch's bf16 error measured too, to say whether bf16 is a way out).
@@ -160,7 +160,7 @@ def _unsafe_outputs(result: ParityResult, pytorch: Mapping[str, float]) -> dict[
 def _rejudge(result: ParityResult, pytorch: Mapping[str, float], unsafe: Mapping[str, Any],
              precision: str, advice: str) -> None:
     """Each output against PyTorch's own error at `precision` and against its own scale
-    (check/reduced_precision.py); where the precision is `unsafe` for the model the reason
+    (check/verdict/reduced_precision.py); where the precision is `unsafe` for the model the reason
     says so, with the numbers and `advice`, passed or failed: never a bare PASSED."""
     bounds: dict[str, float] = {}
     for name, out in result.outputs.items():

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.divergence import FirstDivergence, Localization, ModuleError
-from export_gelu.check.parity import errors_of, over_tolerance
+from export_gelu.check.localize.divergence import FirstDivergence, Localization, ModuleError
+from export_gelu.check.verdict.parity import errors_of, over_tolerance
 from export_gelu.errors import BadInputError
 from export_gelu.tolerances import Tolerances
 
@@ -65,8 +65,8 @@ def _run_all(model: Any, feed: Mapping[str, np.ndarray], threads: int) -> dict[s
     from polygraphy import constants
     from polygraphy.backend.onnx import ModifyOutputs
 
-    from export_gelu.check.ort_runner import ort_runner
-    from export_gelu.check.quiet import quiet_polygraphy
+    from export_gelu.check.runners.ort_runner import ort_runner
+    from export_gelu.check.runners.quiet import quiet_polygraphy
 
     with quiet_polygraphy(silent=True):
         marked = ModifyOutputs(model, outputs=constants.MARK_ALL, copy=True)()

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.deployed import renamed_outputs
-from export_gelu.check.ort_runner import ort_runner, output_names
+from export_gelu.check.runners.deployed import renamed_outputs
+from export_gelu.check.runners.ort_runner import ort_runner, output_names
 
 
 def model_runner(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: Sequence[str],
@@ -26,7 +26,7 @@ def model_runner(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: Seque
         return runner
     import torch
 
-    from export_gelu.check.torch_runner import TorchRunner
+    from export_gelu.check.runners.torch_runner import TorchRunner
     from export_gelu.exporter.inputs.call_plan import plan_for
     from export_gelu.exporter.loading.model_dtype import model_float_dtype
 

@@ -25,7 +25,7 @@ def fits_beside_reference(onnx_path: Path) -> bool:
     """Whether the ONNX file `onnx_path` is small (its weights under the external-data
     threshold): a bigger one is loaded only after the reference ran and was freed, so the
     weights are held once whatever memory is free."""
-    from export_gelu.exporter.loading.load import check_external_data
+    from export_gelu.exporter.loading.onnx_checks import check_external_data
     from export_gelu.exporter.saving.save import external_data_threshold
     from export_gelu.exporter.saving.weight_size import file_bytes
 
@@ -41,7 +41,7 @@ class RecordedRunner(BaseRunner):
                  latency: Any = None, *, again: Mapping[str, np.ndarray] | None = None,
                  random_sites: list[Any] | None = None) -> None:
         super().__init__(name=name, prefix="recorded-runner")
-        #: a second run on feeds[0] (check/nondeterminism.py), and the random ops found when
+        #: a second run on feeds[0] (check/verdict/nondeterminism.py), and the random ops found when
         #: the two differed, taken while the model was loaded
         self.again = dict(again) if again is not None else None
         self.random_sites = list(random_sites or [])
@@ -76,7 +76,7 @@ def record_reference(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     active; return its recorded outputs. The caller drops `runner` (and what holds its
     model) afterwards so its memory is freed."""
     from export_gelu.check.latency import measure_latency
-    from export_gelu.check.torch_runner import dtype_metadata
+    from export_gelu.check.runners.torch_runner import dtype_metadata
 
     latency = None
     with runner:
@@ -90,7 +90,7 @@ def record_reference(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     sites = []
     if any(k not in again or not np.array_equal(v, again[k], equal_nan=v.dtype.kind == "f")
            for k, v in outputs[0].items()):
-        from export_gelu.check.nondeterminism import random_sites
+        from export_gelu.check.verdict.nondeterminism import random_sites
 
         sites = random_sites(runner, feeds[0])  # while the model is still there
     return RecordedRunner(runner.name, feeds, outputs, dtype_metadata(dict(feeds[0])), latency,

@@ -84,7 +84,7 @@ def _from_hooks(root: Any, loaded: Any, feed: Mapping[str, np.ndarray], wanted: 
                 device: str) -> dict[str, ModuleOutput]:
     import torch
 
-    from export_gelu.check.torch_runner import TorchRunner
+    from export_gelu.check.runners.torch_runner import TorchRunner
     from export_gelu.exporter.inputs.call_plan import plan_for
     from export_gelu.exporter.loading.model_dtype import model_float_dtype
 
@@ -155,6 +155,6 @@ def _from_program(program: Any, feed: Mapping[str, np.ndarray], wanted: set[str]
         t = torch.from_numpy(np.ascontiguousarray(a))
         return t.float() if t.is_floating_point() and t.dtype != torch.float64 else t
 
-    with torch.no_grad(), quiet_exporter():  # see check/torch_runner.py
+    with torch.no_grad(), quiet_exporter():  # see check/runners/torch_runner.py
         Recorder(gm).run(*tree_leaves(tuple(tensor(a) for a in feed.values())))
     return found

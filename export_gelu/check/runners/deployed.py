@@ -82,7 +82,7 @@ def describe_onnx(model: Any, path: Path) -> Deployed:
 
 
 def _open_onnx(path: Path) -> Deployed:
-    from export_gelu.exporter.loading.load import check_external_data
+    from export_gelu.exporter.loading.onnx_checks import check_external_data
     from export_gelu.onnx_file import read_structure
 
     check_external_data(path)  # ONNX Runtime will read it: its data stays in its folder
@@ -90,7 +90,7 @@ def _open_onnx(path: Path) -> Deployed:
 
 
 def _open_engine(path: Path) -> Deployed:
-    from export_gelu.check.trt_runner import engine_runner_from_path, trt_unavailable_reason
+    from export_gelu.check.runners.trt_runner import engine_runner_from_path, trt_unavailable_reason
 
     why_not = trt_unavailable_reason()
     if why_not:
@@ -233,10 +233,10 @@ def renamed_outputs(inner: Any, names: list[str]) -> Any:
 def deployed_runner(deployed: Deployed, threads: int = 1, name: str | None = None) -> Any:
     """A polygraphy runner for the artifact: ONNX Runtime (CPU, explicit threads) or TensorRT."""
     if deployed.kind == "engine":
-        from export_gelu.check.trt_runner import engine_runner_from_path
+        from export_gelu.check.runners.trt_runner import engine_runner_from_path
 
         return engine_runner_from_path(deployed.path, name=name or "tensorrt")
-    from export_gelu.check.ort_runner import ort_runner
+    from export_gelu.check.runners.ort_runner import ort_runner
 
     return ort_runner(deployed.path, threads=threads, name=name or "onnxruntime")
 

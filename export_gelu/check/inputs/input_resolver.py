@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export_gelu.check.saved_data import load_polygraphy_inputs
+from export_gelu.check.inputs.saved_data import load_polygraphy_inputs
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds.feeds import (
     example_feed,
@@ -37,7 +37,8 @@ from export_gelu.exporter.feeds.feeds import (
     spec_feed,
 )
 from export_gelu.exporter.inputs.specs import SPEC_HELP, load_npz
-from export_gelu.exporter.loading.load import LoadedModel, load_model
+from export_gelu.exporter.loading.load import load_model
+from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.shown import shown
 from export_gelu.untrusted_files import UntrustedFolder
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from export_gelu.check.quiet import quiet_polygraphy
+from export_gelu.check.runners.quiet import quiet_polygraphy
 from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_CONSTANT,
@@ -55,9 +55,10 @@ class ParityResult:
     #: polygraphy RunResults of both runners, for `--save-outputs`; not part of the JSON.
     run_results: Any = field(default=None, repr=False)
     # -- verdicts that mean something (docs/verify.md "Reading a verdict") --
-    #: the reference differs from itself on the same inputs (check/nondeterminism.py)
+    #: the reference differs from itself on the same inputs (check/verdict/nondeterminism.py)
     nondeterministic: dict[str, Any] | None = None
-    #: PyTorch's own error at the graph's precision, and the rule it set (check/half_baseline.py)
+    #: PyTorch's own error at the graph's precision, and the rule it set
+    #: (check/verdict/half_baseline.py)
     pytorch_precision: dict[str, Any] | None = None
     #: fp32 islands kept in an fp16 graph to fix an overflow
     #: (passes/compat/precision/fp16_islands.py)
@@ -176,8 +177,8 @@ def _inputs_differ(feeds: Sequence[Mapping[str, np.ndarray]]) -> bool:
 def _judge_determinism(results: list[ParityResult], reference: Any, first: Any, second: Any,
                        feed: Mapping[str, np.ndarray], *, atol: float, rtol: float) -> None:
     """A reference that differs from itself on the same inputs fails every result, naming
-    the random op and the way out (check/nondeterminism.py)."""
-    from export_gelu.check.nondeterminism import (
+    the random op and the way out (check/verdict/nondeterminism.py)."""
+    from export_gelu.check.verdict.nondeterminism import (
         nondeterminism_verdict,
         random_sites,
         self_difference,

@@ -22,7 +22,7 @@ def run_with_outputs(path: Path, names: list[str], feed: Mapping[str, np.ndarray
     import onnx
     from polygraphy.backend.onnx import ModifyOutputs
 
-    from export_gelu.check.quiet import quiet_polygraphy
+    from export_gelu.check.runners.quiet import quiet_polygraphy
 
     model = onnx.load(str(path), load_external_data=False)
     external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
@@ -45,8 +45,8 @@ def _run_copy(marked: Any, copy: Path, feed: Mapping[str, np.ndarray], threads: 
               ) -> dict[str, np.ndarray]:
     import onnx
 
-    from export_gelu.check.ort_runner import ort_runner
-    from export_gelu.check.quiet import quiet_polygraphy
+    from export_gelu.check.runners.ort_runner import ort_runner
+    from export_gelu.check.runners.quiet import quiet_polygraphy
 
     onnx.save(marked, str(copy))
     runner = ort_runner(copy, threads=threads, name="onnxruntime-marked")

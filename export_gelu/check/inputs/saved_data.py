@@ -33,7 +33,7 @@ def load_polygraphy_inputs(path: str | Path) -> list[Feed]:
     of {name: array} dicts, one per iteration (a single dict is one iteration)."""
     from polygraphy.json import load_json
 
-    from export_gelu.check.quiet import quiet_polygraphy
+    from export_gelu.check.runners.quiet import quiet_polygraphy
 
     path = Path(path)
     try:
@@ -68,7 +68,7 @@ def save_polygraphy_inputs(feeds: Sequence[Mapping[str, np.ndarray]], out: str |
     """Write feeds as polygraphy's `--save-inputs` JSON (a list of feed dicts)."""
     from polygraphy.json import save_json
 
-    from export_gelu.check.quiet import quiet_polygraphy
+    from export_gelu.check.runners.quiet import quiet_polygraphy
 
     out = Path(out)
     with quiet_polygraphy():
@@ -79,7 +79,7 @@ def save_polygraphy_inputs(feeds: Sequence[Mapping[str, np.ndarray]], out: str |
 
 def save_polygraphy_outputs(run_results: Any, out: str | Path) -> Path:
     """Write polygraphy RunResults (every runner's outputs) as `--save-outputs` JSON."""
-    from export_gelu.check.quiet import quiet_polygraphy
+    from export_gelu.check.runners.quiet import quiet_polygraphy
 
     out = Path(out)
     with quiet_polygraphy():
