@@ -113,6 +113,8 @@ def _check_against_onnx(path: Path, feed: OrderedDict[str, np.ndarray]
 def _program_inputs(loaded: LoadedModel) -> list[tuple[str, Any]]:
     """(name, fake tensor) of an ExportedProgram's user inputs."""
     program = loaded.exported
+    if program is None:
+        return []
     user = set(program.graph_signature.user_inputs)
     return [(n.name, n.meta.get("val")) for n in program.graph.nodes
             if n.op == "placeholder" and n.name in user]
@@ -285,8 +287,8 @@ def _model_float(loaded: LoadedModel) -> np.dtype | None:
 
     if loaded.is_onnx:
         return None
-    module = loaded.module if loaded.module is not None else loaded.exported.module()
-    return np.dtype(np.float64) if is_float64(module) else None
+    module = loaded.reference_module()
+    return np.dtype(np.float64) if module is not None and is_float64(module) else None
 
 
 def fit_to_model(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]
