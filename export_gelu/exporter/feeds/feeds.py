@@ -168,13 +168,16 @@ def forward_arity(module: Any) -> tuple[int, int | None] | None:
 def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]) -> None:
     from export_gelu.exporter.inputs.call_plan import keyword_order, missing_required
 
-    if keyword_order(loaded.module, list(feed)) is not None:  # passed by keyword
-        missing = missing_required(loaded.module, list(feed))
+    module = loaded.module
+    if module is None:
+        return
+    if keyword_order(module, list(feed)) is not None:  # passed by keyword
+        missing = missing_required(module, list(feed))
         if missing:
             raise BadInputError(f"{loaded.path}: forward() needs {', '.join(missing)}, which "
                                 f"no --input names (given: {', '.join(feed)})")
         return
-    arity = forward_arity(loaded.module)
+    arity = forward_arity(module)
     if arity is None:
         return
     required, maximum = arity
