@@ -101,7 +101,7 @@ def cache_off(config: object) -> None:
     config.__setattr__("use_cache", False)
 
 
-def cache_configs(model: torch.nn.Module) -> list[CachingConfig]:
+def cache_configs(model: object) -> list[CachingConfig]:
     """Every config of `model` and its submodules (T5's decoder has its own copy), and every
     sub-config they hold (`decoder`, `text_config`, …), that asks for a key/value cache."""
     configs: dict[int, CachingConfig] = {}
@@ -116,6 +116,7 @@ def cache_configs(model: torch.nn.Module) -> list[CachingConfig]:
         for value in vars(config).values():
             visit(value)
 
-    for module in model.modules():
+    modules = model.modules() if hasattr(model, "modules") else ()  # not a program's
+    for module in modules:
         visit(getattr(module, "config", None))
     return list(configs.values())

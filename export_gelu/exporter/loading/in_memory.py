@@ -121,14 +121,14 @@ def from_memory(model: object, args: Sequence[PyTree] | None = None,
                        input_names=names, notes=notes, call_constants=constants)
 
 
-def _caches(model: torch.nn.Module) -> bool:
+def _caches(model: object) -> bool:
     """A transformers model one of whose configs (its own, or a sub-config only: a
     VisionEncoderDecoder's decoder) asks for a key/value cache in its outputs."""
     return bool(cache_configs(model))
 
 
 @contextlib.contextmanager
-def without_cache(model: torch.nn.Module) -> Iterator[None]:
+def without_cache(model: object) -> Iterator[None]:
     """`use_cache` off in every config of a transformers model while exporting it (a cache
     in the outputs is no tensor a one-graph export can name), restored afterwards."""
     configs = cache_configs(model)
