@@ -16,7 +16,8 @@ from export_gelu.check.runners.deployed import deployed_feed
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.quantize import QuantVerdict, judge, plan_quantization, read_qdq, run_graph
 from export_gelu.quantize.read_qdq import QDQ_OPS
-from export_gelu.quantize.reference import fake_quantized
+from export_gelu.quantize.reference import fake_quantized, float_weights
+from export_gelu.quantize.strip import without_qdq
 from export_gelu.results.quantize import QdqGraph, QdqJudged
 
 #: What the verdict compares with, in words (the report's `judged_by`).
@@ -57,21 +58,39 @@ def _hookable(loaded: LoadedModel) -> tuple[Any, list[str]]:
                                            f"({first}): the reference quantizes weights only"]
 
 
+def _unquantized_runs(module: Any, graph: onnx.ModelProto, feeds: Feeds, threads: int,
+                     unquantized: onnx.ModelProto | None
+                     ) -> tuple[list[dict[str, np.ndarray]] | None, list[str]]:
+    """The graph's outputs without its Q/DQ (`unquantized`: the fp32 graph it was made from;
+    else the graph stripped, stored weights replaced by the module's own), or None and why."""
+    if unquantized is None:
+        stripped = without_qdq(graph, float_weights(module, read_qdq(graph)))
+        if isinstance(stripped, str):
+            return None, [f"the GELU form's own error is not measured ({stripped}): the bound "
+                          "counts quantization's alone"]
+        unquantized = stripped
+    return run_graph(unquantized, [deployed_feed(f, unquantized) for f in feeds], threads), []
+
+
 def judge_qdq(loaded: LoadedModel, graph: onnx.ModelProto, feeds: Feeds, threads: int,
-              got: Sequence[Mapping[str, np.ndarray]] | None = None) -> QuantVerdict:
+              got: Sequence[Mapping[str, np.ndarray]] | None = None,
+              unquantized: onnx.ModelProto | None = None) -> QuantVerdict:
     """`graph` (a Q/DQ graph of `loaded`'s module) judged on `feeds` (as the model takes
     them): against PyTorch at the graph's scales, with SQNR, cosine and top-1 against
-    PyTorch in float32. Products the reference cannot mirror are named in the notes. `got`:
-    the graph's outputs per feed as a device computed them (default: ONNX Runtime's)."""
+    PyTorch in float32, the bound widened by the graph's GELU form's own error (the graph
+    without Q/DQ against PyTorch in float32; `unquantized`: that graph, default `graph`
+    stripped). Products the reference cannot mirror are named in the notes. `got`: the
+    graph's outputs per feed as a device computed them (default: ONNX Runtime's)."""
     outputs = [o.name for o in graph.graph.output]
     module, notes = _hookable(loaded)
     fp32 = _torch_runs(loaded, module, feeds, outputs, threads)
+    form, unmeasured = _unquantized_runs(module, graph, feeds, threads, unquantized)
     with fake_quantized(module, read_qdq(graph)) as mirrored:
         reference = _torch_runs(loaded, module, feeds, outputs, threads)
     if got is None:
         got = run_graph(graph, [deployed_feed(f, graph) for f in feeds], threads)
-    notes += [f"the reference does not quantize {why}" for why in mirrored.unmirrored]
-    return judge(fp32, got, reference, logits_of(graph), notes)
+    notes += [f"the reference does not quantize {why}" for why in mirrored.unmirrored] + unmeasured
+    return judge(fp32, got, reference, logits_of(graph), notes, form)
 
 
 @contextmanager

@@ -237,7 +237,7 @@ def quantize_graph(request: Request[ExportOptions], saved: SavedGraph, inputs: E
     if inputs.loaded.is_onnx:
         not_judged = "an ONNX MODEL has no PyTorch modules to run at the graph's scales"
     else:
-        verdict = judge_qdq(inputs.loaded, judged, held, o.threads)
+        verdict = judge_qdq(inputs.loaded, judged, held, o.threads, unquantized=sim)
     problems = incompatibilities(quantized.model, saved.profile)
     if problems:
         raise TargetUnmetError(f"the {precision} graph does not fit {saved.profile.name}: "
