@@ -86,6 +86,17 @@ def _match_weight(module: nn.Module, product: QdqProduct
     return best[1], best[2], best[3]
 
 
+def _submodule(module: nn.Module, path: str) -> nn.Module | None:
+    """`module`'s submodule at `path`, or None; a ScriptModule has no get_submodule, so its
+    named modules are searched."""
+    try:
+        return module.get_submodule(path)
+    except AttributeError:
+        return None
+    except RuntimeError:  # "get_submodule is not supported on ScriptModules"
+        return dict(module.named_modules()).get(path)
+
+
 @contextmanager
 def fake_quantized(module: nn.Module, products: Sequence[QdqProduct]) -> Iterator[Mirrored]:
     """`module` computing, for the block, as the Q/DQ graph `products` (read_qdq) say."""
@@ -100,9 +111,8 @@ def fake_quantized(module: nn.Module, products: Sequence[QdqProduct]) -> Iterato
             if product.module is None:
                 mirrored.unmirrored.append(f"{product.node}: no module recorded")
                 continue
-            try:
-                sub = module.get_submodule(product.module)
-            except AttributeError:
+            sub = _submodule(module, product.module)
+            if sub is None:
                 mirrored.unmirrored.append(f"{product.node}: no module {product.module!r}")
                 continue
             if product.module in seen:
@@ -154,9 +164,8 @@ def float_weights(module: nn.Module, products: Sequence[QdqProduct]) -> dict[str
     for product in products:
         if product.weight_scale is None or product.module is None:
             continue
-        try:
-            sub = module.get_submodule(product.module)
-        except AttributeError:
+        sub = _submodule(module, product.module)
+        if sub is None:
             continue
         match = _match_weight(sub, product)
         if not isinstance(match, str):

@@ -33,10 +33,19 @@ def logits_of(model: onnx.ModelProto) -> list[str]:
 
 def _torch_runs(loaded: LoadedModel, module: Any, feeds: Feeds, outputs: list[str],
                 threads: int) -> list[dict[str, np.ndarray]]:
-    runner = model_runner(loaded, dict(feeds[0]), outputs, threads, "cpu",  # type: ignore[arg-type]
-                          module=module)
-    with runner:
-        return [{k: np.asarray(v) for k, v in runner.infer(dict(f)).items()} for f in feeds]
+    """The module's outputs per feed; one runner per input shape (a runner takes the shapes
+    it was made for: feeds at several --dynamic sizes get one each)."""
+    runs: list[dict[str, np.ndarray]] = [{} for _ in feeds]
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, f in enumerate(feeds):
+        groups.setdefault(tuple((k, np.shape(v)) for k, v in f.items()), []).append(i)
+    for members in groups.values():
+        runner = model_runner(loaded, dict(feeds[members[0]]), outputs, threads,  # type: ignore[arg-type]
+                              "cpu", module=module)
+        with runner:
+            for i in members:
+                runs[i] = {k: np.asarray(v) for k, v in runner.infer(dict(feeds[i])).items()}
+    return runs
 
 
 def _hookable(loaded: LoadedModel) -> tuple[Any, list[str]]:
@@ -118,14 +127,27 @@ def read_qdq_graph(graph: onnx.ModelProto) -> QdqGraph:
                     quantized + plan.weight_products, gelu)
 
 
+def not_judgeable(loaded: LoadedModel) -> str:
+    """Why PyTorch cannot run `loaded` at a graph's scales ('' when it can): an ONNX MODEL has
+    no modules; a TorchScript module takes no forward hooks (the inputs' fake-quant)."""
+    if loaded.is_onnx:
+        return "an ONNX MODEL has no PyTorch modules to run at the graph's scales"
+    import torch
+
+    if isinstance(loaded.module, torch.jit.ScriptModule):
+        return ("a TorchScript module takes no forward hooks, so PyTorch cannot quantize its "
+                "inputs at the graph's scales (save it with torch.export.save to be judged)")
+    return ""
+
+
 def judge_deployed(loaded: LoadedModel, graph: onnx.ModelProto, feeds: Feeds, threads: int,
                    got: Sequence[Mapping[str, np.ndarray]] | None = None) -> QdqJudged:
     """A Q/DQ graph given to verify (`got`: a device's outputs of it) judged at its own
     scales; an ONNX MODEL has no modules to quantize, and is not judged."""
     read = read_qdq_graph(graph)
-    if loaded.is_onnx:
-        return QdqJudged(read, len(feeds), None, "an ONNX MODEL has no PyTorch modules to run "
-                                                 "at the graph's scales")
+    why = not_judgeable(loaded)
+    if why:
+        return QdqJudged(read, len(feeds), None, why)
     if not any(p.module for p in read_qdq(graph)):
         return QdqJudged(read, len(feeds), None, "its quantized products name no module of "
                                                  "MODEL (no node provenance)")
