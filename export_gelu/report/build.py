@@ -207,7 +207,7 @@ def quant_section(q: Quantization) -> QuantSection:
             _db(graph.sqnr_db), graph.cosine, graph.top1,
             _db(judged.reference.sqnr_db) if judged else None,
             judged.error if judged else None, judged.bound if judged else None,
-            judged.passed if judged else None)
+            judged.passed if judged else None, *(judged.parts() if judged else (None, None)))
     auto = q.auto
     route = q.route
     return QuantSection(
@@ -353,7 +353,7 @@ def qdq_section(judged: QdqJudged) -> QuantSection:
     """The quantization section of a Q/DQ graph read back and judged at its own scales."""
     g, verdict = judged.graph, judged.verdict
     outputs = {name: QuantOutput(_db(v.graph.sqnr_db), v.graph.cosine, v.graph.top1,
-                                 _db(v.reference.sqnr_db), v.error, v.bound, v.passed)
+                                 _db(v.reference.sqnr_db), v.error, v.bound, v.passed, *v.parts())
                for name, v in (verdict.outputs.items() if verdict is not None else ())}
     return QuantSection(
         g.precision, g.route, g.weights, "", "the graph's own scales", False, 0,

@@ -16,7 +16,8 @@ from export_gelu.check.runners.deployed import deployed_feed
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.quantize import QuantVerdict, judge, plan_quantization, read_qdq, run_graph
 from export_gelu.quantize.read_qdq import QDQ_OPS
-from export_gelu.quantize.reference import fake_quantized
+from export_gelu.quantize.reference import fake_quantized, float_weights
+from export_gelu.quantize.strip import without_qdq
 from export_gelu.results.quantize import QdqGraph, QdqJudged
 
 #: What the verdict compares with, in words (the report's `judged_by`).
@@ -32,10 +33,19 @@ def logits_of(model: onnx.ModelProto) -> list[str]:
 
 def _torch_runs(loaded: LoadedModel, module: Any, feeds: Feeds, outputs: list[str],
                 threads: int) -> list[dict[str, np.ndarray]]:
-    runner = model_runner(loaded, dict(feeds[0]), outputs, threads, "cpu",  # type: ignore[arg-type]
-                          module=module)
-    with runner:
-        return [{k: np.asarray(v) for k, v in runner.infer(dict(f)).items()} for f in feeds]
+    """The module's outputs per feed; one runner per input shape (a runner takes the shapes
+    it was made for: feeds at several --dynamic sizes get one each)."""
+    runs: list[dict[str, np.ndarray]] = [{} for _ in feeds]
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, f in enumerate(feeds):
+        groups.setdefault(tuple((k, np.shape(v)) for k, v in f.items()), []).append(i)
+    for members in groups.values():
+        runner = model_runner(loaded, dict(feeds[members[0]]), outputs, threads,  # type: ignore[arg-type]
+                              "cpu", module=module)
+        with runner:
+            for i in members:
+                runs[i] = {k: np.asarray(v) for k, v in runner.infer(dict(feeds[i])).items()}
+    return runs
 
 
 def _hookable(loaded: LoadedModel) -> tuple[Any, list[str]]:
@@ -57,21 +67,39 @@ def _hookable(loaded: LoadedModel) -> tuple[Any, list[str]]:
                                            f"({first}): the reference quantizes weights only"]
 
 
+def _unquantized_runs(module: Any, graph: onnx.ModelProto, feeds: Feeds, threads: int,
+                     unquantized: onnx.ModelProto | None
+                     ) -> tuple[list[dict[str, np.ndarray]] | None, list[str]]:
+    """The graph's outputs without its Q/DQ (`unquantized`: the fp32 graph it was made from;
+    else the graph stripped, stored weights replaced by the module's own), or None and why."""
+    if unquantized is None:
+        stripped = without_qdq(graph, float_weights(module, read_qdq(graph)))
+        if isinstance(stripped, str):
+            return None, [f"the GELU form's own error is not measured ({stripped}): the bound "
+                          "counts quantization's alone"]
+        unquantized = stripped
+    return run_graph(unquantized, [deployed_feed(f, unquantized) for f in feeds], threads), []
+
+
 def judge_qdq(loaded: LoadedModel, graph: onnx.ModelProto, feeds: Feeds, threads: int,
-              got: Sequence[Mapping[str, np.ndarray]] | None = None) -> QuantVerdict:
+              got: Sequence[Mapping[str, np.ndarray]] | None = None,
+              unquantized: onnx.ModelProto | None = None) -> QuantVerdict:
     """`graph` (a Q/DQ graph of `loaded`'s module) judged on `feeds` (as the model takes
     them): against PyTorch at the graph's scales, with SQNR, cosine and top-1 against
-    PyTorch in float32. Products the reference cannot mirror are named in the notes. `got`:
-    the graph's outputs per feed as a device computed them (default: ONNX Runtime's)."""
+    PyTorch in float32, the bound widened by the graph's GELU form's own error (the graph
+    without Q/DQ against PyTorch in float32; `unquantized`: that graph, default `graph`
+    stripped). Products the reference cannot mirror are named in the notes. `got`: the
+    graph's outputs per feed as a device computed them (default: ONNX Runtime's)."""
     outputs = [o.name for o in graph.graph.output]
     module, notes = _hookable(loaded)
     fp32 = _torch_runs(loaded, module, feeds, outputs, threads)
+    form, unmeasured = _unquantized_runs(module, graph, feeds, threads, unquantized)
     with fake_quantized(module, read_qdq(graph)) as mirrored:
         reference = _torch_runs(loaded, module, feeds, outputs, threads)
     if got is None:
         got = run_graph(graph, [deployed_feed(f, graph) for f in feeds], threads)
-    notes += [f"the reference does not quantize {why}" for why in mirrored.unmirrored]
-    return judge(fp32, got, reference, logits_of(graph), notes)
+    notes += [f"the reference does not quantize {why}" for why in mirrored.unmirrored] + unmeasured
+    return judge(fp32, got, reference, logits_of(graph), notes, form)
 
 
 @contextmanager
@@ -99,14 +127,27 @@ def read_qdq_graph(graph: onnx.ModelProto) -> QdqGraph:
                     quantized + plan.weight_products, gelu)
 
 
+def not_judgeable(loaded: LoadedModel) -> str:
+    """Why PyTorch cannot run `loaded` at a graph's scales ('' when it can): an ONNX MODEL has
+    no modules; a TorchScript module takes no forward hooks (the inputs' fake-quant)."""
+    if loaded.is_onnx:
+        return "an ONNX MODEL has no PyTorch modules to run at the graph's scales"
+    import torch
+
+    if isinstance(loaded.module, torch.jit.ScriptModule):
+        return ("a TorchScript module takes no forward hooks, so PyTorch cannot quantize its "
+                "inputs at the graph's scales (save it with torch.export.save to be judged)")
+    return ""
+
+
 def judge_deployed(loaded: LoadedModel, graph: onnx.ModelProto, feeds: Feeds, threads: int,
                    got: Sequence[Mapping[str, np.ndarray]] | None = None) -> QdqJudged:
     """A Q/DQ graph given to verify (`got`: a device's outputs of it) judged at its own
     scales; an ONNX MODEL has no modules to quantize, and is not judged."""
     read = read_qdq_graph(graph)
-    if loaded.is_onnx:
-        return QdqJudged(read, len(feeds), None, "an ONNX MODEL has no PyTorch modules to run "
-                                                 "at the graph's scales")
+    why = not_judgeable(loaded)
+    if why:
+        return QdqJudged(read, len(feeds), None, why)
     if not any(p.module for p in read_qdq(graph)):
         return QdqJudged(read, len(feeds), None, "its quantized products name no module of "
                                                  "MODEL (no node provenance)")
