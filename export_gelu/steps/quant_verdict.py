@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -19,6 +19,9 @@ from export_gelu.quantize.read_qdq import QDQ_OPS
 from export_gelu.quantize.reference import fake_quantized
 from export_gelu.results.quantize import QdqGraph, QdqJudged
 
+if TYPE_CHECKING:
+    from torch import nn
+
 #: What the verdict compares with, in words (the report's `judged_by`).
 JUDGED_BY = "PyTorch with the graph's scales (fake-quant of weights and inputs)"
 
@@ -30,7 +33,7 @@ def logits_of(model: onnx.ModelProto) -> list[str]:
     return [o.name for o in model.graph.output if "logits" in o.name.lower()]
 
 
-def _torch_runs(loaded: LoadedModel, module: Any, feeds: Feeds, outputs: list[str],
+def _torch_runs(loaded: LoadedModel, module: nn.Module, feeds: Feeds, outputs: list[str],
                 threads: int) -> list[dict[str, np.ndarray]]:
     runner = model_runner(loaded, dict(feeds[0]), outputs, threads, "cpu",  # type: ignore[arg-type]
                           module=module)
@@ -38,7 +41,7 @@ def _torch_runs(loaded: LoadedModel, module: Any, feeds: Feeds, outputs: list[st
         return [{k: np.asarray(v) for k, v in runner.infer(dict(f)).items()} for f in feeds]
 
 
-def _hookable(loaded: LoadedModel) -> tuple[Any, list[str]]:
+def _hookable(loaded: LoadedModel) -> tuple[nn.Module, list[str]]:
     """The module to run with hooks on its submodules: an ExportedProgram unflattened (its
     own module() calls no submodule, so no input hook would fire), else the module."""
     if loaded.exported is None:
@@ -75,7 +78,7 @@ def judge_qdq(loaded: LoadedModel, graph: onnx.ModelProto, feeds: Feeds, threads
 
 
 @contextmanager
-def quantized_reference(loaded: LoadedModel, graph: onnx.ModelProto) -> Iterator[Any]:
+def quantized_reference(loaded: LoadedModel, graph: onnx.ModelProto) -> Iterator[nn.Module]:
     """`loaded`'s module computing as the Q/DQ `graph` does (fake-quant at its scales), with
     hooks on its submodules (an ExportedProgram unflattened): the reference a first
     divergence of a Q/DQ graph is looked for against."""
