@@ -61,7 +61,7 @@ class FormRow:
             "outputs": {n: asdict(o) for n, o in self.outputs.items()},
             "latency": self.latency.to_json() if self.latency else None,
             "ratio_to_fastest": self.ratio, "error": self.error,
-            **({"quantized": self.quantized} if self.quantized is not None else {}),
+            "quantized": self.quantized,
         }
 
 
