@@ -158,7 +158,10 @@ def _capture(loaded: LoadedModel, args: tuple[torch.Tensor, ...], plan: CallPlan
 
         with quiet_exporter():
             return copy_program(loaded.exported), ""
-    program, why = capture(loaded, loaded.reference_module(), args, "fp32", plan)
+    module = loaded.reference_module()
+    if module is None:
+        return None, "the model has no PyTorch module"
+    program, why = capture(loaded, module, args, "fp32", plan)
     return program, why or ""
 
 

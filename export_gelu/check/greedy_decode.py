@@ -25,7 +25,7 @@ from export_gelu.json_value import JsonObject
 if TYPE_CHECKING:
     import onnxruntime as ort
     import torch
-    from transformers import PreTrainedModel
+
 
 STEPS = 8
 
@@ -127,14 +127,16 @@ def seq2seq_tokens(graphs: Mapping[str, Path], encoder_inputs: Mapping[str, np.n
     return tokens
 
 
-def generate_tokens(model: PreTrainedModel, inputs: Mapping[str, torch.Tensor],
+def generate_tokens(model: torch.nn.Module, inputs: Mapping[str, torch.Tensor],
                     steps: int = STEPS) -> list[int]:
     """transformers' greedy search for `steps` new tokens: end of sequence disabled, no forced
     or suppressed tokens (the model's own generation config is set aside for the call, since
     generate fills unset values from it)."""
     import torch
-    from transformers import GenerationConfig, GenerationMixin
+    from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 
+    if not isinstance(model, PreTrainedModel):
+        raise TypeError(f"generate runs a transformers model, not {type(model).__name__}")
     start = getattr(model.config, "decoder_start_token_id", None)
     config = GenerationConfig(max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
                               num_beams=1, pad_token_id=0, decoder_start_token_id=start)

@@ -13,6 +13,7 @@ import onnx
 
 from export_gelu.check.reference.runner import model_runner
 from export_gelu.check.runners.deployed import deployed_feed
+from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.quantize import QuantVerdict, judge, plan_quantization, read_qdq, run_graph
 from export_gelu.quantize.read_qdq import QDQ_OPS
@@ -41,11 +42,19 @@ def _torch_runs(loaded: LoadedModel, module: nn.Module, feeds: Feeds, outputs: l
         return [{k: np.asarray(v) for k, v in runner.infer(dict(f)).items()} for f in feeds]
 
 
+def _reference_module(loaded: LoadedModel) -> nn.Module:
+    module = loaded.reference_module()
+    if module is None:  # an ONNX input: no PyTorch model to quantize as the graph does
+        raise TargetUnmetError(f"{loaded.path}: the INT8/FP8 verdict runs the PyTorch model "
+                               "at the graph's scales; an ONNX model has none")
+    return module
+
+
 def _hookable(loaded: LoadedModel) -> tuple[nn.Module, list[str]]:
     """The module to run with hooks on its submodules: an ExportedProgram unflattened (its
     own module() calls no submodule, so no input hook would fire), else the module."""
     if loaded.exported is None:
-        return loaded.reference_module(), []
+        return _reference_module(loaded), []
     import warnings
 
     import torch
@@ -56,7 +65,7 @@ def _hookable(loaded: LoadedModel) -> tuple[nn.Module, list[str]]:
             return torch.export.unflatten(loaded.exported), []
     except Exception as exc:  # noqa: BLE001 - torch raises anything here
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        return loaded.reference_module(), [f"the ExportedProgram could not be unflattened "
+        return _reference_module(loaded), [f"the ExportedProgram could not be unflattened "
                                            f"({first}): the reference quantizes weights only"]
 
 

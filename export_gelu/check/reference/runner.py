@@ -39,6 +39,8 @@ def model_runner(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray],
 
     torch.set_num_threads(threads)
     module = loaded.reference_module() if module is None else module
+    if module is None:  # (a model that is not ONNX is a module or a program)
+        raise ValueError(f"{loaded.path}: no PyTorch module to run as the reference")
     return TorchRunner(module, feed, list(outputs), device=device, name="pytorch",
                        float_dtype=model_float_dtype(module), plan=plan_for(loaded, list(feed)))
 
