@@ -6,19 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 
 from export_gelu.check.reference.runner import model_runner
 from export_gelu.check.runners.deployed import deployed_feed
+from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.quantize import QuantVerdict, judge, plan_quantization, read_qdq, run_graph
 from export_gelu.quantize.read_qdq import QDQ_OPS
 from export_gelu.quantize.reference import fake_quantized, float_weights
 from export_gelu.quantize.strip import without_qdq
 from export_gelu.results.quantize import QdqGraph, QdqJudged
+
+if TYPE_CHECKING:
+    from torch import nn
 
 #: What the verdict compares with, in words (the report's `judged_by`).
 JUDGED_BY = "PyTorch with the graph's scales (fake-quant of weights and inputs)"
@@ -31,12 +35,12 @@ def logits_of(model: onnx.ModelProto) -> list[str]:
     return [o.name for o in model.graph.output if "logits" in o.name.lower()]
 
 
-def _torch_runs(loaded: LoadedModel, module: Any, feeds: Feeds, outputs: list[str],
+def _torch_runs(loaded: LoadedModel, module: nn.Module, feeds: Feeds, outputs: list[str],
                 threads: int) -> list[dict[str, np.ndarray]]:
     """The module's outputs per feed; one runner per input shape (a runner takes the shapes
     it was made for: feeds at several --dynamic sizes get one each)."""
     runs: list[dict[str, np.ndarray]] = [{} for _ in feeds]
-    groups: dict[tuple[Any, ...], list[int]] = {}
+    groups: dict[tuple[tuple[str, tuple[int, ...]], ...], list[int]] = {}
     for i, f in enumerate(feeds):
         groups.setdefault(tuple((k, np.shape(v)) for k, v in f.items()), []).append(i)
     for members in groups.values():
@@ -48,11 +52,19 @@ def _torch_runs(loaded: LoadedModel, module: Any, feeds: Feeds, outputs: list[st
     return runs
 
 
-def _hookable(loaded: LoadedModel) -> tuple[Any, list[str]]:
+def _reference_module(loaded: LoadedModel) -> nn.Module:
+    module = loaded.reference_module()
+    if module is None:  # an ONNX input: no PyTorch model to quantize as the graph does
+        raise TargetUnmetError(f"{loaded.path}: the INT8/FP8 verdict runs the PyTorch model "
+                               "at the graph's scales; an ONNX model has none")
+    return module
+
+
+def _hookable(loaded: LoadedModel) -> tuple[nn.Module, list[str]]:
     """The module to run with hooks on its submodules: an ExportedProgram unflattened (its
     own module() calls no submodule, so no input hook would fire), else the module."""
     if loaded.exported is None:
-        return loaded.reference_module(), []
+        return _reference_module(loaded), []
     import warnings
 
     import torch
@@ -63,11 +75,11 @@ def _hookable(loaded: LoadedModel) -> tuple[Any, list[str]]:
             return torch.export.unflatten(loaded.exported), []
     except Exception as exc:  # noqa: BLE001 - torch raises anything here
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        return loaded.reference_module(), [f"the ExportedProgram could not be unflattened "
+        return _reference_module(loaded), [f"the ExportedProgram could not be unflattened "
                                            f"({first}): the reference quantizes weights only"]
 
 
-def _unquantized_runs(module: Any, graph: onnx.ModelProto, feeds: Feeds, threads: int,
+def _unquantized_runs(module: nn.Module, graph: onnx.ModelProto, feeds: Feeds, threads: int,
                      unquantized: onnx.ModelProto | None
                      ) -> tuple[list[dict[str, np.ndarray]] | None, list[str]]:
     """The graph's outputs without its Q/DQ (`unquantized`: the fp32 graph it was made from;
@@ -103,7 +115,7 @@ def judge_qdq(loaded: LoadedModel, graph: onnx.ModelProto, feeds: Feeds, threads
 
 
 @contextmanager
-def quantized_reference(loaded: LoadedModel, graph: onnx.ModelProto) -> Iterator[Any]:
+def quantized_reference(loaded: LoadedModel, graph: onnx.ModelProto) -> Iterator[nn.Module]:
     """`loaded`'s module computing as the Q/DQ `graph` does (fake-quant at its scales), with
     hooks on its submodules (an ExportedProgram unflattened): the reference a first
     divergence of a Q/DQ graph is looked for against."""

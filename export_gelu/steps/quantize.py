@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -26,6 +25,7 @@ from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
 from export_gelu.check.runners.deployed import deployed_feed
 from export_gelu.errors import TargetUnmetError
 from export_gelu.graph import skeleton
+from export_gelu.json_value import JsonObject
 from export_gelu.notes import Note
 from export_gelu.options import AUTO_KEEP, ExportOptions, quantizing
 from export_gelu.output_plan import calibration_cache_file
@@ -76,7 +76,7 @@ def fp32_request(request: Request[ExportOptions]) -> Request[ExportOptions]:
                                                                     precision="fp32"))
 
 
-def quant_summary(q: Quantization) -> dict[str, Any]:
+def quant_summary(q: Quantization) -> JsonObject:
     """A quantized form's row in `--compare-forms` (and what `--gelu auto` chooses by): its
     INT8/FP8 verdict, the worst output SQNR against fp32, products quantized, Q/DQ inside a
     GELU."""
