@@ -23,7 +23,7 @@ import onnx
 from export_gelu.atomic import write_text_atomic
 from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
 from export_gelu.check.runners.deployed import deployed_feed
-from export_gelu.errors import TargetUnmetError
+from export_gelu.errors import BadInputError, TargetUnmetError
 from export_gelu.graph import skeleton
 from export_gelu.json_value import JsonObject
 from export_gelu.notes import Note
@@ -56,6 +56,7 @@ from export_gelu.results.export import ExportInputs, Feed, SavedGraph
 from export_gelu.results.quantize import AutoKeep, Quantization
 from export_gelu.results.request import Request
 from export_gelu.run import Run
+from export_gelu.shown import printable, shown
 from export_gelu.steps.graph import save
 from export_gelu.steps.quant_verdict import JUDGED_BY, judge_qdq, not_judgeable
 
@@ -116,6 +117,7 @@ def _feeds(inputs: ExportInputs, o: ExportOptions) -> tuple[list[Feed], list[Fee
         given = resolve_inputs(inputs.loaded, InputRequest(
             inputs_file=Path(o.calibration_data), json_ok=True))
         feeds = [Feed(f) for f in given.feeds]
+        _check_calibration_names(feeds, main, o.calibration_data)
         if len(feeds) >= 4:
             cut = (3 * len(feeds)) // 4
             return feeds[:cut], feeds[cut:], given.source, True
@@ -123,6 +125,22 @@ def _feeds(inputs: ExportInputs, o: ExportOptions) -> tuple[list[Feed], list[Fee
     return (variants(main, CALIBRATION_VARIANTS, 1),
             [main, *variants(main, JUDGED_VARIANTS, 1001)],
             f"{CALIBRATION_VARIANTS} generated variants of the run's inputs", False)
+
+
+def _check_calibration_names(feeds: Sequence[Feed], main: Mapping[str, np.ndarray],
+                             path: str) -> None:
+    """Every calibration feed names exactly the model's inputs (exit 2 otherwise, before any
+    graph runs on them)."""
+    wanted = list(main)
+    for number, feed in enumerate(feeds, start=1):
+        if set(feed) != set(wanted):
+            missing = [shown(n) for n in wanted if n not in feed]
+            extra = [shown(n) for n in feed if n not in main]
+            raise BadInputError(
+                f"--calibration-data {printable(path)}: feed {number} does not name the "
+                f"model's inputs ({', '.join(shown(n) for n in wanted)}): "
+                + "; ".join(filter(None, [f"missing {', '.join(missing)}" if missing else "",
+                                          f"not taken: {', '.join(extra)}" if extra else ""])))
 
 
 def _sized_feeds(inputs: ExportInputs) -> tuple[list[Feed], list[str]]:

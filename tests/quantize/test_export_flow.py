@@ -59,6 +59,20 @@ def test_trt86_int8_with_calibration_data(bert: Path, tmp_path: Path) -> None:
     assert res.code == 0 and "trt8.6" in res.out
 
 
+def test_calibration_data_naming_other_inputs_is_refused(bert: Path, tmp_path: Path) -> None:
+    """Calibration feeds that name other inputs than the model's are the user's mistake:
+    exit 2 naming what is missing and what is not taken, and nothing written."""
+    from export_gelu.check.inputs.saved_data import save_polygraphy_inputs
+
+    calib = tmp_path / "calib.json"
+    save_polygraphy_inputs([{"input_ids": np.zeros((2, 16), np.int64)}] * 4, calib)
+    code, err, _, _ = _export(bert, tmp_path, "--target", "trt8.6", "--precision", "int8",
+                              "--calibration-data", calib)
+    assert code == 2, err
+    assert "--calibration-data" in err and "missing x" in err and "not taken: input_ids" in err
+    assert not (tmp_path / "out.onnx").exists()
+
+
 def test_trt82_int8_is_opset_13(bert: Path, tmp_path: Path) -> None:
     code, out, rep, model = _export(bert, tmp_path, "--target", "trt8.2", "--precision", "int8")
     assert code == 0, out
