@@ -206,13 +206,6 @@ def test_gelu_auto_int8_bundle_device_chooses_by_the_int8_verdict(saved_model, s
     assert res.out.count(" passed ") >= 4
 
 
-def test_trt70_int8_forms_bundle_refused(saved_model, tmp_path: Path) -> None:
-    model = saved_model("bert", "exported")
-    res = run_cli(model, "--target", "trt7.0", "--gelu", "auto", "--precision", "int8",
-                  "--bundle", tmp_path / "B", "-o", tmp_path / "a.onnx")
-    assert res.code == 2 and "calibration cache per form" in res.err, res.err
-
-
 def test_hf_folder_int8(tmp_path: Path) -> None:
     from export_gelu.examples.hf_folders import save_folder
 
