@@ -11,9 +11,6 @@ The device it plays is set by the environment:
 - `STANDIN_NO_PLUGIN=1`: a device without the GELU plugin (a plugin graph does not build).
 - `STANDIN_OFFSET="tanh=0.5"`: that form's outputs are off by this much (a kernel bug).
 
-With `--calib=CACHE` (TensorRT 7.x INT8) it runs the graph with the cache's scales as Q/DQ
-(export-gelu's simulation of what TensorRT builds from them); a missing cache fails the build.
-
 `python -m tests.trtexec_standin --install PATH` writes an executable PATH that runs it
 (for `TRTEXEC=PATH sh run_on_device.sh`).
 """
@@ -113,16 +110,6 @@ def _feed(session: object, load_inputs: str) -> dict[str, np.ndarray]:
     return feed
 
 
-def _calibrated(graph: Path, calib: Path) -> bytes:
-    """What TensorRT builds from an fp32 graph and its calibration cache (`--int8
-    --calib`): the graph with the cache's scales as Q/DQ (export-gelu's simulation)."""
-    import onnx
-
-    from export_gelu.steps.quantize import cache_simulation
-
-    return cache_simulation(onnx.load(str(graph)), calib.read_text()).SerializeToString()
-
-
 def run(argv: list[str]) -> int:
     from export_gelu.passes.ort_session import make_session
 
@@ -138,19 +125,12 @@ def run(argv: list[str]) -> int:
             print("[E] Failed to parse onnx file")
             print("&&&& FAILED TensorRT.trtexec [TensorRT v8601]")
             return 1
-        calib = Path(flags["calib"]).resolve() if flags.get("calib") else None
-        if calib is not None and not calib.is_file():
-            print(f"[E] Could not open the calibration cache {flags['calib']}")
-            print("&&&& FAILED TensorRT.trtexec [TensorRT v8601]")
-            return 1
         if "saveEngine" in flags:
-            Path(flags["saveEngine"]).write_text(json.dumps(
-                {"onnx": str(graph.resolve()), "calib": calib and str(calib)}))
+            Path(flags["saveEngine"]).write_text(json.dumps({"onnx": str(graph.resolve())}))
     else:
-        engine = json.loads(Path(flags["loadEngine"]).read_text())
-        graph, calib = Path(engine["onnx"]), engine.get("calib") and Path(engine["calib"])
+        graph = Path(json.loads(Path(flags["loadEngine"]).read_text())["onnx"])
     form = graph.parent.name
-    session = make_session(graph if calib is None else _calibrated(graph, calib))
+    session = make_session(graph)
     outputs = session.run(None, _feed(session, flags["loadInputs"]))
     names = [o.name for o in session.get_outputs()]
     offset = _table("STANDIN_OFFSET").get(form, 0.0)

@@ -19,8 +19,9 @@ from export_gelu.device.outputs import read_trtexec_outputs
 from export_gelu.quantize import read_calibration_cache
 from export_gelu.quantize.read_qdq import QDQ_OPS
 from tests.conftest import run_cli
-from tests.device.conftest import device_run, verify
-from tests.trtexec_standin import write_outputs
+from tests.device.conftest import verify
+from tests.device.test_bundle import bundle_feed
+from tests.trtexec_standin import write_outputs, write_times
 
 #: The forms trt7.0 parses (no plugin: its parser creates none); keep is the erf form.
 FORMS = {"keep", "tanh", "sigmoid"}
@@ -42,10 +43,22 @@ def cache_forms(saved_model, session_cache) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def cache_forms_run(cache_forms, tmp_path_factory) -> Path:
-    """One stand-in device run of it: each form built from its graph and its cache (the
-    stand-in runs the cache's simulation in ONNX Runtime, tests/trtexec_standin.py)."""
-    ran, done = device_run(cache_forms[1], tmp_path_factory.mktemp("trt70-forms"))
-    assert done.returncode == 0, done.stderr
+    """A copy of the bundle with what a TensorRT 7.0 device returns for each form: the
+    outputs of its graph built with its cache (the cache's simulation, run in ONNX Runtime
+    on the bundle's inputs) and one timing round (the script's layout, outputs/<form>/)."""
+    from export_gelu.quantize import run_graph
+    from export_gelu.steps.quantize import cache_simulation
+
+    ran = tmp_path_factory.mktemp("trt70-forms") / "B"
+    shutil.copytree(cache_forms[1], ran)
+    feed = bundle_feed(ran)
+    for row in json.loads((ran / "manifest.json").read_text())["forms"]:
+        sim = cache_simulation(onnx.load(str(ran / row["graph"]["file"])),
+                               (ran / row["calibration_cache"]["file"]).read_text())
+        folder = ran / row["outputs"]
+        folder.mkdir(parents=True)
+        write_outputs(run_graph(sim, [feed])[0], folder / "outputs.json")
+        write_times(folder / "times.1.json", 1.0, 100, 200.0, row["form"])
     return ran
 
 
