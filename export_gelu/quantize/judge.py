@@ -63,8 +63,8 @@ class OutputVerdict:
         top1 = f", top-1 {self.graph.top1:.3f}" if self.graph.top1 is not None else ""
         return (f"{verdict} {self.name}: SQNR {self.graph.sqnr_db:.1f} dB (PyTorch at the same "
                 f"scales {self.reference.sqnr_db:.1f} dB), cosine {self.graph.cosine:.5f}{top1}; "
-                f"RMS vs reference {self.error:.3g} ≤ {self.bound:.3g}"
-                + ("" if self.passed else " missed") + f" ({self.split()})")
+                f"RMS vs reference {self.error:.3g} ≤ {self.bound:.3g} ({self.split()})"
+                + ("" if self.passed else " missed"))
 
     def parts(self) -> tuple[float, float]:
         """What the bound is made of (less the floor): quantization's error, the form's own."""

@@ -109,6 +109,7 @@ def _export_torchscript(module: torch.nn.Module, args: tuple[PyTree, ...],
     import torch
 
     from export_gelu.exporter.onnx_export.scopes import record_scopes, source_frames
+    from export_gelu.exporter.onnx_export.strided_views import layout_true_as_strided
     from export_gelu.exporter.saving.workdir import current_workdir
 
     folder = current_workdir()
@@ -116,7 +117,8 @@ def _export_torchscript(module: torch.nn.Module, args: tuple[PyTree, ...],
         tmp = (tempfile.mkdtemp(prefix="torchscript-", dir=folder) if folder is not None
                else stack.enter_context(tempfile.TemporaryDirectory(prefix="export-gelu-")))
         path = Path(tmp) / "model.onnx"
-        with quiet_exporter(), source_frames() as frames:
+        with quiet_exporter(), source_frames() as frames, \
+                layout_true_as_strided(opset, static=not dynamic_axes):
             # frames: each node's doc string holds the trace that made it (read, then cleared)
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
                               input_names=list(input_names) or None,
