@@ -131,21 +131,6 @@ def _check_quantization(o: ExportOptions | FormsOptions) -> None:
                                 "(docs/quantization.md, 'Not done yet')")
 
 
-def _check_cache_forms_bundle(o: RunOptions, target: str) -> None:
-    """A bundle of every GELU form at int8 for TensorRT 7.x (an fp32 graph and a calibration
-    cache per form) is not written yet: refused (exit 2) before any work."""
-    from export_gelu.targets import resolve_target
-    from export_gelu.trt_parser.quantization import quantization_support
-
-    profile = resolve_target(target)[0]
-    if o.precision != "int8" or profile.runtime != "trt":
-        return
-    if not quantization_support(profile.trt_version).explicit_int8:
-        raise BadInputError(f"--bundle of every GELU form with --precision int8 on "
-                            f"{profile.name} (a calibration cache per form) is not supported "
-                            "yet; bundle one form (--gelu FORM --precision int8 --bundle DIR)")
-
-
 #: `--device` values (check/runners/devices.py runs them; whether CUDA is there is the machine's).
 DEVICE_CHOICES = ("cpu", "cuda")
 
@@ -211,8 +196,6 @@ def _check_export(o: ExportOptions) -> Checked:
         raise BadInputError("--localize compares the graph with PyTorch: drop --no-verify")
     if o.bundle:
         _check_bundle_target(profile)
-        if o.gelu == "auto":
-            _check_cache_forms_bundle(o, o.target)
     _check_inputs(o, o.inputs_npz, _WORDING["export"], named_dims=True)
     _check_loading(o)
     return Checked(profile, note, names, flags)
@@ -353,7 +336,6 @@ def _check_forms(o: FormsOptions) -> Checked:
             raise BadInputError("--bundle with --compare-forms: give one TensorRT --target "
                                 "(the device's)")
         _check_bundle_target(resolve_target(o.targets[0])[0])
-        _check_cache_forms_bundle(o, o.targets[0])
     if o.workdir is not None and not Path(o.workdir).is_dir():
         raise BadInputError(f"{o.workdir}: not a directory")
     _check_inputs(o, o.inputs_npz, _WORDING["export"])

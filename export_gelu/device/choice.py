@@ -83,6 +83,7 @@ class FormRun:
     external_data: list[str] = field(default_factory=list)
     outputs: list[OrderedDict[str, np.ndarray]] | None = None  # per feed; None: not built
     outputs_file: Path | None = None
+    calibration_cache: str | None = None  # TensorRT 7.x INT8: the form's cache, its text
 
 
 @dataclass

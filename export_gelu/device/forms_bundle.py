@@ -4,7 +4,8 @@
 
 It is assembled from single-form bundles (device/bundle.py), one per form, all made from the
 same loaded model and feed: their inputs and reference are one and the same, so DIR holds them
-once, and each form's graph under `forms/<form>/`. What the device writes goes under
+once, and each form's graph under `forms/<form>/` (for TensorRT 7.x INT8, with its own
+calibration cache beside it: `--calib` builds that form with it). What the device writes goes under
 `outputs/<form>/`: `outputs.json` (the build run's outputs), `times.<round>.json` (one
 `--exportTimes` file per timing round), `trtexec.log`, `model.plan`, and `build_failed.txt`
 (trtexec's last lines) for a form it could not build.
@@ -112,16 +113,34 @@ def _place_form(part: FormPart, manifest: dict[str, Any], stage: Path) -> dict[s
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(part.bundle / name, folder / name)
     rel = f"{FORMS_DIR}/{part.form}/{db.GRAPH}"
+    cache = _place_cache(part, manifest, folder)
+    swap = None if cache is None else (manifest["calibration_cache"]["file"], cache["file"])
     build, time = fs.form_trtexec_args(manifest["trtexec"]["args"], part.form, rel,
-                                       manifest["tensorrt"])
-    return {"form": part.form, "same_as": list(part.same_as),
-            "graph": {"file": rel, "sha256": graph["sha256"],
-                      "external_data": [f"{FORMS_DIR}/{part.form}/{e}"
-                                        for e in graph.get("external_data", [])],
-                      "opset": graph.get("opset"), "gelu_plugin": graph.get("gelu_plugin")},
-            "tolerances_here": manifest.get("tolerances"), "local": dict(part.local),
-            "outputs": f"{OUTPUTS_DIR}/{part.form}",
-            "trtexec": {"build": build, "time": time}}
+                                       manifest["tensorrt"], cache=swap)
+    row: dict[str, Any] = {
+        "form": part.form, "same_as": list(part.same_as),
+        "graph": {"file": rel, "sha256": graph["sha256"],
+                  "external_data": [f"{FORMS_DIR}/{part.form}/{e}"
+                                    for e in graph.get("external_data", [])],
+                  "opset": graph.get("opset"), "gelu_plugin": graph.get("gelu_plugin")},
+        "tolerances_here": manifest.get("tolerances"), "local": dict(part.local),
+        "outputs": f"{OUTPUTS_DIR}/{part.form}",
+        "trtexec": {"build": build, "time": time}}
+    if cache is not None:
+        row["calibration_cache"] = cache
+    return row
+
+
+def _place_cache(part: FormPart, manifest: dict[str, Any], folder: Path
+                 ) -> dict[str, str] | None:
+    """A TensorRT 7.x INT8 form's calibration cache (its own: scales of its graph's tensors)
+    copied to forms/<form>/; its manifest entry (file, sha256), or None for a form without."""
+    entry = manifest.get("calibration_cache")
+    if entry is None:
+        return None
+    name = Path(entry["file"]).name
+    shutil.copyfile(part.bundle / entry["file"], folder / name)
+    return {"file": f"{FORMS_DIR}/{part.form}/{name}", "sha256": db.sha256_file(folder / name)}
 
 
 def is_forms_bundle(manifest: dict[str, Any]) -> bool:

@@ -18,16 +18,22 @@ ROUNDS = 5
 FAILED_TAIL = 20
 
 
-def form_trtexec_args(args: Sequence[str], form: str, graph: str, trt_version: str
-                      ) -> tuple[list[str], list[str]]:
+def form_trtexec_args(args: Sequence[str], form: str, graph: str, trt_version: str,
+                      cache: tuple[str, str] | None = None) -> tuple[list[str], list[str]]:
     """(build, time) trtexec arguments of one form from its single-form bundle's: the build
-    run reads forms/<form>/model.onnx and writes the engine and the outputs under
-    outputs/<form>/; a timing run loads that engine (its `--exportTimes` file, one per round,
-    is added by the script)."""
+    run reads forms/<form>/model.onnx (and, TensorRT 7.x INT8, `cache`: (the single-form
+    bundle's calibration cache, the form's own in the forms bundle) for `--calib`) and writes
+    the engine and the outputs under outputs/<form>/; a timing run loads that engine (its
+    `--exportTimes` file, one per round, is added by the script)."""
     out = f"outputs/{form}"
     swap = {"--onnx=model.onnx": f"--onnx={graph}",
             "--saveEngine=model.plan": f"--saveEngine={out}/model.plan",
             "--exportOutput=outputs.json": f"--exportOutput={out}/outputs.json"}
+    if cache is not None:
+        swap[f"--calib={cache[0]}"] = f"--calib={cache[1]}"
+        if f"--calib={cache[0]}" not in args:
+            raise ValueError(f"form {form}: its bundle has a calibration cache that its "
+                             "trtexec line does not read")
     build = [swap.get(a, a) for a in args if a != "--exportTimes=times.json"]
     keep = ("--loadInputs=", "--shapes=", "--warmUp=", "--iterations=")
     time = [f"--loadEngine={out}/model.plan", *[a for a in args if a.startswith(keep)]]

@@ -8,7 +8,8 @@ the target and TensorRT version (short words, shown in the summary), the precisi
 export-gelu knows) and tolerances (finite, >= 0), trtexec's warm-up (finite, >= 0), the
 localize entry's tensor names, and a forms bundle's forms: a list of objects, each a GELU
 form export-gelu writes (its name is a folder of the bundle: never a path of the device's
-choosing), none listed twice.
+choosing), none listed twice, a form's calibration cache (TensorRT 7.x INT8) a file name and
+a hash.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ def _graph(entry: object, where: str) -> None:
         _str_list(graph["external_data"], f"{where}.external_data")
 
 
+def _file(entry: object, where: str) -> None:
+    found = checked_dict(entry, where)
+    checked_str(found.get("file"), f"{where}.file")
+    _word(found.get("sha256"), f"{where}.sha256", _SHA256, "a SHA-256 in hex")
+
+
 def _forms(value: object, where: str) -> None:
     forms = checked_list(value, where)
     if not forms:
@@ -73,6 +80,8 @@ def _forms(value: object, where: str) -> None:
                                     f"[{seen[name]}]); a manifest lists each form once")
             seen[name] = i
         _graph(row.get("graph"), f"{where}[{i}].graph")
+        if row.get("calibration_cache") is not None:  # a TensorRT 7.x INT8 form's own
+            _file(row["calibration_cache"], f"{where}[{i}].calibration_cache")
 
 
 def check_manifest(data: dict[str, Any], where: str) -> dict[str, Any]:

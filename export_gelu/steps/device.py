@@ -150,13 +150,19 @@ def device_quantized(source: OneGraphSource, device_run: DeviceRun, options: Ver
 def _bundle_cache(manifest: dict[str, Any], options: VerifyOptions) -> str | None:
     """The TensorRT 7.x calibration cache of an INT8 bundle (its fp32 graph is built with
     it), unchanged since the bundle was written; None for a float bundle."""
-    from export_gelu.device.returned import bundle_folder, checked_file
-
     entry = manifest.get("calibration_cache")
     if manifest.get("precision") != "int8" or not isinstance(entry, dict) or not options.bundle:
         return None
-    bundle = Path(options.bundle)
-    rel = checked_file(bundle, entry.get("file"), entry.get("sha256"), "calibration_cache.file")
+    return bundle_cache_text(Path(options.bundle), entry, "calibration_cache.file")
+
+
+def bundle_cache_text(bundle: Path, entry: dict[str, Any], field: str) -> str:
+    """The text of the calibration cache the manifest's `entry` (file, sha256) names: inside
+    the bundle, unchanged since it was written (else exit 2 naming `field`), read within
+    CACHE_BYTES."""
+    from export_gelu.device.returned import bundle_folder, checked_file
+
+    rel = checked_file(bundle, entry.get("file"), entry.get("sha256"), field)
     return bundle_folder(bundle).read_bytes(rel, max_bytes=CACHE_BYTES).decode(
         "utf-8", errors="replace")
 

@@ -49,8 +49,9 @@ from export_gelu.results.device import DeviceJudging, FormsChoice, FormsRun
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.run import Run
 from export_gelu.shown import shown
-from export_gelu.steps.device import TRTEXEC_ROUNDING
+from export_gelu.steps.device import TRTEXEC_ROUNDING, bundle_cache_text
 from export_gelu.steps.quant_verdict import JUDGED_BY, judge_deployed
+from export_gelu.steps.quantize import cache_simulation
 from export_gelu.untrusted_files import TAIL_BYTES, UntrustedFolder
 
 _TIMES = re.compile(r"times\.(\d{1,6})\.json")
@@ -87,6 +88,10 @@ def _form_run(bundle: Path, returned: UntrustedFolder, index: int, entry: dict[s
                         f"forms[{index}].graph.file")
     form = entry["form"]
     run = FormRun(DeviceFormRow(form, list(entry.get("same_as") or [])), graph)
+    cache = entry.get("calibration_cache")  # TensorRT 7.x INT8: the form's own
+    if cache is not None:
+        run.calibration_cache = bundle_cache_text(bundle, cache,
+                                                  f"forms[{index}].calibration_cache.file")
     failed = f"{form}/{BUILD_FAILED}"
     if returned.is_file(failed):
         run.row.build_error = _last_line(returned, failed)
@@ -181,10 +186,16 @@ def forms_check(source: OneGraphSource, forms_run: FormsRun, judging: DeviceJudg
 def _quant_judged(source: OneGraphSource, form_run: FormRun, feeds: list[Any],
                   parity: ParityResult, options: VerifyOptions, run: Run) -> ParityResult:
     """A quantized form's device outputs judged by the INT8/FP8 verdict (PyTorch at the
-    graph's own scales, steps/quant_verdict.py): the parity's errors, its verdict's status."""
+    graph's own scales, steps/quant_verdict.py): the parity's errors, its verdict's status.
+    A TensorRT 7.x INT8 form (an fp32 graph and its calibration cache) is judged against its
+    cache's simulation, as a single-form bundle is (steps/device.py)."""
     graph = onnx.load(str(form_run.graph))
     if not is_qdq_graph(graph):
-        return parity
+        if form_run.calibration_cache is None:
+            return parity
+        run.say(f"rebuilding what TensorRT computes from form {form_run.row.form}'s graph "
+                "and calibration cache (Q/DQ at the cache's scales)")
+        graph = cache_simulation(graph, form_run.calibration_cache)
     run.say(f"judging form {form_run.row.form} at its graph's scales")
     judged = judge_deployed(source.loaded, graph, feeds, options.threads,
                             got=list(form_run.outputs or []))

@@ -116,8 +116,6 @@ def test_trt10_fp8_bundle(bert: Path, tmp_path: Path) -> None:
     ("trt8.6", ("--calibrator", "entropy"), 2, ("--precision int8",)),
     ("trt8.6", ("--precision", "int8", "--target-sqnr", "40"), 2, ("--keep-precision auto",)),
     ("trt8.6", ("--precision", "int8", "--engine", "x.plan"), 2, ("--engine",)),
-    ("trt7.0", ("--precision", "int8", "--gelu", "auto", "--bundle", "B"), 2,
-     ("calibration cache per form",)),
 ])
 def test_refusals(bert: Path, tmp_path: Path, target: str, flags: tuple[str, ...], code: int,
                   words: tuple[str, ...]) -> None:

@@ -196,7 +196,7 @@ def test_gelu_auto_int8_bundle_device_chooses_by_the_int8_verdict(saved_model, s
         graph = onnx.load(str(bundle / f["graph"]["file"]))
         assert _qdq_in_gelu(graph) == 0 and f["local"]["passed"] is True
         assert "--int8" in f["trtexec"]["build"]
-    ran, done = device_run(bundle, tmp_path)
+    ran, done = device_run(bundle, tmp_path, ROUNDS="1")  # one timing round: enough to choose
     assert done.returncode == 0, done.stderr
     best = tmp_path / "best.onnx"
     res = run_cli("verify", model, "--bundle", ran, "--device-outputs", ran / "outputs",
@@ -204,13 +204,6 @@ def test_gelu_auto_int8_bundle_device_chooses_by_the_int8_verdict(saved_model, s
     assert res.code == 0, res.err + res.out
     assert "INT8 verdict" in res.out and best.is_file()
     assert res.out.count(" passed ") >= 4
-
-
-def test_trt70_int8_forms_bundle_refused(saved_model, tmp_path: Path) -> None:
-    model = saved_model("bert", "exported")
-    res = run_cli(model, "--target", "trt7.0", "--gelu", "auto", "--precision", "int8",
-                  "--bundle", tmp_path / "B", "-o", tmp_path / "a.onnx")
-    assert res.code == 2 and "calibration cache per form" in res.err, res.err
 
 
 def test_hf_folder_int8(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """steps/device.py (`verify MODEL DEPLOYED --inputs F --device-outputs OUT`): require_model_file,
-read_device_run, device_judging, device_check, describe_device_run. The device's outputs are
-ONNX Runtime's, written in trtexec's format (tests/trtexec_standin.py)."""
+read_device_run, device_judging, device_check, describe_device_run, bundle_cache_text. The
+device's outputs are ONNX Runtime's, written in trtexec's format (tests/trtexec_standin.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.results.device import DeviceRun
 from export_gelu.run import Run
 from export_gelu.steps.device import (
+    bundle_cache_text,
     describe_device_run,
     device_check,
     device_judging,
@@ -120,3 +121,22 @@ def test_device_quantized_judges_an_int8_graphs_outputs(tiny: tuple[Path, Path],
                              device_outputs=str(tmp_path / "outputs.json"), device="cpu")
     judged = device_quantized(source(program), read_device_run(request), request.options, Run())
     assert judged is not None and judged.passed is True
+
+
+def test_bundle_cache_text_reads_only_the_unchanged_cache_inside_the_bundle(
+        tmp_path: Path) -> None:
+    import hashlib
+
+    text = "TRT-7000-EntropyCalibration2\nx: 3c010a14\n"
+    (tmp_path / "forms" / "tanh").mkdir(parents=True)
+    cache = tmp_path / "forms" / "tanh" / "calibration.cache"
+    cache.write_text(text)
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    entry = {"file": "forms/tanh/calibration.cache", "sha256": sha}
+    assert bundle_cache_text(tmp_path, entry, "forms[1].calibration_cache.file") == text
+    cache.write_text(text.replace("3c", "3d"))
+    with pytest.raises(BadInputError, match=r"forms\[1\]\.calibration_cache\.file"):
+        bundle_cache_text(tmp_path, entry, "forms[1].calibration_cache.file")
+    (tmp_path.parent / "outside.cache").write_text(text)
+    with pytest.raises(BadInputError):
+        bundle_cache_text(tmp_path, {"file": "../outside.cache", "sha256": sha}, "f")
