@@ -198,3 +198,23 @@ def test_a_golden_scenario_is_named_by_its_flags():
     assert a == scenario_name("bert", "exported", ("--target", "onnx"))
     assert a != scenario_name("bert", "exported", ("--target", "onnx", "--no-verify"))
     assert a.startswith("golden-bert-exported-")
+
+
+# -- torchlib read once per process (tests/torchlib_once.py) --------------------------------
+
+
+def test_the_kept_torchlib_list_is_what_onnxscript_computes():
+    """The tests' processes keep onnxscript's torchlib list (conftest): each call hands out a
+    new list holding what a fresh computation gives, so torch's registry is unchanged."""
+    apis = pytest.importorskip("onnxscript._framework_apis.torch_2_5")
+    from tests.torchlib_once import MODULE
+
+    assert apis.__name__ == MODULE and getattr(apis.get_torchlib_ops, "__kept__", False)
+
+    def described(ops):
+        return [(m.qualified_name, m.domain, m.name, m.is_complex, m.function) for m in ops]
+
+    first, second = apis.get_torchlib_ops(), apis.get_torchlib_ops()
+    assert first is not second and described(first) == described(second)
+    assert described(first) == described(apis.get_torchlib_ops.__wrapped__())
+    assert len(first) > 100
