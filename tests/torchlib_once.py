@@ -1,47 +1,73 @@
-"""torch's ONNX exporter reads onnxscript's torchlib once per test process, not once per export.
+"""torch's ONNX exporter builds its ATen-to-ONNX registry once per test process, not once per
+export.
 
 `torch.onnx.export(dynamo=True)` builds a registry of ATen-to-ONNX functions for every export
-(torch/onnx/_internal/exporter/_registration.py, `ONNXRegistry.from_torchlib`). To fill it,
-onnxscript's `get_torchlib_ops()` (onnxscript/_framework_apis/torch_2_5.py) re-reads the source
-of about 500 traced functions to learn each one's domain (`TracedOnnxFunction.function_ir` is
-a property that parses the source on every access): about one CPU second per export on this
-project's machine, the same list every time. The tests export hundreds of times, so the
-tests' processes keep the list (`functools.cache`, handed out as a new list each call); torch
-still builds a fresh registry from it for each export, so what an export writes is unchanged
-(tests/tooling/test_harness.py compares the kept list with a fresh one).
+(`ONNXRegistry.from_torchlib`, torch/onnx/_internal/exporter/_registration.py): onnxscript's
+`get_torchlib_ops()` re-reads the source of about 500 traced functions to learn each one's
+domain (`TracedOnnxFunction.function_ir` parses the source on every access), then torch
+builds a signature for each of about 540 functions. That is about a CPU second per export on
+this project's machine, the same registry every time. The tests export hundreds of times, so
+the tests' processes keep the first registry built for each set of arguments and hand each
+export a copy (its tables copied, so what an export registers stays its own); the functions
+and their signatures are the same objects torch would build again, so what an export writes
+is unchanged (tests/tooling/test_harness.py compares a copy with a fresh registry).
 
-The product does not do this (a user's run exports once or a few times); where onnxscript has
-no such function (another layout), nothing is kept.
+The product does not do this (a user's run exports once or a few times); where torch has no
+such method (another layout), nothing is kept.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.abc
 import importlib.machinery
+import inspect
 import sys
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: The module that defines `get_torchlib_ops`; onnxscript's other `torch_2_N` modules import
-#: it from there, after it has run.
-MODULE = "onnxscript._framework_apis.torch_2_5"
+#: The module that defines the registry.
+MODULE = "torch.onnx._internal.exporter._registration"
+
+
+def _copy(registry: Any) -> Any:
+    """A registry of the same class whose tables (dicts, lists, sets, and the lists a dict
+    holds) are new, the functions in them shared."""
+    new = object.__new__(type(registry))
+    for name, value in vars(registry).items():
+        if isinstance(value, dict):
+            value = {k: copy.copy(v) if isinstance(v, (list, set, dict)) else v
+                     for k, v in value.items()}
+        elif isinstance(value, (list, set)):
+            value = copy.copy(value)
+        setattr(new, name, value)
+    return new
 
 
 def _keep(module: types.ModuleType) -> None:
-    """`module.get_torchlib_ops` computed once, a new list each call."""
-    compute = getattr(module, "get_torchlib_ops", None)
-    if compute is None or getattr(compute, "__kept__", False):
+    """`module.ONNXRegistry.from_torchlib` built once per arguments, a copy each call."""
+    cls = getattr(module, "ONNXRegistry", None)
+    method = inspect.getattr_static(cls, "from_torchlib", None) if cls else None
+    build = getattr(method, "__func__", None)
+    if build is None or getattr(build, "__kept__", False):
         return
-    once = functools.cache(compute)
+    built: dict[Any, Any] = {}
 
-    @functools.wraps(compute)
-    def get_torchlib_ops() -> list[Any]:
-        return list(once())
+    @functools.wraps(build)
+    def from_torchlib(klass: type, *args: Any, **kwargs: Any) -> Any:
+        key = (klass, args, tuple(sorted(kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:
+            return build(klass, *args, **kwargs)
+        if key not in built:
+            built[key] = build(klass, *args, **kwargs)
+        return _copy(built[key])
 
-    get_torchlib_ops.__kept__ = True  # type: ignore[attr-defined]
-    module.get_torchlib_ops = get_torchlib_ops  # type: ignore[attr-defined]
+    from_torchlib.__kept__ = True  # type: ignore[attr-defined]
+    cls.from_torchlib = classmethod(from_torchlib)  # type: ignore[union-attr]
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -76,9 +102,9 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def keep_torchlib_ops() -> None:
-    """Keep onnxscript's torchlib list for the process: now if onnxscript's module is loaded,
-    else when it is (tests/conftest.py, before any test imports it)."""
+def keep_torchlib_registry() -> None:
+    """Keep torch's registry for the process: now if its module is loaded, else when it is
+    (tests/conftest.py, before any test imports it)."""
     if MODULE in sys.modules:
         _keep(sys.modules[MODULE])
     elif not any(isinstance(f, _AfterImport) and f.name == MODULE for f in sys.meta_path):

@@ -200,21 +200,29 @@ def test_a_golden_scenario_is_named_by_its_flags():
     assert a.startswith("golden-bert-exported-")
 
 
-# -- torchlib read once per process (tests/torchlib_once.py) --------------------------------
+# -- torch's ONNX registry built once per process (tests/torchlib_once.py) -------------------
 
 
-def test_the_kept_torchlib_list_is_what_onnxscript_computes():
-    """The tests' processes keep onnxscript's torchlib list (conftest): each call hands out a
-    new list holding what a fresh computation gives, so torch's registry is unchanged."""
-    apis = pytest.importorskip("onnxscript._framework_apis.torch_2_5")
+def test_the_kept_registry_is_a_copy_of_what_torch_builds():
+    """The tests' processes keep torch's ATen-to-ONNX registry (conftest): each export gets a
+    copy holding what a fresh build holds, and what one export registers stays its own."""
+    registration = pytest.importorskip("torch.onnx._internal.exporter._registration")
     from tests.torchlib_once import MODULE
 
-    assert apis.__name__ == MODULE and getattr(apis.get_torchlib_ops, "__kept__", False)
+    registry = registration.ONNXRegistry
+    build = registry.from_torchlib
+    assert registration.__name__ == MODULE and getattr(build.__func__, "__kept__", False)
 
-    def described(ops):
-        return [(m.qualified_name, m.domain, m.name, m.is_complex, m.function) for m in ops]
+    def described(reg):
+        return {target: [(m.fx_target, m.onnx_function, m.is_custom, m.is_complex)
+                         for m in metas] for target, metas in reg.functions.items()}
 
-    first, second = apis.get_torchlib_ops(), apis.get_torchlib_ops()
-    assert first is not second and described(first) == described(second)
-    assert described(first) == described(apis.get_torchlib_ops.__wrapped__())
-    assert len(first) > 100
+    first, second = build(), build()
+    fresh = build.__wrapped__(registry)
+    assert first.opset_version == fresh.opset_version
+    assert described(first) == described(second) == described(fresh)
+    assert len(first.functions) > 100
+    target = next(iter(first.functions))
+    assert first.functions[target] is not second.functions[target]
+    first.functions[target].append("registered by one export")
+    assert described(build()) == described(fresh)
