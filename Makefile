@@ -13,6 +13,8 @@ DEMO   := build/demo
 TORCH  := $(shell sed -n 's/^torch==//p' constraints.txt)
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PYPI_INDEX      ?= https://pypi.org/simple
+# the make goal a user ran, named in `make torch`'s advice when PyTorch's CPU index is out of reach
+TORCH_GOAL      ?= $(or $(firstword $(MAKECMDGOALS)),demo)
 
 .PHONY: torch demo test test-fast test-full test-gpu test-min test-latest lint fuzz clean bench
 
@@ -21,7 +23,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
-	@$(PY) -c "import torch" 2>/dev/null || $(MAKE) --no-print-directory torch
+	@$(PY) -c "import torch" 2>/dev/null || $(MAKE) --no-print-directory torch TORCH_GOAL=$(TORCH_GOAL)
 	$(PY) -m pip install -q -c constraints.txt -e ".[cpu,examples,test,plot]"
 	@touch $(STAMP)
 
@@ -39,8 +41,8 @@ torch: | $(PY)
 		echo "installing torch==$(TORCH): no CUDA GPU, but $(TORCH_CPU_INDEX) cannot be reached: from the default index"; \
 		echo "  note: on Linux the default index's torch is the CUDA build (several GB, minutes to download) where"; \
 		echo "  the CPU build is about 200 MB. To avoid it: Ctrl-C now, then either point make at a reachable mirror of"; \
-		echo "  PyTorch's CPU index (make demo TORCH_CPU_INDEX=URL) or install a CPU wheel you have"; \
-		echo "  ($(PY) -m pip install torch-$(TORCH)+cpu-....whl) and run make again: it keeps the torch it finds."; \
+		echo "  PyTorch's CPU index (make $(TORCH_GOAL) TORCH_CPU_INDEX=URL) or install a CPU wheel you have"; \
+		echo "  ($(PY) -m pip install torch-$(TORCH)+cpu-....whl) and run make $(TORCH_GOAL) again: it keeps the torch it finds."; \
 		$(PY) -m pip install -q torch==$(TORCH); \
 	fi
 
@@ -104,7 +106,7 @@ MIN_TORCH   := $(shell sed -n 's/^torch==//p' constraints-min.txt)
 test-min:
 	@test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
 	@$(MIN_VENV)/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(MIN_TORCH)')" 2>/dev/null || \
-		$(WINDOW_PIP_ENV) $(MAKE) --no-print-directory torch VENV=$(MIN_VENV) TORCH=$(MIN_TORCH)
+		$(WINDOW_PIP_ENV) $(MAKE) --no-print-directory torch VENV=$(MIN_VENV) TORCH=$(MIN_TORCH) TORCH_GOAL=test-min
 	$(WINDOW_PIP_ENV) $(MIN_VENV)/bin/python -m pip install -q -c constraints-min.txt -e ".[cpu,examples]" $(WINDOW_EXTRAS)
 	$(MIN_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider -n auto $(WINDOW_TESTS)
 

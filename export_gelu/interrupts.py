@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,10 +65,11 @@ def _raise_interrupted(signum: int, _frame: object) -> None:
     raise Interrupted(state.signum)
 
 
-def _on_unraisable(previous: Any) -> Any:
+def _on_unraisable(previous: Callable[[sys.UnraisableHookArgs], object]
+                   ) -> Callable[[sys.UnraisableHookArgs], None]:
     """An unraisablehook that re-sends a signal whose Interrupted was swallowed, quietly."""
 
-    def hook(unraisable: Any) -> None:
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
         state = _STATE
         if isinstance(unraisable.exc_value, Interrupted) and state is not None:
             state.lost = True

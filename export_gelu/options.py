@@ -125,8 +125,7 @@ def _check_quantization(o: ExportOptions | FormsOptions) -> None:
     if AUTO_KEEP in o.keep_precision and len(o.keep_precision) > 1:
         raise BadInputError("--keep-precision auto chooses the modules itself: give auto alone")
     for flag, given in (("--cast-down", getattr(o, "cast_down", False)),
-                        ("--engine", bool(getattr(o, "engine", None))),
-                        ("--dynamic", bool(getattr(o, "dynamic", ())))):
+                        ("--engine", bool(getattr(o, "engine", None)))):
         if given:
             raise BadInputError(f"{flag} with --precision {o.precision} is not supported yet "
                                 "(docs/quantization.md, 'Not done yet')")

@@ -12,7 +12,7 @@ file). A run is refused (BadInputError, exit 2, naming both flags) when
   DIR`: the bundle folder holds the bundle's files only);
 - an output cannot be written (its folder is missing or read-only, it is a folder);
 - `--bundle DIR` exists, is not empty and is not an export-gelu bundle, or holds a file of
-  the user's where the new bundle writes one (device/bundle.py: check_bundle_dir).
+  the user's where the new bundle writes one (device/bundle_layout.py: check_bundle_dir).
 """
 
 from __future__ import annotations

@@ -217,7 +217,7 @@ def _opened_path(fd: int) -> str | None:
 
 # -- values: type and range, or exit 2 naming the file and the field -----------------------
 
-def checked_number(value: Any, where: str, *, minimum: float | None = 0.0,
+def checked_number(value: object, where: str, *, minimum: float | None = 0.0,
                    maximum: float | None = None) -> float:
     """A finite JSON number (no bool) within [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -232,7 +232,7 @@ def checked_number(value: Any, where: str, *, minimum: float | None = 0.0,
     return number
 
 
-def checked_int(value: Any, where: str, *, minimum: int = 0,
+def checked_int(value: object, where: str, *, minimum: int = 0,
                 maximum: int | None = None) -> int:
     """A JSON integer (no bool) within [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -243,25 +243,25 @@ def checked_int(value: Any, where: str, *, minimum: int = 0,
     return value
 
 
-def checked_str(value: Any, where: str) -> str:
+def checked_str(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise BadInputError(f"{where} is {_kind(value)}, not a string")
     return value
 
 
-def checked_list(value: Any, where: str) -> list[Any]:
+def checked_list(value: object, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise BadInputError(f"{where} is {_kind(value)}, not a list")
     return value
 
 
-def checked_dict(value: Any, where: str) -> dict[str, Any]:
+def checked_dict(value: object, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise BadInputError(f"{where} is {_kind(value)}, not an object")
     return value
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     """A value's JSON kind, with a short, safe view of it."""
     kinds = {bool: "a boolean", str: "a string", list: "a list", dict: "an object",
              type(None): "null", int: "a number", float: "a number"}

@@ -12,13 +12,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.exporter.capture.program_copy import copy_program
+from export_gelu.json_value import JsonObject
 from export_gelu.passes.gelu_constants import SQRT_2_OVER_PI
 from export_gelu.passes.sites import GeluSite
+
+if TYPE_CHECKING:
+    import torch
+    from torch import fx
+    from torch.export import ExportedProgram
+
+    from export_gelu.exporter.inputs.call_plan import CallPlan
+    from export_gelu.exporter.loading.loaded import LoadedModel
 
 #: Values kept per site for plots (an even subsample); not part of the JSON.
 MAX_VALUE_SAMPLES = 50_000
@@ -67,7 +76,7 @@ class SiteRange:
     sigmoid_max_error: float  # worst |x·σ(1.702x) − exact| over [min, max]
     samples: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32), repr=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         data = asdict(self)
         data.pop("samples")
         return data
@@ -81,7 +90,7 @@ class Calibration:
     sites: list[SiteRange] = field(default_factory=list)
     reason: str = ""  # why there are no sites, when there are none
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"inputs": self.inputs, "reason": self.reason,
                 "sites": [s.to_json() for s in self.sites]}
 
@@ -97,7 +106,7 @@ class _Accumulator:
         self.gt40 = 0
         self.samples: list[np.ndarray] = []
 
-    def add(self, value: Any) -> None:
+    def add(self, value: torch.Tensor) -> None:
         x = value.detach().to("cpu").double().numpy().ravel()
         x = x[np.isfinite(x)]
         if x.size == 0:
@@ -126,19 +135,22 @@ class _Accumulator:
                          samples)
 
 
-def _site_input(node: Any) -> Any:
+def _site_input(node: fx.Node) -> fx.Node | None:
     """The fx node feeding a GELU site: gelu's argument, or QuickGELU's x in x·σ(1.702x)."""
     import torch
+    from torch import fx
 
     if node.target is torch.ops.aten.gelu.default:
-        return node.args[0]
-    args = [a for a in node.args if hasattr(a, "op")]
+        first = node.args[0]
+        return first if isinstance(first, fx.Node) else None
+    args = [a for a in node.args if isinstance(a, fx.Node)]
     gates = [a for a in args if a.op == "call_function" and "sigmoid" in str(a.target)]
     rest = [a for a in args if a not in gates]
     return rest[0] if len(gates) == 1 and len(rest) == 1 else None
 
 
-def _capture(loaded: Any, args: tuple[Any, ...], plan: Any = None) -> tuple[Any, str]:
+def _capture(loaded: LoadedModel, args: tuple[torch.Tensor, ...], plan: CallPlan | None = None
+             ) -> tuple[ExportedProgram | None, str]:
     from export_gelu.exporter.capture.capture import capture
 
     if loaded.exported is not None:
@@ -146,11 +158,14 @@ def _capture(loaded: Any, args: tuple[Any, ...], plan: Any = None) -> tuple[Any,
 
         with quiet_exporter():
             return copy_program(loaded.exported), ""
-    program, why = capture(loaded, loaded.reference_module(), args, "fp32", plan)
+    module = loaded.reference_module()
+    if module is None:
+        return None, "the model has no PyTorch module"
+    program, why = capture(loaded, module, args, "fp32", plan)
     return program, why or ""
 
 
-def gelu_input_ranges(loaded: Any, feeds: Sequence[Mapping[str, np.ndarray]],
+def gelu_input_ranges(loaded: LoadedModel, feeds: Sequence[Mapping[str, np.ndarray]],
                       inputs_label: str) -> Calibration:
     """Each GELU site's observed input range over `feeds` (forward() order), via fx."""
     import torch
@@ -183,7 +198,7 @@ def gelu_input_ranges(loaded: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     accs = {site.name: _Accumulator() for site in sites}
 
     class Recorder(fx.Interpreter):
-        def run_node(self, n: fx.Node) -> Any:
+        def run_node(self, n: fx.Node) -> object:
             result = super().run_node(n)
             for site in watch.get(n.name, ()):
                 if isinstance(result, torch.Tensor) and result.is_floating_point():

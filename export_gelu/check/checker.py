@@ -14,7 +14,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from export_gelu.errors import out_of_memory
 from export_gelu.progress import Progress
 from export_gelu.tolerances import Tolerances
 
+if TYPE_CHECKING:
+    from polygraphy.backend.base import BaseRunner
+
 Feed = Mapping[str, np.ndarray]
 
 
@@ -36,8 +39,8 @@ class CheckJob:
     them), within `tolerances`; then `iterations` timed runs of all of them on the first feed
     (0: parity only). The first runner's verdict is the check's, unless another one fails."""
 
-    reference: Any
-    runners: Sequence[Any]
+    reference: BaseRunner
+    runners: Sequence[BaseRunner]
     feeds: Sequence[Feed]
     tolerances: Tolerances
     iterations: int = 0

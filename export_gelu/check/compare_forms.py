@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_gelu.check.latency import Latency
 from export_gelu.check.verdict.parity import OutputError
 from export_gelu.errors import BadInputError
+from export_gelu.json_value import JsonObject
+
+if TYPE_CHECKING:
+    import onnx
 
 _GELU_OPS = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu", "Erf", "Tanh", "Pow", "Sigmoid")
 _FUSED_OPS = ("Gelu", "FastGelu", "BiasGelu", "QuickGelu")
@@ -37,7 +41,7 @@ class FormRow:
     ratio: float | None = None
     path: str | None = None
     error: str = ""  # why this form has no numbers (it could not be exported)
-    quantized: dict[str, Any] | None = None  # int8/fp8: its verdict, SQNR (steps/quantize)
+    quantized: JsonObject | None = None  # int8/fp8: its verdict, SQNR (steps/quantize)
 
     @property
     def label(self) -> str:
@@ -47,7 +51,7 @@ class FormRow:
     def key(self) -> str:
         return f"{self.label} @ {self.target}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         from dataclasses import asdict
 
         return {
@@ -57,7 +61,7 @@ class FormRow:
             "outputs": {n: asdict(o) for n, o in self.outputs.items()},
             "latency": self.latency.to_json() if self.latency else None,
             "ratio_to_fastest": self.ratio, "error": self.error,
-            **({"quantized": self.quantized} if self.quantized is not None else {}),
+            "quantized": self.quantized,
         }
 
 
@@ -89,7 +93,7 @@ class FormsComparison:
                 return r
         raise KeyError(f"{form} @ {target}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "model": self.model, "runtime": self.runtime, "threads": self.threads,
             "iterations": self.iterations, "rows": [r.to_json() for r in self.rows],
@@ -128,7 +132,7 @@ class FormsComparison:
         return "\n".join(lines)
 
 
-def graph_ops(model: Any) -> tuple[str, str]:
+def graph_ops(model: onnx.ModelProto) -> tuple[str, str]:
     from export_gelu.parse_check import op_counts
 
     counts = {k.split(".")[-1]: 0 for k in _GELU_OPS}
@@ -141,7 +145,7 @@ def graph_ops(model: Any) -> tuple[str, str]:
     return text, "fused" if fused else "expanded"
 
 
-def fingerprint(model: Any) -> str:
+def fingerprint(model: onnx.ModelProto) -> str:
     """Equal for graphs that are the same (two forms that exported identically share a row)."""
     return hashlib.sha256(model.graph.SerializeToString()).hexdigest()
 
@@ -180,7 +184,7 @@ def choose_form(comparison: FormsComparison, atol: float, target: str | None = N
         raise BadInputError("no measured GELU form to choose from")
     within = [r for r in rows if _within(r, atol)]
     quantized = next((r.quantized for r in rows if r.quantized is not None), None)
-    bound = (f"its {quantized['precision'].upper()} verdict" if quantized is not None
+    bound = (f"its {str(quantized['precision']).upper()} verdict" if quantized is not None
              else f"atol {atol:g}")
     if not within:
         best = min(rows, key=_error)

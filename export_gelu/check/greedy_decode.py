@@ -16,9 +16,16 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from export_gelu.json_value import JsonObject
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+    import torch
+
 
 STEPS = 8
 
@@ -34,12 +41,12 @@ class DecodeResult:
     reason: str = ""
     judged: bool = True  # False: reported only (a GELU form or precision that changes math)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"status": self.status, "steps": self.steps, "generate": self.reference,
                 "onnxruntime": self.deployed, "reason": self.reason, "judged": self.judged}
 
 
-def _session(path: Path, threads: int) -> Any:
+def _session(path: Path, threads: int) -> ort.InferenceSession:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -48,7 +55,7 @@ def _session(path: Path, threads: int) -> Any:
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
-def _run(session: Any, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _run(session: ort.InferenceSession, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """One run with the values the graph takes (an input the exporter dropped is left out),
     floats cast to the graph's own float type."""
     feed = {}
@@ -61,7 +68,7 @@ def _run(session: Any, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
     return dict(zip(names, session.run(names, feed)))
 
 
-def _empty_past(session: Any) -> dict[str, np.ndarray]:
+def _empty_past(session: ort.InferenceSession) -> dict[str, np.ndarray]:
     """Zero-length past key/values, shaped as the graph declares them (batch 1)."""
     out = {}
     for inp in session.get_inputs():
@@ -120,17 +127,20 @@ def seq2seq_tokens(graphs: Mapping[str, Path], encoder_inputs: Mapping[str, np.n
     return tokens
 
 
-def generate_tokens(model: Any, inputs: Mapping[str, Any], steps: int = STEPS) -> list[int]:
+def generate_tokens(model: torch.nn.Module, inputs: Mapping[str, torch.Tensor],
+                    steps: int = STEPS) -> list[int]:
     """transformers' greedy search for `steps` new tokens: end of sequence disabled, no forced
     or suppressed tokens (the model's own generation config is set aside for the call, since
     generate fills unset values from it)."""
     import torch
-    from transformers import GenerationConfig, GenerationMixin
+    from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 
+    if not isinstance(model, PreTrainedModel):
+        raise TypeError(f"generate runs a transformers model, not {type(model).__name__}")
     start = getattr(model.config, "decoder_start_token_id", None)
     config = GenerationConfig(max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
                               num_beams=1, pad_token_id=0, decoder_start_token_id=start)
-    saved = getattr(model, "generation_config", None)
+    saved = model.generation_config
     model.generation_config = config
     try:
         with torch.no_grad():
@@ -154,7 +164,7 @@ def compare(reference: list[int], deployed: list[int], judged: bool) -> DecodeRe
                         reason, judged)
 
 
-def torch_inputs(values: Mapping[str, np.ndarray]) -> OrderedDict[str, Any]:
+def torch_inputs(values: Mapping[str, np.ndarray]) -> OrderedDict[str, torch.Tensor]:
     import torch
 
     return OrderedDict((n, torch.from_numpy(np.ascontiguousarray(v))) for n, v in values.items())

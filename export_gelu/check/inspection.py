@@ -10,7 +10,7 @@ run an engine of that version, or only the device (`--bundle DIR`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import onnx
 
@@ -24,7 +24,28 @@ from export_gelu.shown import shown, terminal
 from export_gelu.targets import TargetProfile
 
 
-def fit_after_export(model: onnx.ModelProto, profile: TargetProfile) -> dict[str, Any]:
+class _Fits(TypedDict):
+    fits: bool
+
+
+class Fit(_Fits, total=False):
+    """A dry run's verdict for one target: fits, with the changes and the opset it ends at,
+    or why not."""
+
+    reason: str
+    changes: list[str]
+    opset: int
+
+
+class EngineHere(TypedDict):
+    """Can this machine build and run a TensorRT engine of a target's version."""
+
+    here: bool
+    reason: str
+    device_only: bool
+
+
+def fit_after_export(model: onnx.ModelProto, profile: TargetProfile) -> Fit:
     """Dry run of `export-gelu MODEL.onnx --target profile`: fits, and the changes. The passes
     edit a graph loaded from `model`, which is judged unsaved (`model` stays as it is)."""
     from export_gelu.passes.compat import fit_to_profile
@@ -47,7 +68,7 @@ def fit_after_export(model: onnx.ModelProto, profile: TargetProfile) -> dict[str
     return {"fits": True, "changes": changes + notes, "opset": opset}
 
 
-def engine_here(profile: TargetProfile) -> dict[str, Any] | None:
+def engine_here(profile: TargetProfile) -> EngineHere | None:
     """Can this machine build and run a TensorRT engine of `profile`'s version? None for
     targets that are not TensorRT; else {"here": bool, "device_only": bool, "reason": ""}.
     `device_only`: no installation here can (polygraphy's floor); only the device can, from

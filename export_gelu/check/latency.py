@@ -7,11 +7,16 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from export_gelu.json_value import JsonObject
 from export_gelu.progress import Progress
+
+if TYPE_CHECKING:
+    import torch
+    from polygraphy.backend.base import BaseRunner
 
 #: z for a two-sided 95% interval.
 _Z95 = 1.959964
@@ -76,7 +81,7 @@ class Latency:
         (a_lo, a_hi), (b_lo, b_hi) = self.spread_ms, other.spread_ms
         return a_lo <= b_hi and b_lo <= a_hi
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         data = asdict(self)
         data.pop("samples_ms")
         data["median_ci_ms"] = list(self.median_ci_ms)
@@ -118,11 +123,11 @@ def summarize(times_s: list[float], warmup: int, clock: str = "wall") -> Latency
                    block_medians_ms=block_medians(in_order), samples_ms=[float(v) for v in ms])
 
 
-def _is_trt(runner: Any) -> bool:
+def _is_trt(runner: BaseRunner) -> bool:
     return type(runner).__name__ == "TrtRunner"
 
 
-def _device_feed(feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def _device_feed(feed: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
     """The feed as CUDA tensors, so TensorRT is timed on device buffers (no host copies)."""
     import torch
 
@@ -132,11 +137,12 @@ def _device_feed(feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
 class _Timed:
     """One runner with the feed it is timed on and how one sample is taken."""
 
-    def __init__(self, runner: Any, feed: Mapping[str, np.ndarray]) -> None:
+    def __init__(self, runner: BaseRunner, feed: Mapping[str, np.ndarray]) -> None:
         self.runner = runner
         self.trt = _is_trt(runner)
-        self.feed = _device_feed(feed) if self.trt else feed
-        self.kwargs: dict[str, Any] = {"check_inputs": False}
+        self.feed: Mapping[str, np.ndarray | torch.Tensor] = (
+            _device_feed(feed) if self.trt else feed)
+        self.kwargs: dict[str, bool] = {"check_inputs": False}
         if self.trt:
             self.kwargs["copy_outputs_to_host"] = False
 
@@ -164,7 +170,7 @@ class _Timed:
         return "infer() wall time (session run)"
 
 
-def measure_latency(runners: list[Any], feed: Mapping[str, np.ndarray], iterations: int = 50,
+def measure_latency(runners: list[BaseRunner], feed: Mapping[str, np.ndarray], iterations: int = 50,
                     warmup: int = 5, progress: Progress | None = None,
                     feeds_by_runner: Mapping[str, Mapping[str, np.ndarray]] | None = None
                     ) -> dict[str, Latency]:

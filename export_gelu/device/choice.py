@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from export_gelu.check.latency import Latency
+from export_gelu.json_value import JsonObject
 from export_gelu.shown import shown
 
 #: The exact GELU; another form must beat it beyond noise to be chosen over it.
@@ -62,7 +62,7 @@ class DeviceFormRow:
     def spread_pct(self) -> float | None:
         return self.latency.spread_pct if self.latency else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         lat = self.latency
         return {"form": self.form, "same_as": self.same_as, "built": self.built,
                 "build_error": self.build_error, "passed": self.passed,
@@ -106,7 +106,7 @@ class DeviceForms:
         """The form chosen (None: none built, passed and was timed)."""
         return self.chosen.form if self.chosen else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"kind": self.kind, "runtime": self.runtime, "atol": self.atol,
                 "rtol": self.rtol, "rows": [r.to_json() for r in self.rows],
                 "chosen": self.chosen.form if self.chosen else None, "choice": self.choice,

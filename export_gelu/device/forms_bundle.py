@@ -24,6 +24,7 @@ from export_gelu.atomic import staging_dir
 from export_gelu.device import bundle_layout as db
 from export_gelu.device import forms_script as fs
 from export_gelu.device.bundle_place import replace_dir
+from export_gelu.json_value import JsonObject
 
 #: Where each form's graph goes, and where the device writes its results (one folder per form).
 FORMS_DIR = "forms"
@@ -39,7 +40,7 @@ class FormPart:
     form: str
     bundle: Path
     same_as: list[str] = field(default_factory=list)  # forms that gave the identical graph
-    local: dict[str, Any] = field(default_factory=dict)  # parity here: status, max_abs, atol
+    local: JsonObject = field(default_factory=dict)  # parity here: status, max_abs, atol
 
 
 def _shared_fingerprint(manifest: dict[str, Any]) -> list[Any]:

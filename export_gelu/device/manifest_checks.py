@@ -33,21 +33,21 @@ _TARGET = re.compile(r"[A-Za-z0-9_.\-]{1,40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-def _str_list(value: Any, where: str) -> list[str]:
+def _str_list(value: object, where: str) -> list[str]:
     items = checked_list(value, where)
     for i, item in enumerate(items):
         checked_str(item, f"{where}[{i}]")
     return items
 
 
-def _word(value: Any, where: str, pattern: re.Pattern[str], what: str) -> str:
+def _word(value: object, where: str, pattern: re.Pattern[str], what: str) -> str:
     text = checked_str(value, where)
     if not pattern.fullmatch(text):
         raise BadInputError(f"{where} is {shown(repr(text), 60)}, not {what}")
     return text
 
 
-def _graph(entry: Any, where: str) -> None:
+def _graph(entry: object, where: str) -> None:
     graph = checked_dict(entry, where)
     checked_str(graph.get("file"), f"{where}.file")
     _word(graph.get("sha256"), f"{where}.sha256", _SHA256, "a SHA-256 in hex")
@@ -55,7 +55,7 @@ def _graph(entry: Any, where: str) -> None:
         _str_list(graph["external_data"], f"{where}.external_data")
 
 
-def _forms(value: Any, where: str) -> None:
+def _forms(value: object, where: str) -> None:
     forms = checked_list(value, where)
     if not forms:
         raise BadInputError(f"{where} lists no form")

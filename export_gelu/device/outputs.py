@@ -25,7 +25,6 @@ import math
 import re
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -61,7 +60,7 @@ def _jsonable(text: str) -> str:
     return _TOKENS.sub(swap, text)
 
 
-def _value(v: Any) -> float:
+def _value(v: object) -> float:
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)):
@@ -71,7 +70,7 @@ def _value(v: Any) -> float:
     raise ValueError(f"value {shown(repr(v), 40)} is not a number")
 
 
-def _dims(text: Any, name: str, path: object) -> tuple[int, ...]:
+def _dims(text: object, name: str, path: object) -> tuple[int, ...]:
     if not isinstance(text, str) or not _DIMS.fullmatch(text):
         raise BadInputError(f"--device-outputs {path}: output {shown(repr(name))} has "
                             f"dimensions {shown(repr(text), 40)}, not trtexec's AxBxC form")

@@ -56,7 +56,7 @@ def check_model(manifest: dict[str, Any], bundle: Path, model_path: Path) -> Non
                             f" not {model_path.name} (sha256 {_sha256(model_path)[:12]}…)")
 
 
-def check_graph(bundle: Path, rel: str, sha256: Any, field: str = "graph.file") -> Path:
+def check_graph(bundle: Path, rel: str, sha256: object, field: str = "graph.file") -> Path:
     """The bundle's graph `rel` (a path inside the bundle, no link, a regular file; `field`:
     the manifest's field that names it), unchanged since the bundle was written, with its
     external data beside it inside the bundle; else exit 2. Returns its real path."""
@@ -72,7 +72,7 @@ def check_graph(bundle: Path, rel: str, sha256: Any, field: str = "graph.file") 
     return graph
 
 
-def checked_file(bundle: Path, rel: Any, sha256: Any, field: str) -> str:
+def checked_file(bundle: Path, rel: object, sha256: object, field: str) -> str:
     """A file the manifest names (`field`), inside the bundle, no link, a regular file,
     unchanged since the bundle was written; else exit 2. Returns its name in the bundle."""
     folder = bundle_folder(bundle)

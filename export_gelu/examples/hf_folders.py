@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 VOCAB = 100
 SEED = 0
@@ -20,19 +23,19 @@ TEXT = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention
             intermediate_size=64, max_position_embeddings=64)
 
 
-def _bert(cls: str) -> Any:
+def _bert(cls: str) -> PreTrainedModel:
     import transformers as t
 
     return getattr(t, cls)(t.BertConfig(**TEXT))
 
 
-def _roberta() -> Any:
+def _roberta() -> PreTrainedModel:
     import transformers as t
 
     return t.RobertaForMaskedLM(t.RobertaConfig(**TEXT, pad_token_id=1))
 
 
-def _distilbert() -> Any:
+def _distilbert() -> PreTrainedModel:
     import transformers as t
 
     return t.DistilBertForQuestionAnswering(t.DistilBertConfig(
@@ -40,7 +43,7 @@ def _distilbert() -> Any:
         max_position_embeddings=64))
 
 
-def _gpt2() -> Any:
+def _gpt2() -> PreTrainedModel:
     import transformers as t
 
     return t.GPT2LMHeadModel(t.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4,
@@ -48,14 +51,14 @@ def _gpt2() -> Any:
                                           initializer_range=0.5))
 
 
-def _phi() -> Any:
+def _phi() -> PreTrainedModel:
     import transformers as t
 
     return t.PhiForCausalLM(t.PhiConfig(**TEXT, initializer_range=0.5, pad_token_id=0,
                                         bos_token_id=0, eos_token_id=0))
 
 
-def _falcon() -> Any:
+def _falcon() -> PreTrainedModel:
     import transformers as t
 
     return t.FalconForCausalLM(t.FalconConfig(vocab_size=VOCAB, hidden_size=32,
@@ -64,7 +67,7 @@ def _falcon() -> Any:
                                               bos_token_id=0, eos_token_id=0))
 
 
-def _t5() -> Any:
+def _t5() -> PreTrainedModel:
     import transformers as t
 
     return t.T5ForConditionalGeneration(t.T5Config(
@@ -73,7 +76,7 @@ def _t5() -> Any:
         eos_token_id=1, initializer_factor=8.0))
 
 
-def _bart() -> Any:
+def _bart() -> PreTrainedModel:
     import transformers as t
 
     return t.BartForConditionalGeneration(t.BartConfig(
@@ -83,7 +86,7 @@ def _bart() -> Any:
         bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None))
 
 
-def _vit() -> Any:
+def _vit() -> PreTrainedModel:
     import transformers as t
 
     return t.ViTForImageClassification(t.ViTConfig(
@@ -91,7 +94,7 @@ def _vit() -> Any:
         image_size=32, patch_size=8, num_channels=3, num_labels=5))
 
 
-def _clip() -> Any:
+def _clip() -> PreTrainedModel:
     import transformers as t
 
     text = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -101,7 +104,7 @@ def _clip() -> Any:
     return t.CLIPModel(t.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16))
 
 
-def _whisper() -> Any:
+def _whisper() -> PreTrainedModel:
     import transformers as t
 
     return t.WhisperForConditionalGeneration(t.WhisperConfig(
@@ -112,7 +115,7 @@ def _whisper() -> Any:
         suppress_tokens=None, begin_suppress_tokens=None))
 
 
-def _wav2vec2() -> Any:
+def _wav2vec2() -> PreTrainedModel:
     import transformers as t
 
     return t.Wav2Vec2ForCTC(t.Wav2Vec2Config(
@@ -123,7 +126,7 @@ def _wav2vec2() -> Any:
 
 
 #: name → (builder, the task config.json's architectures give it)
-MODELS: dict[str, tuple[Callable[[], Any], str]] = {
+MODELS: dict[str, tuple[Callable[[], PreTrainedModel], str]] = {
     "bert": (lambda: _bert("BertModel"), "feature-extraction"),
     "bert-cls": (lambda: _bert("BertForSequenceClassification"), "text-classification"),
     "roberta": (_roberta, "fill-mask"),
@@ -140,7 +143,7 @@ MODELS: dict[str, tuple[Callable[[], Any], str]] = {
 }
 
 
-def _more() -> dict[str, Callable[[], Any]]:
+def _more() -> dict[str, Callable[[], PreTrainedModel]]:
     """Architectures beyond the issue's list (rotary, ALiBi, relative attention, GQA, windowed
     vision, two towers with sigmoid loss, tied encoder-decoders): what an unseen folder may be."""
     import transformers as t
@@ -173,7 +176,7 @@ def _more() -> dict[str, Callable[[], Any]]:
     }
 
 
-def build(name: str) -> Any:
+def build(name: str) -> PreTrainedModel:
     torch.manual_seed(SEED)
     return (MODELS[name][0] if name in MODELS else _more()[name])().eval()
 
@@ -182,7 +185,7 @@ def build(name: str) -> Any:
 MORE_MODELS = ("deberta", "swin", "llama", "bloom", "gemma", "marian", "siglip")
 
 
-def save_folder(name: str, folder: Path, **save: Any) -> Path:
+def save_folder(name: str, folder: Path, **save: object) -> Path:
     """The model `name` saved with save_pretrained into `folder` (created)."""
     build(name).save_pretrained(str(folder), **save)
     return folder

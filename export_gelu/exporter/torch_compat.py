@@ -3,10 +3,13 @@ torch-versions.md), one function per difference, so the rest of the exporter is 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch.utils._pytree import TreeSpec
 
 
-def tree_children(spec: Any) -> list[Any]:
+def tree_children(spec: TreeSpec) -> list[TreeSpec]:
     """A pytree TreeSpec's child specs: `children()` from torch 2.7 or so, the
     `children_specs` attribute before (torch 2.6 has only that)."""
     children = getattr(spec, "children", None)

@@ -9,6 +9,7 @@ record by the same code.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -52,7 +53,7 @@ def flags_of(command: str) -> list[Flag]:
     return [f for f in FLAGS if command in f.commands]
 
 
-def record_fields(command: str, values: Mapping[str, Any]) -> dict[str, Any]:
+def record_fields(command: str, values: Mapping[str, object]) -> dict[str, Any]:
     """The fields of `command`'s options record from `values` (keyed by flag key): each flag
     the command takes whose field that record holds. A repeatable flag given one string
     holds that one item (`imports='os'` is ('os',), never 'o', 's'); None leaves its default."""
@@ -73,38 +74,40 @@ def record_fields(command: str, values: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def export_options(values: Mapping[str, Any]) -> ExportOptions:
+def export_options(values: Mapping[str, object]) -> ExportOptions:
     """`export-gelu MODEL` flags or export()'s keywords → the options export() runs on."""
     return ExportOptions(**record_fields("export", values))
 
 
-def verify_options(values: Mapping[str, Any]) -> VerifyOptions:
+def verify_options(values: Mapping[str, object]) -> VerifyOptions:
     """`export-gelu verify` flags or verify()'s keywords → the options verify() runs on."""
     return VerifyOptions(**record_fields("verify", values))
 
 
-def forms_targets(target: str | None, bundle: Any) -> tuple[str, ...]:
+def forms_targets(target: str | None, bundle: object) -> tuple[str, ...]:
     """The targets `--compare-forms` measures: `--target` when given, else TensorRT's for a
     bundle (the device's), else fused and expanded GELUs (onnx and trt8.6)."""
     return (target,) if target else ("trt",) if bundle else COMPARE_TARGETS
 
 
-def forms_options(values: Mapping[str, Any]) -> FormsOptions:
+def forms_options(values: Mapping[str, object]) -> FormsOptions:
     """`export-gelu MODEL --compare-forms` flags or compare_forms()'s keywords → the options
     the comparison runs on (`target` names the one target; `targets` several)."""
     fields = record_fields("compare-forms", values)
     if "targets" not in fields:
-        fields["targets"] = forms_targets(values.get("target"), values.get("bundle"))
+        target = values.get("target")
+        fields["targets"] = forms_targets(target if isinstance(target, str) else None,
+                                          values.get("bundle"))
     return FormsOptions(**fields)
 
 
-def inspect_options(values: Mapping[str, Any]) -> InspectOptions:
+def inspect_options(values: Mapping[str, object]) -> InspectOptions:
     """`export-gelu inspect` flags or inspect_model()'s keywords → its options."""
     return InspectOptions(**record_fields("inspect", values))
 
 
 #: Each command's record from its values.
-BUILD: dict[str, Callable[[Mapping[str, Any]], RunOptions]] = {
+BUILD: dict[str, Callable[[Mapping[str, object]], RunOptions]] = {
     "export": export_options, "compare-forms": forms_options, "verify": verify_options,
     "inspect": inspect_options}
 
@@ -114,7 +117,7 @@ def _api(function: str) -> tuple[list[Flag], tuple[str, ...]]:
     return spec.flags(FLAGS), spec.own
 
 
-def api_values(function: str, given: Mapping[str, Any], known: Sequence[str] = ()
+def api_values(function: str, given: Mapping[str, object], known: Sequence[str] = ()
                ) -> dict[str, Any]:
     """An API function's keywords → the values they give, keyed as the parser keys them (a
     flag not given is left out: the record's default holds). `inputs=[specs]`, an earlier
@@ -134,7 +137,7 @@ def api_values(function: str, given: Mapping[str, Any], known: Sequence[str] = (
                           instead=INSTEAD)
 
 
-def api_signature(func: Callable[..., Any]) -> Any:
+def api_signature(func: Callable[..., object]) -> inspect.Signature:
     """`func`'s signature with every keyword of the table spelled out (help(), editors)."""
     flags, own = _api(func.__name__)
     return with_keywords(func, flags, own)

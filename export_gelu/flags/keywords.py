@@ -5,9 +5,9 @@ signature, for help() and editors, lists every keyword with its default."""
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from export_gelu.errors import BadInputError
 from export_gelu.flags.declare import Flag
@@ -36,9 +36,9 @@ def keyword_error(function: str, name: str, known: Sequence[str],
     return KeywordError(f"{function}() has no keyword {name!r}{tail} ({RULE})")
 
 
-def keyword_values(function: str, flags: Sequence[Flag], given: Mapping[str, Any], *,
+def keyword_values(function: str, flags: Sequence[Flag], given: Mapping[str, object], *,
                    known: Sequence[str] = (), renamed: Mapping[str, str] | None = None,
-                   instead: Mapping[str, str] | None = None) -> dict[str, Any]:
+                   instead: Mapping[str, str] | None = None) -> dict[str, object]:
     """`given` keywords → {flag key: value} for the flags `function` takes. Switches given
     under two names (`allow_pickle`, `trust_model`) are on if either is; another flag given
     twice is refused. `renamed`: keywords of an earlier release → the keyword now (with a
@@ -46,7 +46,7 @@ def keyword_values(function: str, flags: Sequence[Flag], given: Mapping[str, Any
     parameters, for the hint)."""
     by_keyword = {k: f for f in flags for k in f.api_keywords}
     names = [*by_keyword, *known]
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for name, value in given.items():
         flag = by_keyword.get(name)
         if flag is None and renamed and name in renamed:
@@ -64,13 +64,11 @@ def keyword_values(function: str, flags: Sequence[Flag], given: Mapping[str, Any
     return values
 
 
-def with_keywords(func: Callable[..., Any], flags: Sequence[Flag], own: Sequence[str] = ()
-                  ) -> Any:
+def with_keywords(func: Callable[..., object], flags: Sequence[Flag], own: Sequence[str] = ()
+                  ) -> inspect.Signature:
     """`func`'s signature with its `**keywords` spelled out: one keyword-only parameter per
     flag keyword (its default and annotation), after the parameters it declares itself
     (`own`: keywords it declares by position too, left out)."""
-    import inspect
-
     sig = inspect.signature(func)
     params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
     taken = {p.name for p in params} | set(own)

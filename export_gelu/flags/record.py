@@ -9,10 +9,12 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from export_gelu.json_value import JsonObject
+
 _Record = TypeVar("_Record", bound="OptionsRecord")
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> object:
     """Sequences as tuples and paths as strings, so a record equals its JSON round trip."""
     if isinstance(value, os.PathLike):
         return os.fspath(value)
@@ -29,7 +31,7 @@ class OptionsRecord:
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, plain(getattr(self, f.name)))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """Every field, JSON-ready (the report's `options`)."""
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
                 for f in dataclasses.fields(self)}

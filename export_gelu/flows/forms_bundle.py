@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import onnx
 
@@ -19,6 +18,7 @@ from export_gelu.device.forms_bundle import FormPart, write_forms_bundle
 from export_gelu.errors import ExportGeluError
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.flows.export import export
+from export_gelu.json_value import JsonObject
 from export_gelu.notes import Note
 from export_gelu.options import ExportOptions, FormsOptions
 from export_gelu.results.export import GraphExport
@@ -30,7 +30,7 @@ from export_gelu.targets import resolve_target
 from export_gelu.tolerances import resolve_tolerances
 
 
-def _local_parity(parity: ParityResult) -> dict[str, Any]:
+def _local_parity(parity: ParityResult) -> JsonObject:
     errors = [e.max_abs for e in parity.outputs.values()]
     return {"status": parity.status, "max_abs": max(errors) if errors else None,
             "atol": parity.atol, "rtol": parity.rtol}
@@ -77,8 +77,9 @@ def write_device_forms(model: Path, loaded: LoadedModel, base: ExportOptions, bu
                 continue
             if made.quantization is not None:  # int8/fp8: its verdict here
                 local = quant_summary(made.quantization)
-                local["status"] = {True: "passed", False: "failed"}.get(local["passed"],
-                                                                        "not judged")
+                passed = local["passed"]
+                local["status"] = ("passed" if passed is True else "failed" if passed is False
+                                   else "not judged")
             else:
                 local = _local_parity(made.verdict.parity if made.verdict
                                       else skipped("not checked"))
@@ -93,7 +94,7 @@ def write_device_forms(model: Path, loaded: LoadedModel, base: ExportOptions, bu
     return FormsBundle(out, parts, left_out)
 
 
-def _checked_as(local: dict[str, Any]) -> str:
+def _checked_as(local: JsonObject) -> str:
     """'parity', or 'int8 verdict' for a quantized form."""
     return f"{local['precision']} verdict" if "precision" in local else "parity"
 

@@ -4,8 +4,8 @@ target would make of it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from export_gelu.check.inspection import Fit
 from export_gelu.options import InspectOptions
 from export_gelu.results.request import Request
 from export_gelu.run import Run
@@ -22,11 +22,11 @@ class Inspection:
     model: str
     census: Census
     verdicts: TargetVerdicts
-    after_export: dict[str, dict[str, Any]] | None  # None: no dry run
+    after_export: dict[str, Fit] | None  # None: no dry run
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         c, v = self.census, self.verdicts
-        info: dict[str, Any] = {
+        info: dict[str, object] = {
             "model": self.model, "opset": c.opset, "ir_version": c.ir_version,
             "op_counts": c.op_counts, "gelu_sites": c.gelu_sites, "nodes": c.nodes,
             "compatibility": v.compatibility, "engine_here": v.engine_here}

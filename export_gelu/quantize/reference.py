@@ -52,13 +52,15 @@ def _fake(x: torch.Tensor, scale: torch.Tensor, precision: str,
     return torch.clamp(torch.round(x / scale), -128, 127) * scale
 
 
-def _match_weight(module: nn.Module, product: QdqProduct) -> tuple[Any, int | None] | str:
-    """(the module's parameter, its channel axis in the module's layout) for the graph's
-    weight, or why none matches: the parameter closest in value, as is or transposed."""
+def _match_weight(module: nn.Module, product: QdqProduct
+                  ) -> tuple[Any, int | None, np.ndarray] | str:
+    """(the module's parameter, its channel axis in the module's layout, its values in the
+    graph's layout) for the graph's weight, or why none matches: the parameter closest in
+    value, as is or transposed."""
     weight = product.weight
     if weight is None:
         return "the graph's weight is not a readable constant"
-    best: tuple[float, Any, int | None] | None = None
+    best: tuple[float, Any, int | None, np.ndarray] | None = None
     for param in module.parameters(recurse=False):
         p = param.detach().cpu().numpy()
         layouts = [(p, False)]
@@ -72,7 +74,7 @@ def _match_weight(module: nn.Module, product: QdqProduct) -> tuple[Any, int | No
             if transposed and axis is not None:
                 axis = 1 - axis
             if best is None or err < best[0]:
-                best = (err, param, axis)
+                best = (err, param, axis, view)
     if best is None:
         return "no parameter of its module has the graph's weight shape"
     # How far a dequantized weight may be from the float one: half an INT8 step, or FP8's
@@ -81,7 +83,18 @@ def _match_weight(module: nn.Module, product: QdqProduct) -> tuple[Any, int | No
     tolerance = scale * (0.51 if product.precision == "int8" else FP8.qmax / 16 * 1.05)
     if best[0] > max(1e-5, tolerance):
         return f"no parameter of its module holds the graph's weight (off by {best[0]:.3g})"
-    return best[1], best[2]
+    return best[1], best[2], best[3]
+
+
+def _submodule(module: nn.Module, path: str) -> nn.Module | None:
+    """`module`'s submodule at `path`, or None; a ScriptModule has no get_submodule, so its
+    named modules are searched."""
+    try:
+        return module.get_submodule(path)
+    except AttributeError:
+        return None
+    except RuntimeError:  # "get_submodule is not supported on ScriptModules"
+        return dict(module.named_modules()).get(path)
 
 
 @contextmanager
@@ -98,9 +111,8 @@ def fake_quantized(module: nn.Module, products: Sequence[QdqProduct]) -> Iterato
             if product.module is None:
                 mirrored.unmirrored.append(f"{product.node}: no module recorded")
                 continue
-            try:
-                sub = module.get_submodule(product.module)
-            except AttributeError:
+            sub = _submodule(module, product.module)
+            if sub is None:
                 mirrored.unmirrored.append(f"{product.node}: no module {product.module!r}")
                 continue
             if product.module in seen:
@@ -114,7 +126,7 @@ def fake_quantized(module: nn.Module, products: Sequence[QdqProduct]) -> Iterato
             seen.add(product.module)
             with torch.no_grad():
                 if match is not None:
-                    param, axis = match
+                    param, axis, _ = match
                     saved.append((param, param.data.clone()))
                     scale = torch.tensor(np.array(product.weight_scale), dtype=param.dtype)
                     param.data = _fake(param.data, scale, product.precision, axis)
@@ -141,3 +153,21 @@ def _input_hook(scale: float, precision: str) -> Any:
         return (_fake(args[0], s, precision, None), *args[1:])
 
     return hook
+
+
+def float_weights(module: nn.Module, products: Sequence[QdqProduct]) -> dict[str, np.ndarray]:
+    """The module's own float weight, in the graph's layout, for each quantized weight of
+    the graph it matches (by the graph tensor the weight comes from): what the graph computes
+    without its Q/DQ (the form's own error, quantize/judge.py). A weight no parameter holds
+    (a wrong scale among them) is left out."""
+    found: dict[str, np.ndarray] = {}
+    for product in products:
+        if product.weight_scale is None or product.module is None:
+            continue
+        sub = _submodule(module, product.module)
+        if sub is None:
+            continue
+        match = _match_weight(sub, product)
+        if not isinstance(match, str):
+            found[product.weight_name] = np.array(match[2], dtype=np.float32)  # a copy
+    return found

@@ -16,6 +16,7 @@ from export_gelu.errors import TargetUnmetError
 from export_gelu.quantize.formats import PRECISIONS, QuantFormat, format_of
 from export_gelu.targets import TRT_PROFILES, TargetProfile
 from export_gelu.trt_parser.quantization import (
+    CALIBRATION_PROFILE_SINCE,
     FP8_OPSET,
     PER_CHANNEL_OPSET,
     first_version,
@@ -94,3 +95,19 @@ def route_for(profile: TargetProfile, precision: str) -> QuantRoute:
                           profile.opset_floor, False)
     return QuantRoute(profile.name, version, precision, QDQ, support.weights, per_channel,
                       opset, support.zero_point_required)
+
+
+def refuse_dynamic_cache(route: QuantRoute, dims: str) -> None:
+    """A calibration-cache route for a graph with runtime dimensions (`dims`, in words: the
+    flag or the inputs): TargetUnmetError (exit 3) before TensorRT 7.1, which has no
+    calibration profile (trt_parser/quantization.py, CALIBRATION_PROFILE_SINCE)."""
+    from export_gelu.trt_parser.versions import version_key
+
+    if route.kind != CALIBRATION_CACHE or not dims:
+        return
+    if version_key(route.trt_version) < version_key(CALIBRATION_PROFILE_SINCE):
+        raise TargetUnmetError(
+            f"--precision {route.precision} on {route.target} with dynamic shapes ({dims}): "
+            f"TensorRT {route.trt_version} calibrates INT8 for static shapes only (no "
+            f"calibration profile before TensorRT {CALIBRATION_PROFILE_SINCE}); use trt7.1 or "
+            "newer, or export static sizes")

@@ -4,7 +4,6 @@ records the steps returned, nothing written into it while the run goes."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,18 +16,13 @@ from export_gelu.device.returned import DEVICE_RUNNER
 from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
 from export_gelu.notes import Note
 from export_gelu.options import RunOptions, VerifyOptions
-from export_gelu.quantize import CALIBRATION_CACHE
-from export_gelu.quantize.judge import RULE
+from export_gelu.report.quantization import judged_qdq, quant_section
 from export_gelu.report.report import Report
 from export_gelu.report.sections import (
-    AutoKeepSection,
     Dim,
     DynamicSection,
-    KeptModule,
     ProviderEntry,
     ProviderOption,
-    QuantOutput,
-    QuantSection,
     RecordedOptions,
     ShapeEntry,
     ShapeVerdict,
@@ -49,13 +43,10 @@ from export_gelu.results.export import (
     ShapeCheck,
 )
 from export_gelu.results.forms import AutoResult, FormsResult
-from export_gelu.results.quantize import QdqJudged, Quantization
 from export_gelu.results.request import OneGraphSource, Request
 from export_gelu.results.verify import VerifyResult
 from export_gelu.steps.device import device_latency
 from export_gelu.steps.plan import local_engine_blocker_of
-from export_gelu.steps.quant_verdict import JUDGED_BY
-from export_gelu.steps.quantize import SIMULATED
 
 #: What a command ends with, the report is built from.
 CommandResult = (ExportResult | VerifyResult | DeviceVerifyResult | DeviceFormsResult
@@ -191,36 +182,6 @@ def _graph_report(result: GraphExport, *, part: bool = False) -> Report:
     return rep
 
 
-def _db(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def quant_section(q: Quantization) -> QuantSection:
-    """An INT8/FP8 graph's section, from what quantizing it made and found."""
-    verdict = q.verdict
-    by_module = {s.module: s.sqnr_db for s in q.sensitivity}
-    outputs: dict[str, QuantOutput] = {}
-    for name, m in q.measured.items():
-        judged = verdict.outputs.get(name) if verdict is not None else None
-        graph = judged.graph if judged is not None else m
-        outputs[name] = QuantOutput(
-            _db(graph.sqnr_db), graph.cosine, graph.top1,
-            _db(judged.reference.sqnr_db) if judged else None,
-            judged.error if judged else None, judged.bound if judged else None,
-            judged.passed if judged else None)
-    auto = q.auto
-    route = q.route
-    return QuantSection(
-        route.precision, route.kind, route.weights, q.calibrator, q.calibration, q.real_data,
-        q.calibration_feeds, q.judged_feeds, q.quantized, q.weight_products, q.gelu_qdq,
-        [KeptModule(k, _db(by_module[k]) if k in by_module else None) for k in q.kept],
-        [KeptModule(s.module, _db(s.sqnr_db)) for s in q.sensitivity],
-        AutoKeepSection(auto.target_db, _db(auto.sqnr_db), auto.met) if auto else None,
-        q.judged_by, RULE, q.passed, q.not_judged, outputs,
-        list(verdict.notes) if verdict is not None else [],
-        str(q.cache_file) if q.cache_file is not None else None)
-
-
 def _bundled(rep: Report, bundle: Path) -> None:
     """The report names the bundle written; where no engine can be built here, the bundle is
     the device route taken."""
@@ -332,35 +293,8 @@ def _verify_report(result: VerifyResult) -> Report:
     rep.calibration = result.calibration
     rep.notes, rep.stage_seconds = notes_of(result.notes), result.seconds
     if result.quantization is not None:
-        _judged_qdq(rep, result.quantization)
+        judged_qdq(rep, result.quantization)
     return rep
-
-
-def _judged_qdq(rep: Report, judged: QdqJudged) -> None:
-    """A Q/DQ graph judged at its own scales: its section, its precision, and parity skipped
-    (an fp32 tolerance says nothing of it) where the verdict was made."""
-    rep.quantization = qdq_section(judged)
-    rep.precision = judged.graph.precision
-    rep.precision_note = ("an fp32 graph and its TensorRT calibration cache, read back"
-                          if judged.graph.route == CALIBRATION_CACHE else
-                          "a Q/DQ graph: QuantizeLinear/DequantizeLinear read back")
-    if judged.verdict is not None:
-        rep.parity = skipped(f"{rep.precision} graph: judged by the {rep.precision} verdict "
-                             "(quantization)")
-
-
-def qdq_section(judged: QdqJudged) -> QuantSection:
-    """The quantization section of a Q/DQ graph read back and judged at its own scales."""
-    g, verdict = judged.graph, judged.verdict
-    outputs = {name: QuantOutput(_db(v.graph.sqnr_db), v.graph.cosine, v.graph.top1,
-                                 _db(v.reference.sqnr_db), v.error, v.bound, v.passed)
-               for name, v in (verdict.outputs.items() if verdict is not None else ())}
-    return QuantSection(
-        g.precision, g.route, g.weights, "", "the graph's own scales", False, 0,
-        judged.judged_feeds, g.quantized, g.weight_products, g.gelu_qdq, [], [], None,
-        JUDGED_BY + (SIMULATED if g.route == CALIBRATION_CACHE else ""), RULE, judged.passed,
-        judged.not_judged, outputs,
-        list(verdict.notes) if verdict is not None else [])
 
 
 # -- verify --device-outputs ------------------------------------------------------------------
@@ -402,7 +336,7 @@ def _device_report(result: DeviceVerifyResult) -> Report:
     rep.divergence = result.divergence
     rep.notes, rep.stage_seconds = notes_of(result.notes), result.seconds
     if result.quantization is not None:
-        _judged_qdq(rep, result.quantization)
+        judged_qdq(rep, result.quantization)
     return rep
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union
 
+from export_gelu.json_value import JsonValue
 from export_gelu.notes import Note
 
 #: The JSON value of a record: what `as_json` returns.
@@ -179,7 +180,7 @@ class SchemaBuilder:
         """The schema of the type `tp`."""
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
-        if tp is Any or tp is object:
+        if tp is Any or tp is object or tp == JsonValue:  # any JSON value
             return {}
         if tp is type(None):
             return {"type": "null"}

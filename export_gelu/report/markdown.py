@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from export_gelu.atomic import write_text_atomic
 from export_gelu.device.choice import DeviceForms
@@ -12,18 +12,18 @@ from export_gelu.report.report import Report
 from export_gelu.shown import md_code, md_text, terminal
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _words(text: Any) -> str:
+def _words(text: object) -> str:
     """Our own words that may quote a name (a note, a reason): no control character, no HTML
     (`<`, `>`, `&` as entities), one line; their Markdown (code spans) kept."""
     flat = terminal(str(text)).replace("\n", " ")
     return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+def _table(head: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return lines + [""]

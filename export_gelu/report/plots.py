@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.atomic import written_file
+from export_gelu.device.choice import DeviceForms
 from export_gelu.shown import label
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from export_gelu.check.calibration import Calibration
+    from export_gelu.check.localize.divergence import Localization
 
 #: Plot at least this input range, so a narrow observed range still shows the curves' shape.
 MIN_SPAN = 8.0
@@ -33,7 +40,7 @@ def matplotlib_missing() -> str | None:
     return None
 
 
-def _save(fig: Any, out: Path) -> Path:
+def _save(fig: Figure, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     with written_file(out) as staged:
@@ -42,14 +49,14 @@ def _save(fig: Any, out: Path) -> Path:
     return out
 
 
-def observed_range(calibration: Any) -> tuple[float, float] | None:
+def observed_range(calibration: Calibration | None) -> tuple[float, float] | None:
     sites = getattr(calibration, "sites", None) or []
     if not sites:
         return None
     return min(s.min for s in sites), max(s.max for s in sites)
 
 
-def forms_title(calibration: Any) -> str:
+def forms_title(calibration: Calibration | None) -> str:
     """The forms plot's title (and the report's caption for it): the range the sites saw, or
     the default range when no inputs were recorded (never the first when it is the second)."""
     seen = observed_range(calibration)
@@ -58,7 +65,7 @@ def forms_title(calibration: Any) -> str:
     return f"GELU forms over the input range the GELU sites saw ({seen[0]:.3g}…{seen[1]:.3g})"
 
 
-def plot_gelu_forms(calibration: Any, out: Path) -> Path:
+def plot_gelu_forms(calibration: Calibration | None, out: Path) -> Path:
     """Exact, tanh and sigmoid GELU over the observed range, and each form's |error|."""
     import matplotlib
 
@@ -100,8 +107,8 @@ def plot_gelu_forms(calibration: Any, out: Path) -> Path:
         hist.set_yscale("log")
         hist.set_ylabel("GELU inputs seen")
         n_sites = len(seen_values)
-        hist.set_title(f"inputs of {n_sites} GELU site(s) ({label(calibration.inputs, 120)})",
-                       fontsize=9)
+        inputs = calibration.inputs if calibration is not None else ""
+        hist.set_title(f"inputs of {n_sites} GELU site(s) ({label(inputs, 120)})", fontsize=9)
     axes[-1].set_xlabel("GELU input x")
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -147,7 +154,7 @@ def plot_error_histograms(errors: Mapping[str, np.ndarray], atol: float, out: Pa
     return _save(fig, out)
 
 
-def plot_error_by_depth(localization: Any, out: Path) -> Path | None:
+def plot_error_by_depth(localization: Localization | None, out: Path) -> Path | None:
     """Each compared module's (or node's) max abs error against its depth in the graph, on a
     log scale, with atol and the first divergence marked; None when nothing was compared."""
     import matplotlib
@@ -155,9 +162,9 @@ def plot_error_by_depth(localization: Any, out: Path) -> Path | None:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    rows = localization.modules if localization is not None else []
-    if not rows:
+    if localization is None or not localization.modules:
         return None
+    rows = localization.modules
     floor = 1e-12  # an exact match, drawn at the bottom of the log axis
     depth = np.array([r.depth for r in rows])
     err = np.array([max(r.max_abs, floor) if np.isfinite(r.max_abs) else np.nan for r in rows])
@@ -185,21 +192,23 @@ def plot_error_by_depth(localization: Any, out: Path) -> Path | None:
     return _save(fig, out)
 
 
-def plot_device_forms(forms: Any, out: Path) -> bool:
+def plot_device_forms(forms: object, out: Path) -> bool:
     """Bars of each timed form's device median latency with its spread as error bars (the
     chosen form filled, forms that failed parity hatched); False when there is nothing to
     plot (not a device forms table, or no form timed)."""
-    if getattr(forms, "kind", "") != "device":
+
+    if not isinstance(forms, DeviceForms) or forms.kind != "device":
         return False
-    rows = [r for r in forms.rows if r.latency is not None]
-    if not rows:
+    timed = [(r, r.latency) for r in forms.rows if r.latency is not None]
+    if not timed:
         return False
     import matplotlib.pyplot as plt
 
+    rows = [r for r, _lat in timed]
     fig, ax = plt.subplots(figsize=(6.5, 0.6 * len(rows) + 1.5))
-    medians = [r.latency.median_ms for r in rows]
-    low = [r.latency.median_ms - r.latency.spread_ms[0] for r in rows]
-    high = [r.latency.spread_ms[1] - r.latency.median_ms for r in rows]
+    medians = [lat.median_ms for _r, lat in timed]
+    low = [lat.median_ms - lat.spread_ms[0] for _r, lat in timed]
+    high = [lat.spread_ms[1] - lat.median_ms for _r, lat in timed]
     colors = ["tab:green" if r.chosen else "tab:gray" for r in rows]
     bars = ax.barh([label(r.label) for r in rows], medians, xerr=[low, high], color=colors,
                    capsize=4)

@@ -191,7 +191,9 @@ class ProviderEntry(Section):
 class QuantOutput:
     """One output of the quantized graph: against fp32 (SQNR in dB, null when the outputs
     are the same; cosine; top-1 for logits), PyTorch's own SQNR at the same scales, the
-    graph's RMS error against that reference and the bound it had to meet."""
+    graph's RMS error against that reference and the bound it had to meet, and the bound's
+    parts: quantization's error (RMS of the reference against fp32) and the GELU form's own
+    (RMS of the graph without Q/DQ against fp32)."""
 
     sqnr_db: float | None
     cosine: float
@@ -200,6 +202,8 @@ class QuantOutput:
     rms_vs_reference: float | None
     bound: float | None
     passed: bool | None  # null: not judged
+    quantization_error: float | None = None
+    form_error: float | None = None
 
 
 @dataclass
@@ -284,6 +288,9 @@ class QuantSection(Section):
                 text += (f"; PyTorch at the same scales {ref} dB; RMS vs it "
                          f"{out.rms_vs_reference:.3g} ≤ {out.bound:.3g}"
                          + ("" if out.passed else " missed"))
+                if out.form_error is not None and out.quantization_error is not None:
+                    text += (f" (quantization {out.quantization_error:.3g} + the form's own "
+                             f"{out.form_error:.3g})")
             lines.append(text)
         return lines
 

@@ -100,7 +100,7 @@ def export_bundle_job(model: Path, saved: SavedGraph, inputs: ExportInputs,
                      deployed_feed(inputs.feed, graph), parity, lambda: reference, precision,
                      export_tolerances(saved.gelu_sites, precision, options),
                      dynamic=inputs.dynamic.axes(),
-                     fp32_layers=[n for i in islands for n in i["nodes"]])
+                     fp32_layers=[n for i in islands for n in i.nodes])
 
 
 def _quantized_job(model: Path, saved: SavedGraph, inputs: ExportInputs, options: RunOptions,

@@ -120,7 +120,7 @@ def _check_graph(ctx: CheckContext, saved: SavedGraph, graph: onnx.ModelProto,
     runs = [] if inputs.run_precision == "bf16" else _ort_runs(ctx, saved)
     if isinstance(runs, str):
         return GraphCheck(skipped(runs))
-    runners = [r.runner for r in runs if r.status == "ready"]
+    runners = [r.runner for r in runs if r.status == "ready" and r.runner is not None]
     if ctx.engine is not None:
         runners.append(trt_runner(ctx.engine.engine))
     if not runners:
@@ -167,7 +167,7 @@ def check(ctx: CheckContext, saved: SavedGraph, run: Run) -> Verdict:
             if again.parity.status == "skipped":  # (the earlier numbers stand beside it)
                 again = GraphCheck(again.parity, checked.latency, checked.providers,
                                    checked.by_runner)
-            again.parity.islands = [i.to_json() for i in fixed.islands]
+            again.parity.islands = list(fixed.islands)
             run.note(fixed.note(checked.parity), "fp16-islands")
             checked = again
     return Verdict(checked, graph, reference)

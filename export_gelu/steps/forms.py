@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import onnx
 
@@ -20,6 +19,7 @@ from export_gelu.check.runners.devices import DeviceChoice, ready_runners
 from export_gelu.errors import BadInputError, ExportGeluError
 from export_gelu.exporter.capture.program_copy import copy_program
 from export_gelu.exporter.loading.loaded import LoadedModel
+from export_gelu.json_value import JsonObject
 from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, quantizing, validate
 from export_gelu.results.forms import FormsInputs
 from export_gelu.results.request import OneGraphSource, Request, one_graph_source
@@ -147,7 +147,7 @@ def compare(request: Request[FormsOptions], source: OneGraphSource, inputs: Form
     return result
 
 
-def _verdict_words(q: dict[str, Any]) -> str:
+def _verdict_words(q: JsonObject) -> str:
     passed = q.get("passed")
     state = "not judged" if passed is None else "passed" if passed else "FAILED"
     sqnr = q.get("sqnr_db")
@@ -171,10 +171,10 @@ def _measure(request: Request[FormsOptions], source: OneGraphSource, inputs: For
     runners = []
     for row, path in zip(rows, paths):  # (a form was exported: its precision was checked)
         precision = "fp32" if quantizing(o) else o.precision or "fp32"  # Q/DQ: float I/O
-        ready = next(r for r in ready_runners(path, device.device, precision, o.threads)
-                     if r.status == "ready")
-        ready.runner.name = row.key
-        runners.append(ready.runner)
+        ready = next(r.runner for r in ready_runners(path, device.device, precision, o.threads)
+                     if r.status == "ready" and r.runner is not None)
+        ready.name = row.key
+        runners.append(ready)
     reference = model_runner(source.loaded, feed, deployed[0].outputs, o.threads,
                              device.device)
     run.say("checking every form against PyTorch and timing them (interleaved)")

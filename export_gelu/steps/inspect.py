@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import onnx
 
-from export_gelu.check.inspection import engine_here, fit_after_export
+from export_gelu.check.inspection import EngineHere, Fit, engine_here, fit_after_export
 from export_gelu.errors import BadInputError
 from export_gelu.graph import all_node_protos
 from export_gelu.graph.provenance import describe, source_of
@@ -60,7 +59,7 @@ class TargetVerdicts:
     machine can build an engine of each TensorRT version."""
 
     compatibility: dict[str, list[str]]
-    engine_here: dict[str, dict[str, Any]] = field(default_factory=dict)
+    engine_here: dict[str, EngineHere] = field(default_factory=dict)
 
 
 def target_verdicts(graph: onnx.ModelProto, profiles: tuple[TargetProfile, ...]
@@ -71,6 +70,6 @@ def target_verdicts(graph: onnx.ModelProto, profiles: tuple[TargetProfile, ...]
 
 
 def dry_run(graph: onnx.ModelProto, profiles: tuple[TargetProfile, ...]
-            ) -> dict[str, dict[str, Any]]:
+            ) -> dict[str, Fit]:
     """Per target: would `export-gelu FILE --target T` fit it (the passes on a copy)."""
     return {p.name: fit_after_export(graph, p) for p in profiles}

@@ -30,8 +30,10 @@ def plan_export(request: Request[ExportOptions], run: Run) -> ExportPlan:
         output = export_output(o, request.model)
     if quantizing(o):  # fp8 on 8.x, a route the target lacks: exit 3 before any work
         from export_gelu.quantize import route_for
+        from export_gelu.quantize.routes import refuse_dynamic_cache
 
-        route_for(profile, str(o.precision))
+        refuse_dynamic_cache(route_for(profile, str(o.precision)),
+                             " ".join(f"--dynamic {d}" for d in o.dynamic))
     replaced = output.is_file()
     device = resolve_device(o.device) if o.verify or o.device else None
     wants = profile.runtime == "trt" or bool(o.engine) or o.require_trt

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -26,6 +25,7 @@ from export_gelu.check.inputs.input_resolver import InputRequest, resolve_inputs
 from export_gelu.check.runners.deployed import deployed_feed
 from export_gelu.errors import TargetUnmetError
 from export_gelu.graph import skeleton
+from export_gelu.json_value import JsonObject
 from export_gelu.notes import Note
 from export_gelu.options import AUTO_KEEP, ExportOptions, quantizing
 from export_gelu.output_plan import calibration_cache_file
@@ -51,12 +51,13 @@ from export_gelu.quantize import (
 )
 from export_gelu.quantize.formats import INT8
 from export_gelu.quantize.read_qdq import QDQ_OPS
+from export_gelu.quantize.routes import refuse_dynamic_cache
 from export_gelu.results.export import ExportInputs, Feed, SavedGraph
 from export_gelu.results.quantize import AutoKeep, Quantization
 from export_gelu.results.request import Request
 from export_gelu.run import Run
 from export_gelu.steps.graph import save
-from export_gelu.steps.quant_verdict import JUDGED_BY, judge_qdq
+from export_gelu.steps.quant_verdict import JUDGED_BY, judge_qdq, not_judgeable
 
 #: Generated calibration: this many variants of the run's feed, and this many to judge on.
 CALIBRATION_VARIANTS = 8
@@ -75,7 +76,7 @@ def fp32_request(request: Request[ExportOptions]) -> Request[ExportOptions]:
                                                                     precision="fp32"))
 
 
-def quant_summary(q: Quantization) -> dict[str, Any]:
+def quant_summary(q: Quantization) -> JsonObject:
     """A quantized form's row in `--compare-forms` (and what `--gelu auto` chooses by): its
     INT8/FP8 verdict, the worst output SQNR against fp32, products quantized, Q/DQ inside a
     GELU."""
@@ -122,6 +123,31 @@ def _feeds(inputs: ExportInputs, o: ExportOptions) -> tuple[list[Feed], list[Fee
     return (variants(main, CALIBRATION_VARIANTS, 1),
             [main, *variants(main, JUDGED_VARIANTS, 1001)],
             f"{CALIBRATION_VARIANTS} generated variants of the run's inputs", False)
+
+
+def _sized_feeds(inputs: ExportInputs) -> tuple[list[Feed], list[str]]:
+    """Feeds at the sizes parity takes with `--dynamic` other than the run's own (min, an odd
+    size, max: the verdict runs at them too), and their labels; none without ranged dims."""
+    plan = inputs.dynamic
+    if not (plan.ranged and plan.templates):
+        return [], []
+    main = {n: tuple(np.asarray(v).shape) for n, v in inputs.feed.items()}
+    feeds: list[Feed] = []
+    labels: list[str] = []
+    for label, sizes in plan.points():
+        feed = resolve_inputs(inputs.loaded, InputRequest.at_size(plan.specs(sizes), label)).feed
+        if {n: tuple(np.asarray(v).shape) for n, v in feed.items()} != main:
+            feeds.append(Feed(feed))
+            labels.append(f"{label} ({', '.join(f'{k}={v}' for k, v in sizes.items())})")
+    return feeds, labels
+
+
+def _symbolic_inputs(model: onnx.ModelProto) -> str:
+    """The graph inputs with a dim that is not a number, in words ('' when none)."""
+    named = [f"{i.name}[{', '.join(d.dim_param or '?' for d in i.type.tensor_type.shape.dim)}]"
+             for i in model.graph.input
+             if any(not d.HasField("dim_value") for d in i.type.tensor_type.shape.dim)]
+    return ", ".join(named)
 
 
 def _simulation(model: onnx.ModelProto, route: QuantRoute) -> tuple[onnx.ModelProto, QuantRoute]:
@@ -198,7 +224,13 @@ def quantize_graph(request: Request[ExportOptions], saved: SavedGraph, inputs: E
     precision = str(o.precision)
     route = route_for(saved.profile, precision)
     model = onnx.load(str(saved.path))
+    refuse_dynamic_cache(route, _symbolic_inputs(model))
     calib, held, label, real = _feeds(inputs, o)
+    sized, sizes = _sized_feeds(inputs)
+    if sized:  # the verdict runs where parity would: the --dynamic sizes
+        held = [*held, *sized]
+        run.note(f"the {precision} verdict also ran at the dynamic sizes {'; '.join(sizes)}",
+                 "quantize-dynamic-sizes")
     if not real:
         run.note(GENERATED_NOTE, "quantize-generated-calibration")
     auto = AUTO_KEEP in o.keep_precision
@@ -233,11 +265,10 @@ def quantize_graph(request: Request[ExportOptions], saved: SavedGraph, inputs: E
     graph_held = [deployed_feed(f, judged) for f in held]
     measured = quality(run_graph(model if sim is model else sim, graph_held),
                        run_graph(judged, graph_held))
-    verdict, not_judged = None, ""
-    if inputs.loaded.is_onnx:
-        not_judged = "an ONNX MODEL has no PyTorch modules to run at the graph's scales"
-    else:
-        verdict = judge_qdq(inputs.loaded, judged, held, o.threads)
+    verdict = None
+    not_judged = not_judgeable(inputs.loaded)
+    if not not_judged:
+        verdict = judge_qdq(inputs.loaded, judged, held, o.threads, unquantized=sim)
     problems = incompatibilities(quantized.model, saved.profile)
     if problems:
         raise TargetUnmetError(f"the {precision} graph does not fit {saved.profile.name}: "

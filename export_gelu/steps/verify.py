@@ -140,7 +140,7 @@ def check_deployed(deployed: Deployed, reference: Reference, inputs: VerifyInput
     runs = ([] if deployed.kind == "engine" else
             ready_runners(deployed.path, inputs.device.device, inputs.run_precision, o.threads))
     runners = ([deployed_runner(deployed, threads=o.threads)] if deployed.kind == "engine"
-               else [r.runner for r in runs if r.status == "ready"])
+               else [r.runner for r in runs if r.status == "ready" and r.runner is not None])
     ref = reference.runner
     run.say(f"running {len(dep_feeds)} feed(s) through {ref.name} and {runners[0].name}")
     try:

@@ -11,28 +11,19 @@ from onnx import TensorProto
 from export_gelu import graph as G
 from export_gelu.onnx_weights import is_lazy, tensor_array
 from export_gelu.trt_parser.restriction_records import graph_restriction, restriction
+from export_gelu.trt_parser.restriction_shared import (
+    CLAMP_SAFE_READS,
+    attr_tensors,
+    float32_exact_enough,
+)
 
 _INT32 = np.iinfo(np.int32)
-_F32 = np.finfo(np.float32)
 INTEGER_TYPES = frozenset({TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
                            TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16,
                            TensorProto.UINT32, TensorProto.UINT64})
 
 
-def float32_exact_enough(value: np.ndarray) -> bool:
-    """Whether every finite non-zero value lies in float32's normal range (inf/nan stay as
-    they are): then rounding to float32 changes each value by at most 2**-24 relative."""
-    finite = value[np.isfinite(value) & (value != 0)]
-    mag = np.abs(finite)
-    return not finite.size or bool((mag <= _F32.max).all() and (mag >= _F32.tiny).all())
-
-
 # -- DOUBLE on 7.x -------------------------------------------------------------------------
-
-def attr_tensors(node: gs.Node) -> list[gs.Constant]:
-    """The tensor attributes of a node (a Constant's `value`, ConstantOfShape's …)."""
-    return [v for v in node.attrs.values() if isinstance(v, gs.Constant)]
-
 
 def declares_double(node: gs.Node) -> bool:
     """Whether a node brings DOUBLE in by itself (an attribute type or tensor)."""
@@ -109,11 +100,6 @@ def _double_tensors(graph: gs.Graph) -> list[tuple[str, str]]:
 
 
 # -- INT64 constants out of INT32 range before 9.0 -----------------------------------------
-
-#: (op, input index) reads where clamping an INT64 constant to INT32 changes nothing: Slice
-#: starts/ends are clamped to the dimension anyway, and Clip bounds to INT32 data.
-CLAMP_SAFE_READS = {("Slice", 1), ("Slice", 2), ("Clip", 1), ("Clip", 2)}
-
 
 def _has_int64_constant(graph: gs.Graph | onnx.ModelProto) -> bool:
     if isinstance(graph, onnx.ModelProto):  # the file as it is: no graph loaded

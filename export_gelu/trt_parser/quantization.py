@@ -98,6 +98,14 @@ SUPPORT: tuple[QuantizationSupport, ...] = (
                "samples/common/sampleOptions.cpp@v11.0 (no --calib)"),
 )
 
+#: The first TensorRT that calibrates INT8 for a network with runtime dimensions: 7.1 added
+#: IBuilderConfig::setCalibrationProfile ("must be set if int8 calibration is used to set
+#: scales for a network with runtime dimensions", NVIDIA/TensorRT include/NvInfer.h@release/7.1
+#: :6627-6635; absent from @release/7.0), and trtexec 7.1 gives `--calib` the build's shapes as
+#: that profile (samples/common/sampleOptions.cpp@release/7.1:526-530). TensorRT 7.0 has
+#: neither: its calibration cache route takes static shapes only.
+CALIBRATION_PROFILE_SINCE = "7.1"
+
 #: ONNX opsets the lowering needs: the `axis` of a per-channel scale (QuantizeLinear-13) and
 #: the FLOAT8E4M3FN types (QuantizeLinear-19), from the ONNX operator changelog.
 PER_CHANNEL_OPSET = 13

@@ -46,14 +46,14 @@ def _fake_nvidia_smi(folder: Path) -> Path:
     return folder
 
 
-def _make(venv: Path, *variables: str, path_first: Path | None = None
+def _make(venv: Path, *variables: str, path_first: Path | None = None, goal: str = "torch"
           ) -> tuple[subprocess.CompletedProcess, float]:
     env = dict(os.environ, no_proxy="127.0.0.1,localhost", NO_PROXY="127.0.0.1,localhost")
     dirs = [p for p in env.get("PATH", "").split(os.pathsep)
             if p and not (Path(p) / "nvidia-smi").exists()]  # no real GPU tool either
     env["PATH"] = os.pathsep.join([*([str(path_first)] if path_first else []), *dirs])
     start = time.perf_counter()
-    proc = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "torch",
+    proc = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), goal,
                            f"VENV={venv}", *variables], capture_output=True, text=True,
                           env=env, timeout=120)
     return proc, time.perf_counter() - start
@@ -98,7 +98,7 @@ def test_no_gpu_and_cpu_index_unreachable_falls_back_fast(venv: Path) -> None:
     assert "cannot be reached: from the default index" in proc.stdout
     # said before the download: what the default index means here, and the ways around it
     assert "the default index's torch is the CUDA build (several GB" in proc.stdout
-    assert "TORCH_CPU_INDEX=URL" in proc.stdout and "+cpu" in proc.stdout
+    assert "(make torch TORCH_CPU_INDEX=URL)" in proc.stdout and "+cpu" in proc.stdout
     assert proc.stdout.index("CUDA build") < proc.stdout.index("PIP-CALLED")
     assert _pip_line(proc.stdout) == f"PIP-CALLED -m pip install -q torch=={TORCH}"
     assert seconds < 30, f"the fallback took {seconds:.0f} s"
@@ -110,3 +110,28 @@ def test_a_gpu_gets_the_default_cuda_build(venv: Path, tmp_path: Path, cpu_index
     assert proc.returncode == 0, proc.stderr
     assert "CUDA build (nvidia-smi found a GPU)" in proc.stdout
     assert _pip_line(proc.stdout) == f"PIP-CALLED -m pip install -q torch=={TORCH}"
+
+
+def test_make_test_min_from_nothing_installs_the_floor_and_runs_the_window(venv: Path) -> None:
+    """`make test-min` in a venv without torch: torch from constraints-min.txt as `make torch`
+    gets it (the advice naming `make test-min`, not `make demo`), the floor set, then
+    WINDOW_TESTS; pip and pytest are the stand-in's, so nothing is installed or run."""
+    python = venv / "bin" / "python"
+    python.write_text('#!/bin/sh\nif [ "$1" = "-c" ]; then\n'
+                      '  case "$2" in *"import torch"*) exit 1;; esac  # no torch here\n'
+                      f'  exec {sys.executable} "$@"\nfi\necho "PIP-CALLED $*"\n')
+    floor = next(line.split("==")[1] for line in
+                 (ROOT / "constraints-min.txt").read_text().splitlines()
+                 if line.startswith("torch=="))
+    proc, _ = _make(venv, f"MIN_VENV={venv}", "TORCH_CPU_INDEX=http://127.0.0.1:9/whl/cpu",
+                    goal="test-min")
+    assert proc.returncode == 0, proc.stderr
+    assert f"installing torch=={floor}: no CUDA GPU" in proc.stdout
+    assert "(make test-min TORCH_CPU_INDEX=URL)" in proc.stdout
+    calls = [line.removeprefix("PIP-CALLED ") for line in proc.stdout.splitlines()
+             if line.startswith("PIP-CALLED ")]
+    assert calls[0] == f"-m pip install -q torch=={floor}"
+    assert calls[1].startswith("-m pip install -q -c constraints-min.txt -e .[cpu,examples]")
+    assert calls[2].startswith("-m pytest") and len(calls) == 3, calls
+    window = [a for a in calls[2].split() if a.startswith("tests/")]
+    assert window and all((ROOT / a).is_file() for a in window), window

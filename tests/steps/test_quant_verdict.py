@@ -13,11 +13,12 @@ from export_gelu.steps.quant_verdict import (
     judge_deployed,
     judge_qdq,
     logits_of,
+    not_judgeable,
     quantized_reference,
     read_qdq_graph,
 )
 from tests.onnx_graphs import run_ort
-from tests.steps.step_inputs import TINY_SHAPE, main_feed, source
+from tests.steps.step_inputs import TINY_SHAPE, main_feed, source, tiny_module
 
 
 def test_read_qdq_graph_counts_tinys_one_product(tiny_int8: tuple[Path, Path]) -> None:
@@ -52,6 +53,16 @@ def test_judge_deployed_judges_a_program_and_not_an_onnx_model(
     assert judged.passed is True and judged.graph.quantized == 1
     onnx_model = judge_deployed(source(out).loaded, graph, [main_feed(3)], 1)
     assert onnx_model.verdict is None and "ONNX MODEL" in onnx_model.not_judged
+
+
+def test_not_judgeable_says_why_only_for_onnx_and_torchscript(tiny_int8: tuple[Path, Path],
+                                                              tmp_path: Path) -> None:
+    program, out = tiny_int8
+    assert not_judgeable(source(program).loaded) == ""
+    assert "ONNX MODEL" in not_judgeable(source(out).loaded)
+    scripted = tmp_path / "tiny.ts"
+    torch.jit.trace(tiny_module(), torch.randn(*TINY_SHAPE)).save(str(scripted))
+    assert "TorchScript" in not_judgeable(source(scripted).loaded)
 
 
 def test_quantized_reference_computes_at_the_graphs_scales(tiny_int8: tuple[Path, Path]) -> None:

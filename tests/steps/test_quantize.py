@@ -8,8 +8,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from export_gelu.quantize.cache import calibration_cache_text
 from export_gelu.run import Run
-from export_gelu.steps.quantize import quantize_graph, variants
+from export_gelu.steps.quantize import (
+    cache_simulation,
+    fp32_request,
+    quant_summary,
+    quantize_graph,
+    variants,
+)
 from tests.steps.step_inputs import export_inputs_of, export_request, main_feed, saved_graph
 
 
@@ -40,3 +47,34 @@ def test_quantize_graph_writes_tinys_int8_graph_in_place(tiny: tuple[Path, Path]
     assert not result.real_data
     assert any("generated inputs" in str(n) for n in run.notes)
     assert saved.op_counts.get("QuantizeLinear", 0) >= 1
+    row = quant_summary(result)
+    assert (row["precision"], row["passed"], row["quantized"], row["weight_products"],
+            row["qdq_inside_gelu"]) == ("int8", True, 1, 1, 0)
+    assert isinstance(row["sqnr_db"], float) and row["sqnr_db"] > 20
+
+
+def test_fp32_request_makes_the_graph_in_fp32_only_when_quantizing(program: Path,
+                                                                   tmp_path: Path) -> None:
+    int8 = export_request(program, tmp_path, target="trt8.6", precision="int8")
+    made = fp32_request(int8)
+    assert made.options.precision == "fp32" and made.options.target == "trt8.6"
+    assert int8.options.precision == "int8"
+    plain = export_request(program, tmp_path, target="trt8.6")
+    assert fp32_request(plain) is plain
+
+
+def test_cache_simulation_quantizes_exactly_the_products_the_cache_holds(
+        tiny: tuple[Path, Path]) -> None:
+    """Tiny's one weight product: with its activation's scale in the cache it is quantized at
+    that scale (weights per channel); with a cache naming no tensor of it, nothing is."""
+    graph = onnx.load(str(tiny[1]))
+    product = next(n for n in graph.graph.node if n.op_type in ("MatMul", "Gemm"))
+    activation = product.input[0]
+    sim = cache_simulation(graph, calibration_cache_text({activation: 0.05}, "7.0"))
+    quantizers = [n for n in sim.graph.node if n.op_type == "QuantizeLinear"]
+    assert any(n.input[0] == activation for n in quantizers)
+    scales = {i.name: onnx.numpy_helper.to_array(i) for i in sim.graph.initializer}
+    assert any(n.input[0] == activation and np.isclose(float(scales[n.input[1]]), 0.05)
+               for n in quantizers)
+    bare = cache_simulation(graph, calibration_cache_text({"not_a_tensor": 0.05}, "7.0"))
+    assert [n for n in bare.graph.node if n.op_type == "QuantizeLinear"] == []

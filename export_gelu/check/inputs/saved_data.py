@@ -4,14 +4,17 @@ export-gelu checked can be replayed with `polygraphy run --load-inputs/--load-ou
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.atomic import written_file
 from export_gelu.errors import BadInputError
+
+if TYPE_CHECKING:
+    from polygraphy.comparator import RunResults
 
 Feed = OrderedDict  # name → array, in forward() order
 
@@ -59,7 +62,7 @@ def check_json_path(path: str | Path, flag: str) -> Path:
     return path
 
 
-def _save_atomic(write: Any, out: Path) -> None:
+def _save_atomic(write: Callable[[str], object], out: Path) -> None:
     with written_file(out) as staged:
         write(str(staged))
 
@@ -77,7 +80,7 @@ def save_polygraphy_inputs(feeds: Sequence[Mapping[str, np.ndarray]], out: str |
     return out
 
 
-def save_polygraphy_outputs(run_results: Any, out: str | Path) -> Path:
+def save_polygraphy_outputs(run_results: RunResults, out: str | Path) -> Path:
     """Write polygraphy RunResults (every runner's outputs) as `--save-outputs` JSON."""
     from export_gelu.check.runners.quiet import quiet_polygraphy
 

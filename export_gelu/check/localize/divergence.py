@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,8 +24,16 @@ from export_gelu.check.localize.marked_run import run_with_outputs
 from export_gelu.check.localize.ties import WAY_OUT as TIE_WAY_OUT
 from export_gelu.check.localize.ties import TieSite, find_ties
 from export_gelu.check.verdict.parity import ParityResult, diverged, errors_of, over_tolerance
+from export_gelu.json_value import JsonObject
 from export_gelu.shown import shown
 from export_gelu.tolerances import Tolerances
+
+if TYPE_CHECKING:
+    import onnx_graphsurgeon as gs
+    from torch import nn
+
+    from export_gelu.check.localize.module_outputs import ModuleOutput
+    from export_gelu.exporter.loading.loaded import LoadedModel
 
 
 @dataclass
@@ -68,9 +76,10 @@ class Localization:
     #: the first of them comes before the first divergence (or none was found): the cause
     tie_cause: bool = False
 
-    def to_json(self) -> dict[str, Any]:
-        ties = ({"cause": self.tie_cause, "ops": [t.to_json() for t in self.ties],
-                 "way_out": TIE_WAY_OUT} if self.ties else None)
+    def to_json(self) -> JsonObject:
+        ties: JsonObject | None = (
+            {"cause": self.tie_cause, "ops": [t.to_json() for t in self.ties],
+             "way_out": TIE_WAY_OUT} if self.ties else None)
         return {"first_divergence": asdict(self.first) if self.first else None,
                 "module_errors": [asdict(m) for m in self.modules],
                 "localized_by": self.method, "localize_note": self.reason,
@@ -130,11 +139,11 @@ class _Site:
 
     module: str
     tensor: str
-    node: Any  # gs.Node
+    node: gs.Node
     order: int
 
 
-def module_sites(graph: Any, modules: Collection[str] | None = None) -> list[_Site]:
+def module_sites(graph: gs.Graph, modules: Collection[str] | None = None) -> list[_Site]:
     """For each module path the nodes name (only those in `modules`, when given): the last
     tensor produced in its scope that leaves it, in graph order of that tensor's node."""
     from export_gelu.graph.provenance import scopes_of
@@ -158,9 +167,9 @@ def module_sites(graph: Any, modules: Collection[str] | None = None) -> list[_Si
     return sorted(found.values(), key=lambda s: (s.order, -len(s.module)))
 
 
-def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
+def compare_modules(sites: list[_Site], torch_values: Mapping[str, ModuleOutput],
                     graph_values: Mapping[str, np.ndarray], tol: Tolerances,
-                    source_of: Callable[[Any], str | None]) -> Localization:
+                    source_of: Callable[[gs.Node], str | None]) -> Localization:
     """Each site's tensor against its module's PyTorch output (same shape only), in graph
     order; the first out of tolerance is the first divergence."""
     loc = Localization()
@@ -182,7 +191,7 @@ def compare_modules(sites: list[_Site], torch_values: Mapping[str, Any],
     return loc
 
 
-def module_tensors(loaded: Any, graph_path: Path) -> list[str]:
+def module_tensors(loaded: LoadedModel, graph_path: Path) -> list[str]:
     """The graph's module-boundary tensors for `loaded`'s modules, in graph order ([] when
     none maps): what a device is asked to hand back besides the outputs."""
     import onnx
@@ -197,10 +206,10 @@ def module_tensors(loaded: Any, graph_path: Path) -> list[str]:
         return list(dict.fromkeys(s.tensor for s in module_sites(graph, names)))
 
 
-def localize(loaded: Any, graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
+def localize(loaded: LoadedModel, graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolerances,
              *, threads: int = 1, device: str = "cpu",
              recorded: Mapping[str, np.ndarray] | None = None,
-             module: Any = None) -> Localization:
+             module: nn.Module | None = None) -> Localization:
     """The first divergence of the graph at `graph_path` from `loaded`'s modules on `feed`
     (as the graph takes it): the graph's module-boundary tensors from one ONNX Runtime run of
     a marked copy, or `recorded` (what a device handed back for them). `module`: the

@@ -8,9 +8,12 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def run_with_outputs(path: Path, names: list[str], feed: Mapping[str, np.ndarray],
@@ -41,7 +44,7 @@ def run_with_outputs(path: Path, names: list[str], feed: Mapping[str, np.ndarray
         Path(name).unlink(missing_ok=True)
 
 
-def _run_copy(marked: Any, copy: Path, feed: Mapping[str, np.ndarray], threads: int
+def _run_copy(marked: onnx.ModelProto, copy: Path, feed: Mapping[str, np.ndarray], threads: int
               ) -> dict[str, np.ndarray]:
     import onnx
 

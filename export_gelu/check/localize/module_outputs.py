@@ -11,13 +11,19 @@ in both routes, never copies. A TorchScript module takes no hooks: it records no
 from __future__ import annotations
 
 import traceback
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.graph.provenance import is_model_frame, source_in
+
+if TYPE_CHECKING:
+    from torch import fx, nn
+    from torch.export import ExportedProgram
+
+    from export_gelu.exporter.loading.loaded import LoadedModel
 
 
 @dataclass
@@ -29,7 +35,7 @@ class ModuleOutput:
     call_site: str = ""  # file.py:LINE, the innermost frame outside torch
 
 
-def _hookable(loaded: Any) -> Any:
+def _hookable(loaded: LoadedModel) -> nn.Module | None:
     """An `nn.Module` (not TorchScript) whose submodules run as modules, or None."""
     import torch
 
@@ -39,12 +45,12 @@ def _hookable(loaded: Any) -> Any:
     return None
 
 
-def _scopes(node: Any) -> list[str]:
+def _scopes(node: fx.Node) -> list[str]:
     return [str(path) for path, _type in (node.meta.get("nn_module_stack") or {}).values()
             if path]
 
 
-def module_names(loaded: Any) -> set[str] | None:
+def module_names(loaded: LoadedModel | None) -> set[str] | None:
     """The module paths of the model (`named_modules`' names); None when it has no modules to
     compare (an ONNX or TorchScript model)."""
     if loaded is None or loaded.is_onnx:
@@ -55,8 +61,9 @@ def module_names(loaded: Any) -> set[str] | None:
     return None if root is None else {n for n, _ in root.named_modules() if n}
 
 
-def record_module_outputs(loaded: Any, feed: Mapping[str, np.ndarray],
-                          wanted: Collection[str], device: str = "cpu", *, module: Any = None
+def record_module_outputs(loaded: LoadedModel, feed: Mapping[str, np.ndarray],
+                          wanted: Collection[str], device: str = "cpu", *,
+                          module: nn.Module | None = None
                           ) -> dict[str, ModuleOutput]:
     """The outputs of the modules named in `wanted` when the model runs on `feed` (as the
     deployed graph takes it); a module called more than once, or whose output is not one
@@ -80,8 +87,8 @@ def _call_site() -> str:
     return ""
 
 
-def _from_hooks(root: Any, loaded: Any, feed: Mapping[str, np.ndarray], wanted: set[str],
-                device: str) -> dict[str, ModuleOutput]:
+def _from_hooks(root: nn.Module, loaded: LoadedModel, feed: Mapping[str, np.ndarray],
+                wanted: set[str], device: str) -> dict[str, ModuleOutput]:
     import torch
 
     from export_gelu.check.runners.torch_runner import TorchRunner
@@ -90,8 +97,8 @@ def _from_hooks(root: Any, loaded: Any, feed: Mapping[str, np.ndarray], wanted: 
 
     seen: dict[str, ModuleOutput | None] = {}
 
-    def hook_for(name: str) -> Any:
-        def hook(_module: Any, _args: Any, output: Any) -> None:
+    def hook_for(name: str) -> Callable[[nn.Module, tuple[object, ...], object], None]:
+        def hook(_module: nn.Module, _args: tuple[object, ...], output: object) -> None:
             if name in seen or not (isinstance(output, torch.Tensor)
                                     and output.is_floating_point()):
                 seen[name] = None  # called twice, or not one float tensor: not comparable
@@ -114,9 +121,9 @@ def _from_hooks(root: Any, loaded: Any, feed: Mapping[str, np.ndarray], wanted: 
     return {n: v for n, v in seen.items() if v is not None}
 
 
-def _last_nodes(graph: Any, wanted: set[str]) -> dict[str, Any]:
+def _last_nodes(graph: fx.Graph, wanted: set[str]) -> dict[str, fx.Node]:
     """Module path → the last fx node of its scope whose value leaves the scope."""
-    last: dict[str, Any] = {}
+    last: dict[str, fx.Node] = {}
     for node in graph.nodes:
         if node.op != "call_function":
             continue
@@ -126,7 +133,7 @@ def _last_nodes(graph: Any, wanted: set[str]) -> dict[str, Any]:
     return last
 
 
-def _from_program(program: Any, feed: Mapping[str, np.ndarray], wanted: set[str]
+def _from_program(program: ExportedProgram, feed: Mapping[str, np.ndarray], wanted: set[str]
                   ) -> dict[str, ModuleOutput]:
     import torch
     from torch import fx
@@ -142,7 +149,7 @@ def _from_program(program: Any, feed: Mapping[str, np.ndarray], wanted: set[str]
     found: dict[str, ModuleOutput] = {}
 
     class Recorder(fx.Interpreter):
-        def run_node(self, n: fx.Node) -> Any:
+        def run_node(self, n: fx.Node) -> object:
             result = super().run_node(n)
             paths = watch.get(n.name, [])
             if paths and isinstance(result, torch.Tensor) and result.is_floating_point():

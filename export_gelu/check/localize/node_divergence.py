@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from export_gelu.check.verdict.parity import errors_of, over_tolerance
 from export_gelu.errors import BadInputError
 from export_gelu.tolerances import Tolerances
 
+if TYPE_CHECKING:
+    import onnx
+
 #: Above this many bytes of weights the graph is not compared node by node: both copies and
 #: every intermediate would be held at once.
 MAX_WEIGHT_BYTES = 1 << 30
@@ -28,7 +31,7 @@ MAX_WEIGHT_BYTES = 1 << 30
 _WIDER = {1: 11, 10: 1}  # FLOAT → DOUBLE, FLOAT16 → FLOAT
 
 
-def _widen_tensor(tensor: Any, narrow: int, wide: int) -> None:
+def _widen_tensor(tensor: onnx.TensorProto, narrow: int, wide: int) -> None:
     from onnx import helper, numpy_helper
 
     if tensor.data_type == narrow:
@@ -36,7 +39,7 @@ def _widen_tensor(tensor: Any, narrow: int, wide: int) -> None:
         tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
 
 
-def widened(model: Any, narrow: int, wide: int) -> Any:
+def widened(model: onnx.ModelProto, narrow: int, wide: int) -> onnx.ModelProto:
     """A copy of `model` computing in `wide` where it computed in `narrow`: its weights,
     constants, Casts, inputs and outputs (top-level graph; value infos dropped)."""
     import onnx
@@ -59,7 +62,8 @@ def widened(model: Any, narrow: int, wide: int) -> Any:
     return copy
 
 
-def _run_all(model: Any, feed: Mapping[str, np.ndarray], threads: int) -> dict[str, np.ndarray]:
+def _run_all(model: onnx.ModelProto, feed: Mapping[str, np.ndarray], threads: int
+             ) -> dict[str, np.ndarray]:
     """Every tensor of `model` (polygraphy's ModifyOutputs, mark all), one ONNX Runtime run."""
     import onnx
     from polygraphy import constants
@@ -129,7 +133,7 @@ def localize_nodes(graph_path: Path, feed: Mapping[str, np.ndarray], tol: Tolera
     return loc
 
 
-def _weight_bytes(model: Any) -> int:
+def _weight_bytes(model: onnx.ModelProto) -> int:
     """The bytes of a graph's initializers, those in external-data files included."""
     total = 0
     for tensor in model.graph.initializer:
@@ -138,7 +142,7 @@ def _weight_bytes(model: Any) -> int:
     return total
 
 
-def _narrow_type(model: Any) -> int | None:
+def _narrow_type(model: onnx.ModelProto) -> int | None:
     """FLOAT16 when the graph holds fp16 tensors, else FLOAT when it holds fp32, else None."""
     types = {i.data_type for i in model.graph.initializer}
     types |= {v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output]}

@@ -17,11 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from export_gelu.json_value import JsonObject
 from export_gelu.shown import shown
+
+if TYPE_CHECKING:
+    import onnx
 
 #: op type → index of the output that depends on tie order
 TIE_ORDER_OPS = {"TopK": 1, "ArgMax": 0, "ArgMin": 0}
@@ -44,7 +48,7 @@ class TieSite:
     of_rows: int  # rows in all
     order: int  # the node's position in the graph
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"node": self.node, "op_type": self.op_type, "torch_module": self.torch_module,
                 "source": self.source, "tied": self.tied, "places": self.places,
                 "rows": self.rows, "of_rows": self.of_rows}
@@ -122,14 +126,14 @@ def arg_ties(x: np.ndarray, axis: int, smallest: bool) -> tuple[int, int, int]:
     return worst, hit, len(rows)
 
 
-def _attr(node: Any, name: str, default: int) -> int:
+def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
     for a in node.attribute:
         if a.name == name:
             return int(a.i)
     return default
 
 
-def _tie_nodes(model: Any) -> list[tuple[int, Any]]:
+def _tie_nodes(model: onnx.ModelProto) -> list[tuple[int, onnx.NodeProto]]:
     """(position, node) of the top-level ops whose tie-order output something reads."""
     read = {i for n in model.graph.node for i in n.input} | {o.name for o in model.graph.output}
     found = []
@@ -142,7 +146,7 @@ def _tie_nodes(model: Any) -> list[tuple[int, Any]]:
     return found
 
 
-def _constant_k(model: Any, name: str) -> int | None:
+def _constant_k(model: onnx.ModelProto, name: str) -> int | None:
     """TopK's K when an initializer or a Constant node holds it."""
     from onnx import numpy_helper
 

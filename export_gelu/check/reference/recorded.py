@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from polygraphy.backend.base import BaseRunner
 from polygraphy.common import TensorMetadata
+
+if TYPE_CHECKING:
+    from export_gelu.check.latency import Latency
+    from export_gelu.check.verdict.nondeterminism import RandomSite
 
 IN_TURN_NOTE = ("big model: {reference} ran first and was freed before {output} was loaded "
                 "(one model in memory at a time); latency timed in turn, not interleaved")
@@ -38,8 +42,9 @@ class RecordedRunner(BaseRunner):
 
     def __init__(self, name: str, feeds: Sequence[Mapping[str, np.ndarray]],
                  outputs: Sequence[OrderedDict[str, np.ndarray]], metadata: TensorMetadata,
-                 latency: Any = None, *, again: Mapping[str, np.ndarray] | None = None,
-                 random_sites: list[Any] | None = None) -> None:
+                 latency: Latency | None = None, *,
+                 again: Mapping[str, np.ndarray] | None = None,
+                 random_sites: list[RandomSite] | None = None) -> None:
         super().__init__(name=name, prefix="recorded-runner")
         #: a second run on feeds[0] (check/verdict/nondeterminism.py), and the random ops found when
         #: the two differed, taken while the model was loaded
@@ -59,7 +64,7 @@ class RecordedRunner(BaseRunner):
     def deactivate_impl(self) -> None:
         pass
 
-    def infer_impl(self, feed_dict: dict[str, Any]) -> OrderedDict[str, np.ndarray]:
+    def infer_impl(self, feed_dict: dict[str, np.ndarray]) -> OrderedDict[str, np.ndarray]:
         self.inference_time = 0.0  # nothing runs: the outputs were computed before
         for feed, out in zip(self.feeds, self.outputs):
             if feed.keys() == feed_dict.keys() and all(
@@ -70,7 +75,7 @@ class RecordedRunner(BaseRunner):
                            "not for this one (a bug in export-gelu; please report it)")
 
 
-def record_reference(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]],
+def record_reference(runner: BaseRunner, feeds: Sequence[Mapping[str, np.ndarray]],
                      iterations: int = 0, warmup: int = 0) -> RecordedRunner:
     """Run `runner` on every feed (and time it `iterations` times on the first) while it is
     active; return its recorded outputs. The caller drops `runner` (and what holds its

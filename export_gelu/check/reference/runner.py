@@ -5,17 +5,24 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.check.runners.deployed import renamed_outputs
 from export_gelu.check.runners.ort_runner import ort_runner, output_names
 
+if TYPE_CHECKING:
+    import onnx
+    from polygraphy.backend.base import BaseRunner
+    from torch import nn
 
-def model_runner(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: Sequence[str],
-                 threads: int, device: str = "cpu", *, module: Any = None,
-                 onnx_name: str = "input-onnx") -> Any:
+    from export_gelu.exporter.loading.loaded import LoadedModel
+
+
+def model_runner(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray],
+                 outputs: Sequence[str], threads: int, device: str = "cpu", *,
+                 module: nn.Module | None = None, onnx_name: str = "input-onnx") -> BaseRunner:
     """A polygraphy runner for `loaded` (exporter.loading.load.LoadedModel) whose outputs carry the
     deployed graph's names `outputs`. `module`: the untouched module to run (default: the
     loaded model's own); an ONNX input runs in ONNX Runtime as `onnx_name`."""
@@ -32,12 +39,15 @@ def model_runner(loaded: Any, feed: OrderedDict[str, np.ndarray], outputs: Seque
 
     torch.set_num_threads(threads)
     module = loaded.reference_module() if module is None else module
+    if module is None:  # (a model that is not ONNX is a module or a program)
+        raise ValueError(f"{loaded.path}: no PyTorch module to run as the reference")
     return TorchRunner(module, feed, list(outputs), device=device, name="pytorch",
                        float_dtype=model_float_dtype(module), plan=plan_for(loaded, list(feed)))
 
 
-def reference_runner(loaded: Any, reference_module: Any, feed: OrderedDict[str, np.ndarray],
-                     model: Any, threads: int, device: str = "cpu") -> Any:
+def reference_runner(loaded: LoadedModel, reference_module: nn.Module | None,
+                     feed: OrderedDict[str, np.ndarray], model: onnx.ModelProto, threads: int,
+                     device: str = "cpu") -> BaseRunner:
     """The reference of `model` (the produced onnx.ModelProto), from `loaded` and its
     untouched `reference_module`."""
     return model_runner(loaded, feed, [o.name for o in model.graph.output], threads, device,

@@ -7,11 +7,19 @@ from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.errors import BadInputError, TargetUnmetError
+
+if TYPE_CHECKING:
+    import onnx
+    from polygraphy.backend.base import BaseRunner
+    from polygraphy.common import TensorMetadata
+
+#: a dimension of a declared shape: its size, or its name (a dynamic one; "?" unnamed)
+Dim = int | str
 
 ENGINE_SUFFIXES = (".plan", ".engine", ".trt")
 _FLOAT_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp32"}
@@ -23,7 +31,7 @@ class Deployed:
 
     path: Path
     kind: str  # onnx | engine
-    inputs: OrderedDict[str, tuple[np.dtype | str, tuple[Any, ...]]] = field(
+    inputs: OrderedDict[str, tuple[np.dtype | str, tuple[Dim, ...]]] = field(
         default_factory=OrderedDict)  # name → (dtype, shape)
     outputs: list[str] = field(default_factory=list)
     precision: str = "fp32"
@@ -51,7 +59,7 @@ def _precision_from(dtypes: list[str], where: str) -> tuple[str, str] | None:
     return precision, f"detected from the {where} dtypes ({', '.join(sorted(set(dtypes)))})"
 
 
-def detect_onnx_precision(model: Any) -> tuple[str, str]:
+def detect_onnx_precision(model: onnx.ModelProto) -> tuple[str, str]:
     """fp32 / fp16 / bf16 from the graph's float inputs, else its outputs, else its weights."""
     graph = model.graph
     inits = {i.name for i in graph.initializer}
@@ -65,11 +73,11 @@ def detect_onnx_precision(model: Any) -> tuple[str, str]:
     return found or ("fp32", "no float tensors found; assumed fp32")
 
 
-def describe_onnx(model: Any, path: Path) -> Deployed:
+def describe_onnx(model: onnx.ModelProto, path: Path) -> Deployed:
     """An ONNX graph (`model`, an onnx.ModelProto, read or produced) as a Deployed: its
     declared inputs, outputs and precision."""
     inits = {i.name for i in model.graph.initializer}
-    inputs: OrderedDict[str, tuple[Any, tuple[Any, ...]]] = OrderedDict()
+    inputs: OrderedDict[str, tuple[np.dtype | str, tuple[Dim, ...]]] = OrderedDict()
     for vi in model.graph.input:
         if vi.name in inits:
             continue
@@ -137,7 +145,7 @@ def open_deployed(path: str | Path) -> Deployed:
     return _open_onnx(path)
 
 
-def _cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
+def _cast(arr: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
     try:
         want = np.dtype(dtype)
     except TypeError:
@@ -201,7 +209,7 @@ def feed_for(deployed: Deployed, feed: Mapping[str, np.ndarray], *, produced: bo
 _PRECISION_FLOAT = {"fp16": "float16", "fp32": "float32"}
 
 
-def renamed_outputs(inner: Any, names: list[str]) -> Any:
+def renamed_outputs(inner: BaseRunner, names: list[str]) -> BaseRunner:
     """`inner` (a polygraphy runner) with its outputs renamed `names`, in order: an ONNX
     reference whose exporter named its outputs differently from DEPLOYED's."""
     from polygraphy.backend.base import BaseRunner
@@ -213,10 +221,10 @@ def renamed_outputs(inner: Any, names: list[str]) -> Any:
         def activate_impl(self) -> None:
             inner.activate()
 
-        def get_input_metadata_impl(self) -> Any:
+        def get_input_metadata_impl(self) -> TensorMetadata:
             return inner.get_input_metadata(use_numpy_dtypes=False)
 
-        def infer_impl(self, feed_dict: dict[str, Any]) -> OrderedDict[str, Any]:
+        def infer_impl(self, feed_dict: dict[str, np.ndarray]) -> OrderedDict[str, np.ndarray]:
             out = inner.infer(feed_dict, check_inputs=False)
             self.inference_time = inner.last_inference_time()
             if len(out) != len(names):
@@ -230,7 +238,8 @@ def renamed_outputs(inner: Any, names: list[str]) -> Any:
     return Renamed()
 
 
-def deployed_runner(deployed: Deployed, threads: int = 1, name: str | None = None) -> Any:
+def deployed_runner(deployed: Deployed, threads: int = 1, name: str | None = None
+                    ) -> BaseRunner:
     """A polygraphy runner for the artifact: ONNX Runtime (CPU, explicit threads) or TensorRT."""
     if deployed.kind == "engine":
         from export_gelu.check.runners.trt_runner import engine_runner_from_path
@@ -241,7 +250,8 @@ def deployed_runner(deployed: Deployed, threads: int = 1, name: str | None = Non
     return ort_runner(deployed.path, threads=threads, name=name or "onnxruntime")
 
 
-def deployed_feed(feed: Mapping[str, np.ndarray], model: Any) -> OrderedDict[str, np.ndarray]:
+def deployed_feed(feed: Mapping[str, np.ndarray], model: onnx.ModelProto
+                  ) -> OrderedDict[str, np.ndarray]:
     """The feed as the graph an export produced (`model`, an onnx.ModelProto) takes it: its
     inputs only, each in the type it declares (an fp32 ONNX input exported with
     `--precision fp16` keeps fp32 inputs): `feed_for` on the produced graph."""

@@ -19,9 +19,16 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_gelu.errors import BadInputError
+from export_gelu.json_value import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from polygraphy.backend.base import BaseRunner
+
+#: an ONNX Runtime execution provider as InferenceSession takes it: a name, or (name, options)
+Provider = str | tuple[str, dict[str, str]]
 
 CPU_EP = "CPUExecutionProvider"
 CUDA_EP = "CUDAExecutionProvider"
@@ -70,7 +77,7 @@ class DeviceChoice:
     requested: str | None
     reason: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"device": self.device, "requested": self.requested, "reason": self.reason}
 
 
@@ -94,19 +101,19 @@ class ProviderRun:
     """One ORT runner asked for: its providers (with options), and what became of it."""
 
     name: str
-    providers: list[Any]  # names or (name, options) pairs, as InferenceSession takes them
+    providers: list[Provider]
     status: str = "planned"  # planned | ready | failed
     active: list[str] = field(default_factory=list)
     reason: str = ""
-    runner: Any = None
+    runner: BaseRunner | None = None
 
     @property
     def wanted(self) -> str:
         first = self.providers[0]
         return first if isinstance(first, str) else first[0]
 
-    def to_json(self) -> dict[str, Any]:
-        def jsonable(p: Any) -> Any:
+    def to_json(self) -> JsonObject:
+        def jsonable(p: Provider) -> JsonValue:
             return p if isinstance(p, str) else {"name": p[0], "options": p[1]}
 
         return {"requested": [jsonable(p) for p in self.providers], "active": self.active,

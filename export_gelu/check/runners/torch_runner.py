@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -16,6 +16,9 @@ from polygraphy.datatype import DataType
 from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter.capture.fallback import mixes_dtypes
 from export_gelu.exporter.inputs.call_plan import call
+
+if TYPE_CHECKING:
+    from export_gelu.exporter.inputs.call_plan import CallPlan
 
 
 def flatten_outputs(value: Any) -> list[torch.Tensor]:
@@ -36,9 +39,10 @@ class TorchRunner(BaseRunner):
     Outputs are named `output_names` (the deployed graph's names) so Comparator can pair them.
     """
 
-    def __init__(self, module: Any, inputs: dict[str, np.ndarray], output_names: Sequence[str],
-                 device: str = "cpu", *, name: str | None = None,
-                 float_dtype: torch.dtype | None = torch.float32, plan: Any = None) -> None:
+    def __init__(self, module: Callable[..., object], inputs: dict[str, np.ndarray],
+                 output_names: Sequence[str], device: str = "cpu", *, name: str | None = None,
+                 float_dtype: torch.dtype | None = torch.float32,
+                 plan: CallPlan | None = None) -> None:
         """`inputs`: example arrays, in forward() order (their names, dtypes and shapes);
         `plan` (a CallPlan): which of them the model takes by keyword (default: none)."""
         super().__init__(name=name or "torch", prefix="torch-runner")
@@ -63,7 +67,7 @@ class TorchRunner(BaseRunner):
     def get_input_metadata_impl(self) -> TensorMetadata:
         return self._input_meta
 
-    def infer_impl(self, feed_dict: dict[str, Any]) -> OrderedDict[str, np.ndarray]:
+    def infer_impl(self, feed_dict: dict[str, np.ndarray]) -> OrderedDict[str, np.ndarray]:
         args = [self._tensor(feed_dict[n]) for n in self.input_names]
         # no_grad, not inference_mode: a TorchScript model the profiling executor has run with
         # grad enabled keeps differentiable subgraphs that save their inputs for backward, and
@@ -91,7 +95,7 @@ class TorchRunner(BaseRunner):
                                f"deployed graph has {len(names)} outputs")
         return OrderedDict((n, _numpy(t)) for n, t in zip(names, tensors))
 
-    def _tensor(self, value: Any) -> torch.Tensor:
+    def _tensor(self, value: np.ndarray) -> torch.Tensor:
         t = torch.as_tensor(np.asarray(value)).to(self.device)
         if self.float_dtype is not None and t.is_floating_point():
             t = t.to(self.float_dtype)
@@ -117,7 +121,7 @@ def dtype_metadata(arrays: dict[str, np.ndarray]) -> TensorMetadata:
     return meta
 
 
-def traced_reference_error(module: Any, args: Sequence[Any], exc: RuntimeError
+def traced_reference_error(module: object, args: Sequence[torch.Tensor], exc: RuntimeError
                            ) -> TargetUnmetError | None:
     """A ScriptModule whose trace fixed one float type cannot run as a reference in another:
     the error naming that cause (exit 3), or None for any other failure."""

@@ -5,19 +5,29 @@ worse than a stated multiple (export_gelu/tolerances.py `precision_bound`), not 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.check.verdict.parity import ParityResult, errors_of
 from export_gelu.check.verdict.reduced_precision import SCALE_SHARE, judge_reduced
+from export_gelu.json_value import JsonObject
 from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_PYTORCH_PRECISION,
     PRECISION_ERROR_MULTIPLE,
     PRECISION_FLOOR_SHARE,
 )
+
+if TYPE_CHECKING:
+    import torch
+    from polygraphy.backend.base import BaseRunner
+
+    from export_gelu.check.runners.torch_runner import TorchRunner
+
+#: output → PyTorch's own max abs error, the output's scale, and its share of it
+UnsafeRows = Mapping[str, Mapping[str, float]]
 
 LOW_PRECISIONS = ("fp16", "bf16")
 
@@ -28,10 +38,10 @@ class _AtPrecision:
     so the weights are never copied as a whole, and ops that build fp32 tensors inside the
     program (masks, position biases) follow, as `model.half()` makes an eager model do."""
 
-    def __init__(self, module: Any, dtype: Any) -> None:
+    def __init__(self, module: Callable[..., object], dtype: torch.dtype) -> None:
         self.module, self.dtype = module, dtype
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> object:
         import torch
         from torch.utils._python_dispatch import TorchDispatchMode
         from torch.utils._pytree import tree_map
@@ -40,7 +50,7 @@ class _AtPrecision:
         dtype = self.dtype
         limit = float(torch.finfo(dtype).max)
 
-        def cast(v: Any) -> Any:
+        def cast(v: object) -> object:
             if isinstance(v, torch.Tensor) and v.dtype in wide:
                 return v.to(dtype)
             if isinstance(v, torch.dtype) and v in wide:
@@ -50,15 +60,16 @@ class _AtPrecision:
             return v
 
         class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                                   kwargs: Any = None) -> Any:
+            def __torch_dispatch__(self, func: Callable[..., object], types: object,
+                                   args: tuple[object, ...] = (),
+                                   kwargs: Mapping[str, object] | None = None) -> object:
                 return func(*tree_map(cast, args), **tree_map(cast, kwargs or {}))
 
         with Mode():
             return self.module(*args, **kwargs)
 
 
-def _half_runner(reference: Any, precision: str) -> tuple[Any, str]:
+def _half_runner(reference: BaseRunner, precision: str) -> tuple[TorchRunner | None, str]:
     """(a TorchRunner running the reference's module at `precision`, "") or (None, why
     not)."""
     import torch
@@ -76,12 +87,13 @@ def _half_runner(reference: Any, precision: str) -> tuple[Any, str]:
     return runner, ""
 
 
-def _run(runner: Any, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, Any]]:
+def _run(runner: BaseRunner, feeds: Sequence[Mapping[str, np.ndarray]]
+         ) -> list[dict[str, np.ndarray]]:
     with runner:
         return [dict(runner.infer(dict(f), check_inputs=False)) for f in feeds]
 
 
-def judge_against_pytorch(results: Sequence[ParityResult], reference: Any,
+def judge_against_pytorch(results: Sequence[ParityResult], reference: BaseRunner,
                           feeds: Sequence[Mapping[str, np.ndarray]], precision: str) -> None:
     """Measure PyTorch's own error at `precision` on `feeds` and re-judge each result's
     outputs by check/verdict/reduced_precision.py: one over the fixed tolerance passes when its max
@@ -92,31 +104,30 @@ def judge_against_pytorch(results: Sequence[ParityResult], reference: Any,
     if precision not in LOW_PRECISIONS or not results:
         return
     ran = next((r for r in results if r.run_results is not None), None)
-    block: dict[str, Any] = {"precision": precision, "runner": f"pytorch-{precision}",
-                             "multiple": PRECISION_ERROR_MULTIPLE,
-                             "floor": PRECISION_FLOOR_SHARE * results[0].atol,
-                             "scale_share": SCALE_SHARE,
-                             "status": "measured", "reason": "", "outputs": {}, "unsafe": {}}
     errors, why = _errors_at(reference, feeds, ran, precision)
-    if errors is None:
-        block.update(status="skipped", reason=why)
-    else:
-        block["outputs"] = errors
-        block["unsafe"] = _unsafe_outputs(results[0], errors)
+    outputs = errors or {}
+    unsafe = _unsafe_outputs(results[0], errors) if errors is not None else {}
+    block: JsonObject = {"precision": precision, "runner": f"pytorch-{precision}",
+                         "multiple": PRECISION_ERROR_MULTIPLE,
+                         "floor": PRECISION_FLOOR_SHARE * results[0].atol,
+                         "scale_share": SCALE_SHARE,
+                         "status": "measured" if errors is not None else "skipped",
+                         "reason": why if errors is None else "", "outputs": outputs,
+                         "unsafe": unsafe}
     advice = ""
-    if block["unsafe"]:
+    if unsafe:
         other = "bf16" if precision == "fp16" else None
         measured = _errors_at(reference, feeds, ran, other)[0] if other else None
         if other and measured is not None:
             block[other] = measured
-        advice = way_out(precision, results[0], block["unsafe"],
+        advice = way_out(precision, results[0], unsafe,
                          keep_in_fp32(getattr(reference, "module", None)), other, measured)
     for result in results:
         result.pytorch_precision = block
-        _rejudge(result, block["outputs"], block["unsafe"], precision, advice)
+        _rejudge(result, outputs, unsafe, precision, advice)
 
 
-def _errors_at(reference: Any, feeds: Sequence[Mapping[str, np.ndarray]],
+def _errors_at(reference: BaseRunner, feeds: Sequence[Mapping[str, np.ndarray]],
                ran: ParityResult | None, precision: str | None
                ) -> tuple[dict[str, float] | None, str]:
     """(output → PyTorch's max abs error at `precision` against the reference's outputs in
@@ -124,7 +135,7 @@ def _errors_at(reference: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     if precision is None:
         return None, "no precision to measure"
     runner, why = _half_runner(reference, precision)
-    if ran is None or runner is None:
+    if ran is None or runner is None or ran.run_results is None:
         return None, why or "no reference outputs to compare with"
     ref_iters = ran.run_results[0][1]
     try:
@@ -141,11 +152,12 @@ def _errors_at(reference: Any, feeds: Sequence[Mapping[str, np.ndarray]],
     return errors, ""
 
 
-def _unsafe_outputs(result: ParityResult, pytorch: Mapping[str, float]) -> dict[str, Any]:
+def _unsafe_outputs(result: ParityResult, pytorch: Mapping[str, float]
+                    ) -> dict[str, dict[str, float]]:
     """output → PyTorch's error and its share of the scale, where that share makes the
     precision unsafe for the model (the same for every runner: it reads only the
     reference)."""
-    found = {}
+    found: dict[str, dict[str, float]] = {}
     for name, out in result.outputs.items():
         ours = pytorch.get(name)
         if ours is None:
@@ -157,7 +169,7 @@ def _unsafe_outputs(result: ParityResult, pytorch: Mapping[str, float]) -> dict[
     return found
 
 
-def _rejudge(result: ParityResult, pytorch: Mapping[str, float], unsafe: Mapping[str, Any],
+def _rejudge(result: ParityResult, pytorch: Mapping[str, float], unsafe: UnsafeRows,
              precision: str, advice: str) -> None:
     """Each output against PyTorch's own error at `precision` and against its own scale
     (check/verdict/reduced_precision.py); where the precision is `unsafe` for the model the reason
@@ -195,7 +207,7 @@ def _percent(share: float) -> str:
     return f"{share:.1%}" if share >= 0.001 else "<0.1%"
 
 
-def unsafe_text(precision: str, result: ParityResult, unsafe: Mapping[str, Any],
+def unsafe_text(precision: str, result: ParityResult, unsafe: UnsafeRows,
                 advice: str) -> str:
     """The verdict's words for a precision the model itself cannot compute in: PyTorch's own
     error and the graph's, each with its share of the output's scale, and the way out."""
@@ -212,7 +224,7 @@ def unsafe_text(precision: str, result: ParityResult, unsafe: Mapping[str, Any],
             f"(within {SCALE_SHARE:.0%}); {advice}")
 
 
-def way_out(precision: str, result: ParityResult, unsafe: Mapping[str, Any],
+def way_out(precision: str, result: ParityResult, unsafe: UnsafeRows,
             keep: Sequence[str], other: str | None, measured: Mapping[str, float] | None
             ) -> str:
     """What to do: keep what the model declares (or what overflows) in fp32, or another
@@ -235,7 +247,7 @@ def way_out(precision: str, result: ParityResult, unsafe: Mapping[str, Any],
             f"{other} errs by {worst[1]:.3g} on {worst[0]})")
 
 
-def keep_in_fp32(module: Any) -> list[str]:
+def keep_in_fp32(module: object) -> list[str]:
     """The module names the model declares to keep in fp32 (transformers'
     `_keep_in_fp32_modules`, e.g. T5's `wo`), from the module or any submodule."""
     import torch

@@ -8,12 +8,17 @@ import re
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.graph.provenance import is_model_frame, source_in
+from export_gelu.json_value import JsonObject
 from export_gelu.tolerances import judging_for
+
+if TYPE_CHECKING:
+    from polygraphy.backend.base import BaseRunner
+    from torch import fx, nn
 
 #: aten ops that draw random numbers (dropout only counts in train mode: see `_draws`).
 _RANDOM_OP = re.compile(r"^(rand|randn|randint|rand_like|randn_like|randint_like|randperm|"
@@ -32,17 +37,18 @@ class RandomSite:
     source: str  # file:line of the call in the model's source, when known
 
 
-def _draws(name: str, args: tuple[Any, ...]) -> bool:
+def _draws(name: str, args: tuple[object, ...]) -> bool:
     """`aten.<name>` draws random numbers with these args (dropout: only when training)."""
     if not _RANDOM_OP.match(name):
         return False
     if name in _DROPOUTS:
         train = args[2] if len(args) > 2 else False
-        return bool(train) and float(args[1] if len(args) > 1 else 0.0) > 0.0
+        p = args[1] if len(args) > 1 else 0.0
+        return bool(train) and isinstance(p, (int, float)) and float(p) > 0.0
     return True
 
 
-def _op_name(target: Any) -> str:
+def _op_name(target: object) -> str:
     packet = getattr(target, "overloadpacket", None)
     return getattr(packet, "__name__", "") or getattr(target, "__name__", "") or str(target)
 
@@ -59,7 +65,7 @@ def _source_of(stack_trace: str | None) -> str:
     return _short(source_in(stack_trace or ""))
 
 
-def sites_in_graph(module: Any) -> list[RandomSite]:
+def sites_in_graph(module: fx.GraphModule) -> list[RandomSite]:
     """Random ops of a captured program (a torch.fx GraphModule, e.g. ExportedProgram.module()),
     their modules from the nodes' `nn_module_stack`."""
     sites = []
@@ -97,16 +103,17 @@ def _python_or_tool(path: str) -> bool:
         or "/polygraphy/" in norm
 
 
-def _entering(stack: list[str], path: str) -> Callable[[Any, Any], None]:
+def _entering(stack: list[str], path: str
+              ) -> Callable[[nn.Module, tuple[object, ...]], None]:
     """A forward pre-hook pushing the module's path onto `stack`."""
 
-    def hook(_module: Any, _args: Any) -> None:
+    def hook(_module: nn.Module, _args: tuple[object, ...]) -> None:
         stack.append(path)
 
     return hook
 
 
-def sites_by_running(runner: Any, feed: Mapping[str, np.ndarray]) -> list[RandomSite]:
+def sites_by_running(runner: BaseRunner, feed: Mapping[str, np.ndarray]) -> list[RandomSite]:
     """Random ops an eager module calls on `feed`: aten ops seen by a dispatch mode, their
     module from forward hooks, their line from the Python stack."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -116,8 +123,9 @@ def sites_by_running(runner: Any, feed: Mapping[str, np.ndarray]) -> list[Random
     depth = len(traceback.extract_stack())  # frames deeper than this one are the model's run
 
     class Watch(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
+        def __torch_dispatch__(self, func: Callable[..., object], types: object,
+                               args: tuple[object, ...] = (),
+                               kwargs: Mapping[str, object] | None = None) -> object:
             name = _op_name(func)
             if _draws(name, tuple(args)):
                 site = RandomSite(f"aten.{name}", stack[-1] if stack else "", _model_line(depth))
@@ -125,7 +133,7 @@ def sites_by_running(runner: Any, feed: Mapping[str, np.ndarray]) -> list[Random
                     sites.append(site)
             return func(*args, **(kwargs or {}))
 
-    def leave(_module: Any, _args: Any, _out: Any) -> None:
+    def leave(_module: nn.Module, _args: tuple[object, ...], _out: object) -> None:
         stack.pop()
 
     handles = []
@@ -144,7 +152,7 @@ def sites_by_running(runner: Any, feed: Mapping[str, np.ndarray]) -> list[Random
     return sites
 
 
-def random_sites(runner: Any, feed: Mapping[str, np.ndarray]) -> list[RandomSite]:
+def random_sites(runner: BaseRunner, feed: Mapping[str, np.ndarray]) -> list[RandomSite]:
     """Where the reference `runner` (a TorchRunner) draws random numbers; [] when it is not a
     PyTorch module or nothing was found."""
     import torch
@@ -183,7 +191,7 @@ def self_difference(first: Mapping[str, np.ndarray], second: Mapping[str, np.nda
 
 
 def nondeterminism_verdict(reference_name: str, output: str, max_abs: float,
-                           sites: list[RandomSite]) -> tuple[str, dict[str, Any]]:
+                           sites: list[RandomSite]) -> tuple[str, JsonObject]:
     """The failure reason and the report block of a reference that differs from itself."""
     if sites:
         where = "; ".join(f"{s.op} in {s.module or 'the top-level module'}"
@@ -198,6 +206,6 @@ def nondeterminism_verdict(reference_name: str, output: str, max_abs: float,
     reason = (f"nondeterministic model: two runs of {reference_name} on the same inputs differ "
               f"(max abs {max_abs:.3g} on {output}), so no graph can match it; random op: "
               f"{where}; {way_out}")
-    block = {"output": output, "max_abs": max_abs, "random_ops": [asdict(s) for s in sites],
-             "way_out": way_out}
+    block: JsonObject = {"output": output, "max_abs": max_abs,
+                         "random_ops": [asdict(s) for s in sites], "way_out": way_out}
     return reason, block

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.check.runners.quiet import quiet_polygraphy
+from export_gelu.json_value import JsonObject
+from export_gelu.passes.compat.precision.fp16_islands import Island
 from export_gelu.tolerances import (
     JUDGED_ATOL,
     JUDGED_CONSTANT,
@@ -20,6 +22,10 @@ from export_gelu.tolerances import (
 
 #: At most this many absolute errors per output are kept for histograms (an even subsample).
 MAX_ERROR_SAMPLES = 200_000
+
+if TYPE_CHECKING:
+    from polygraphy.backend.base import BaseRunner
+    from polygraphy.comparator import RunResults
 
 
 @dataclass
@@ -53,18 +59,18 @@ class ParityResult:
     #: |deployed − reference| per output (subsampled), for plots; not part of the JSON.
     error_samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: polygraphy RunResults of both runners, for `--save-outputs`; not part of the JSON.
-    run_results: Any = field(default=None, repr=False)
+    run_results: RunResults | None = field(default=None, repr=False)
     # -- verdicts that mean something (docs/verify.md "Reading a verdict") --
     #: the reference differs from itself on the same inputs (check/verdict/nondeterminism.py)
-    nondeterministic: dict[str, Any] | None = None
+    nondeterministic: JsonObject | None = None
     #: PyTorch's own error at the graph's precision, and the rule it set
     #: (check/verdict/half_baseline.py)
-    pytorch_precision: dict[str, Any] | None = None
+    pytorch_precision: JsonObject | None = None
     #: fp32 islands kept in an fp16 graph to fix an overflow
     #: (passes/compat/precision/fp16_islands.py)
-    islands: list[dict[str, Any]] | None = None
+    islands: list[Island] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "status": self.status,
             "reason": self.reason,
@@ -76,12 +82,13 @@ class ParityResult:
             **self._verdicts_json(),
         }
 
-    def _verdicts_json(self) -> dict[str, Any]:
+    def _verdicts_json(self) -> JsonObject:
         """The keys of honest verdicts: nondeterminism, PyTorch's own low-precision error,
         fp32 islands (each null when it does not apply)."""
         return {"nondeterministic": self.nondeterministic,
                 "pytorch_precision": self.pytorch_precision,
-                "islands": self.islands}
+                "islands": (None if self.islands is None
+                            else [i.to_json() for i in self.islands])}
 
 
 def skipped(reason: str) -> ParityResult:
@@ -139,7 +146,7 @@ def errors_of(refs: Sequence[np.ndarray], outs: Sequence[np.ndarray], atol: floa
     return stats, finite[::step].astype(np.float32)
 
 
-def compare_all(reference: Any, deployed: Sequence[Any],
+def compare_all(reference: BaseRunner, deployed: Sequence[BaseRunner],
                 feeds: Sequence[Mapping[str, np.ndarray]], atol: float, rtol: float
                 ) -> list[ParityResult]:
     """Run the reference once and every deployed runner on the same feeds (one iteration each,
@@ -174,7 +181,8 @@ def _inputs_differ(feeds: Sequence[Mapping[str, np.ndarray]]) -> bool:
                    for k in f if k in first) for f in feeds[1:])
 
 
-def _judge_determinism(results: list[ParityResult], reference: Any, first: Any, second: Any,
+def _judge_determinism(results: list[ParityResult], reference: BaseRunner,
+                       first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray],
                        feed: Mapping[str, np.ndarray], *, atol: float, rtol: float) -> None:
     """A reference that differs from itself on the same inputs fails every result, naming
     the random op and the way out (check/verdict/nondeterminism.py)."""
@@ -196,7 +204,7 @@ def _judge_determinism(results: list[ParityResult], reference: Any, first: Any, 
         result.status, result.reason, result.nondeterministic = "failed", reason, block
 
 
-def _result_of(pair: Any, verdict: bool, atol: float, rtol: float, n_feeds: int,
+def _result_of(pair: RunResults, verdict: bool, atol: float, rtol: float, n_feeds: int,
                inputs_differ: bool = False) -> ParityResult:
     (ref_name, ref_iters), (dep_name, dep_iters) = pair[0], pair[1]
     outputs: dict[str, OutputError] = {}

@@ -6,7 +6,7 @@ import contextlib
 import copy
 import io
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, overload
 
 import torch
 
@@ -16,12 +16,21 @@ from export_gelu.exporter.capture.weight_fold import fold_weights
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
+if TYPE_CHECKING:
+    from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
+    from export_gelu.exporter.inputs.call_plan import CallPlan
+    from export_gelu.exporter.torch_values import AxisDims, PyTree
+
 T = TypeVar("T")
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                     "fp64": torch.float64}
 
 
-def cast_args(args: tuple[Any, ...], precision: str) -> tuple[Any, ...]:
+@overload
+def cast_args(args: tuple[torch.Tensor, ...], precision: str) -> tuple[torch.Tensor, ...]: ...
+@overload
+def cast_args(args: tuple[PyTree, ...], precision: str) -> tuple[PyTree, ...]: ...
+def cast_args(args: tuple[PyTree, ...], precision: str) -> tuple[PyTree, ...]:
     """Floating tensors cast to the precision's dtype; other tensors unchanged.
 
     "fp64" is not a `--precision`: it is fp32's meaning for a float64 model (its own dtype).
@@ -31,9 +40,10 @@ def cast_args(args: tuple[Any, ...], precision: str) -> tuple[Any, ...]:
                  for a in args)
 
 
-def module_for_precision(loaded: LoadedModel, precision: str) -> Any:
+def module_for_precision(loaded: LoadedModel, precision: str) -> torch.nn.Module:
     """The module to export: the original, or a cast copy for fp16/bf16 (the original stays)."""
     module = loaded.reference_module()
+    assert module is not None, "an ONNX model has no module to export"
     if precision == "fp32":
         return module
     cast = copy.deepcopy(module)
@@ -61,19 +71,21 @@ def _then_with_grad(fn: Callable[[], T]) -> T:
             return fn()
 
 
-def script_to_program(script: Any, pos: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+def script_to_program(script: torch.jit.ScriptModule, pos: tuple[PyTree, ...], kw: dict[str, PyTree]
+                      ) -> torch.export.ExportedProgram:
     """A TorchScript module as an ExportedProgram (TS2EPConverter)."""
     from torch._export.converter import TS2EPConverter
 
     return _then_with_grad(lambda: TS2EPConverter(script, pos, kw or None).convert())
 
 
-def static_program(program: Any, pos: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+def static_program(program: torch.export.ExportedProgram, pos: tuple[PyTree, ...],
+                   kw: dict[str, PyTree]) -> torch.export.ExportedProgram:
     """`program` (TS2EPConverter's) captured again at the example's sizes: the converter
     makes every input dim symbolic (even a channel dim, named after its size: "3"), and a
     model exported without --dynamic keeps its dims static. The converted program when the
     capture fails (its dims stay symbolic)."""
-    def again() -> Any:
+    def again() -> torch.export.ExportedProgram:
         return torch.export.export(program.module(), pos, kw or None, strict=False)
 
     try:
@@ -82,8 +94,10 @@ def static_program(program: Any, pos: tuple[Any, ...], kw: dict[str, Any]) -> An
         return program
 
 
-def script_program_with_axes(script: Any, args: tuple[Any, ...], input_names: Sequence[str],
-                             plan: Any, dynamic_axes: dict[str, dict[int, str]] | None) -> Any:
+def script_program_with_axes(script: torch.jit.ScriptModule, args: tuple[PyTree, ...],
+                             input_names: Sequence[str], plan: CallPlan | None,
+                             dynamic_axes: dict[str, dict[int, str]] | None
+                             ) -> torch.export.ExportedProgram:
     """A TorchScript module as an ExportedProgram whose `dynamic_axes` ({input: {axis: dim
     name}}, the TorchScript exporter's) are symbolic: TS2EPConverter's program captured again
     with those dims (one `Dim` per name). The route for what the TorchScript exporter cannot
@@ -93,16 +107,16 @@ def script_program_with_axes(script: Any, args: tuple[Any, ...], input_names: Se
     plan = plan or CallPlan(tuple(input_names))
     pos, kw = plan.split_values(args)
     program = script_to_program(script, pos, kw)
-    dims: dict[str, Any] = {}
+    dims: dict[str, torch.export.Dim] = {}
 
-    def spec(name: str) -> dict[int, Any] | None:
+    def spec(name: str) -> AxisDims:
         axes = (dynamic_axes or {}).get(name) or {}
         return {a: dims.setdefault(d, torch.export.Dim(d)) for a, d in axes.items()} or None
 
     ds_pos, ds_kw = plan.split_values(tuple(spec(n) for n in input_names))
     shapes = (*ds_pos, *ds_kw.values()) if dynamic_axes else None
 
-    def again() -> Any:
+    def again() -> torch.export.ExportedProgram:
         return torch.export.export(program.module(), pos, kw or None, dynamic_shapes=shapes,
                                    strict=False)
 
@@ -110,8 +124,8 @@ def script_program_with_axes(script: Any, args: tuple[Any, ...], input_names: Se
         return _then_with_grad(again)
 
 
-def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
-                         precision: str) -> Any:
+def _script_at_precision(script: torch.jit.ScriptModule, pos: tuple[PyTree, ...],
+                         kw: dict[str, PyTree], precision: str) -> torch.export.ExportedProgram:
     """A TorchScript model captured in fp16/bf16: its trace records float32 dtypes, so it is
     converted in float32 and the converted graph is cast and retargeted (`retarget.py`)."""
     from export_gelu.passes.compat.precision.retarget import clamped_literals, retarget_precision
@@ -120,20 +134,22 @@ def _script_at_precision(script: Any, pos: tuple[Any, ...], kw: dict[str, Any],
     program = script_to_program(script, cast_args(pos, "fp32"),
                                 dict(zip(kw, cast_args(tuple(kw.values()), "fp32"))))
 
-    def cast_and_capture() -> Any:  # a fresh module each try: a failed export alters it
+    # a fresh module each try: a failed export alters it
+    def cast_and_capture() -> torch.export.ExportedProgram:
         gm = program.module()
         fold_weights(gm)
         gm = gm.to(dtype)
         retarget_precision(gm, dtype)
-        captured: Any = torch.export.export(gm, pos, kw or None, strict=False)
-        captured.export_gelu_clamped = clamped_literals(gm)  # for the report's note
+        captured = torch.export.export(gm, pos, kw or None, strict=False)
+        vars(captured)["export_gelu_clamped"] = clamped_literals(gm)  # for the report's note
         return captured
 
     return _then_with_grad(cast_and_capture)
 
 
-def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: str,
-            plan: Any = None, dynamic: Any = None) -> tuple[Any, str | None]:
+def capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ...],
+            precision: str, plan: CallPlan | None = None, dynamic: DynamicPlan | None = None
+            ) -> tuple[torch.export.ExportedProgram | None, str | None]:
     """An ExportedProgram for `module` on `args` (feed order; `plan` says which go by
     keyword), or (None, why not) when capture fails.
 
@@ -151,7 +167,7 @@ def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: 
     plan = plan or CallPlan(tuple(f"{i}" for i in range(len(args))))
     pos, kw = plan.split_values(args)
 
-    def export(dynamic_shapes: tuple[Any, ...] | None) -> Any:
+    def export(dynamic_shapes: tuple[AxisDims, ...] | None) -> torch.export.ExportedProgram:
         shapes = None
         if dynamic_shapes is not None:  # torch.export wants them in the signature's order
             ds_pos, ds_kw = plan.split_values(tuple(dynamic_shapes))
@@ -161,7 +177,8 @@ def capture(loaded: LoadedModel, module: Any, args: tuple[Any, ...], precision: 
     try:
         with quiet_exporter(), torch.no_grad():
             if isinstance(module, torch.jit.ScriptModule):
-                if precision in ("fp16", "bf16") and loaded.module is not None:
+                if precision in ("fp16", "bf16") and \
+                        isinstance(loaded.module, torch.jit.ScriptModule):
                     return _script_at_precision(loaded.module, pos, kw, precision), None
                 return static_program(script_to_program(module, pos, kw), pos, kw), None
             if dynamic is None:

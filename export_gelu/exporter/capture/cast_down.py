@@ -15,11 +15,20 @@ import copy
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.exporter.loading.model_dtype import is_float64
 
+if TYPE_CHECKING:
+    from collections.abc import MutableMapping
+
+    import numpy as np
+    import torch
+
+
+#: A feed: input name → array (an OrderedDict in feed order).
+FeedT = TypeVar("FeedT", bound="MutableMapping[str, np.ndarray]")
 _DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
@@ -28,12 +37,12 @@ class CastDown:
     """The float32 copy to export, and the float64 original that parity compares against."""
 
     loaded: LoadedModel  # the float32 copy (exported, its feed made in float32)
-    reference: Any  # the float64 original, the parity reference
+    reference: torch.nn.Module | None  # the float64 original, the parity reference
     precision: str  # the precision the graph is exported in
     requested_by: str  # "--cast-down" or "--precision fp16"
     retargeted: int = 0  # float64 literals/constants of a traced graph moved to float32
 
-    def fit_feed(self, feed: Any) -> Any:
+    def fit_feed(self, feed: FeedT) -> FeedT:
         """`feed` with float64 arrays (typed `--input`s, an npz) as float32, as the copy takes."""
         import numpy as np
 
@@ -49,7 +58,7 @@ class CastDown:
         return (f"a float64 model cast down to {_DTYPE_NAMES[self.precision]} on request "
                 f"({self.requested_by}){extra}; parity is measured against the float64 model")
 
-    def measured_note(self, parity: Any) -> str | None:
+    def measured_note(self, parity: object) -> str | None:
         """The error the cast costs, as measured by the parity run (None when it did not run)."""
         outputs = getattr(parity, "outputs", None) or {}
         if getattr(parity, "status", "skipped") == "skipped" or not outputs:
@@ -58,11 +67,12 @@ class CastDown:
         worst_rel = max(o.max_rel for o in outputs.values())
         scale = max(o.ref_scale for o in outputs.values())
         return (f"cast-down error measured against the float64 model: max abs {worst_abs:.3g}, "
-                f"max rel {worst_rel:.3g} (|ref| ≤ {scale:.3g}; tolerance atol {parity.atol:g}, "
-                f"rtol {parity.rtol:g})")
+                f"max rel {worst_rel:.3g} (|ref| ≤ {scale:.3g}; tolerance atol "
+                f"{getattr(parity, 'atol', 0.0):g}, rtol {getattr(parity, 'rtol', 0.0):g})")
 
 
-def _cast_tensors(values: tuple[Any, ...] | None, dtype: Any) -> tuple[Any, ...] | None:
+def _cast_tensors(values: tuple[torch.Tensor, ...] | None, dtype: torch.dtype
+                  ) -> tuple[torch.Tensor, ...] | None:
     import torch
 
     if values is None:
@@ -71,7 +81,8 @@ def _cast_tensors(values: tuple[Any, ...] | None, dtype: Any) -> tuple[Any, ...]
                  else v for v in values)
 
 
-def _float32_program(program: Any) -> tuple[Any, int]:
+def _float32_program(program: torch.export.ExportedProgram
+                     ) -> tuple[torch.export.ExportedProgram, int]:
     """An ExportedProgram in float32: its module cast, retargeted, and captured again."""
     import torch
 
@@ -96,6 +107,7 @@ def _float32_copy(loaded: LoadedModel) -> tuple[LoadedModel, int]:
         program, changed = _float32_program(loaded.exported)
         return dataclasses.replace(loaded, exported=program, example_inputs=examples,
                                    notes=list(loaded.notes)), changed
+    assert loaded.module is not None  # a torch model that is no program is a module
     with warnings.catch_warnings():  # a ScriptModule's .to() reads each parameter's .grad
         warnings.simplefilter("ignore", UserWarning)
         module = copy.deepcopy(loaded.module).to(torch.float32)

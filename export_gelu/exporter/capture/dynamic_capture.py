@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.feeds.dynamic import with_plan_names
 from export_gelu.exporter.feeds.dynamic_dims import constraint_violation
 from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
 from export_gelu.flags.dynamic import DimRange
+
+if TYPE_CHECKING:
+    import torch
+
+    from export_gelu.exporter.torch_values import AxisDims
 
 #: Captures tried at most: the first, one after merging tied dims, one with loose axes static.
 MAX_TRIES = 4
@@ -30,7 +35,8 @@ _FIX_EQUAL = re.compile(r"^\s*(\w+) = (\w+)\s*$")
 
 
 def dynamic_shapes(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]],
-                   static: set[tuple[str, int]] | frozenset = frozenset()) -> tuple[Any, ...]:
+                   static: set[tuple[str, int]] | frozenset = frozenset()
+                   ) -> tuple[AxisDims, ...]:
     """torch.export's `dynamic_shapes`, one entry per input of `shapes` (feed order): a Dim per
     ranged dim shared by its axes, `Dim.AUTO` on every other axis whose size is a ranged dim's
     OPT (except `static` ones and sizes 0 and 1, which torch always fixes)."""
@@ -38,7 +44,7 @@ def dynamic_shapes(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]],
 
     made = {d.name: torch.export.Dim(d.name, min=d.min, max=d.max) for d in plan.ranged}
     opts = {d.opt for d in plan.ranged if d.opt > 1}
-    per_input: dict[str, dict[int, Any]] = {n: {} for n in shapes}
+    per_input: dict[str, dict[int, object]] = {n: {} for n in shapes}
     for d in plan.ranged:
         for inp, axis in d.axes:
             per_input[inp][axis] = made[d.name]
@@ -52,7 +58,8 @@ def dynamic_shapes(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]],
     return tuple(per_input[n] or None for n in shapes)
 
 
-def _symbols(program: Any, names: Sequence[str]) -> dict[tuple[str, int], str]:
+def _symbols(program: torch.export.ExportedProgram, names: Sequence[str]
+             ) -> dict[tuple[str, int], str]:
     """(input, axis) → the symbol torch gave it, for every symbolic axis of the user inputs."""
     import torch
 
@@ -80,8 +87,8 @@ def _dim_symbols(plan: DynamicPlan, symbols: dict[tuple[str, int], str]) -> dict
     return out
 
 
-def loose_axes(plan: DynamicPlan, program: Any, names: Sequence[str],
-               spec: Sequence[Any]) -> set[tuple[str, int]]:
+def loose_axes(plan: DynamicPlan, program: torch.export.ExportedProgram, names: Sequence[str],
+               spec: Sequence[AxisDims]) -> set[tuple[str, int]]:
     """`Dim.AUTO` axes torch made symbols of their own (not one of the plan's dims)."""
     import torch
 
@@ -92,7 +99,8 @@ def loose_axes(plan: DynamicPlan, program: Any, names: Sequence[str],
     return {key for key in auto if key in symbols and symbols[key] not in mine}
 
 
-def adopt_ties(plan: DynamicPlan, program: Any, names: Sequence[str]) -> list[str]:
+def adopt_ties(plan: DynamicPlan, program: torch.export.ExportedProgram,
+               names: Sequence[str]) -> list[str]:
     """Add to each ranged dim the axes torch gave its symbol; returns them (`input:axis`)."""
     symbols = _symbols(program, names)
     mine = _dim_symbols(plan, symbols)
@@ -149,7 +157,8 @@ def merge_tied(plan: DynamicPlan, exc: BaseException) -> bool:
 
 
 def export_dynamic(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]],
-                   export: Callable[[tuple[Any, ...]], Any]) -> Any:
+                   export: Callable[[tuple[AxisDims, ...]], torch.export.ExportedProgram]
+                   ) -> torch.export.ExportedProgram:
     """`export(dynamic_shapes)` (torch.export.export on the model) with the plan's dims, torch
     left to tie the axes the flags did not name; the plan gains those axes. A range the model
     does not allow is bad input (exit 2, in one line)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeGuard
 
 import onnx
 
@@ -30,6 +30,12 @@ from export_gelu.exporter.onnx_export.to_onnx import (
     exporter_cause,
     quiet_exporter,
 )
+
+if TYPE_CHECKING:
+    import torch
+
+    from export_gelu.exporter.inputs.call_plan import CallPlan
+    from export_gelu.exporter.torch_values import PyTree
 
 #: The TorchScript exporter's highest opset in torch 2.13
 #: (torch/onnx/_constants.py: ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET).
@@ -42,14 +48,16 @@ def _detail(exc: TargetUnmetError) -> str:
     return text.split(": ", 1)[1] if ": " in text else text
 
 
-def _is_script(module: Any) -> bool:
+def _is_script(module: torch.nn.Module | None) -> TypeGuard[torch.jit.ScriptModule]:
     import torch
 
     return isinstance(module, torch.jit.ScriptModule)
 
 
-def export_with_fallback(module: Any, args: tuple[Any, ...], input_names: Sequence[str],
-                         opset: int, *, program: Any = None, plan: Any = None,
+def export_with_fallback(module: torch.nn.Module | None, args: tuple[PyTree, ...],
+                         input_names: Sequence[str], opset: int, *,
+                         program: torch.export.ExportedProgram | None = None,
+                         plan: CallPlan | None = None,
                          dynamic_axes: dict[str, dict[int, str]] | None = None,
                          ) -> tuple[onnx.ModelProto, str, list[str]]:
     """(model, exporter used, notes): `export_to_onnx`, retried as the module docstring says.
@@ -137,7 +145,7 @@ def mixes_dtypes(message: str) -> bool:
     return bool(_MIXED_DTYPES.search(message))
 
 
-def traced_dtype_cause(module: Any, failures: Sequence[str]) -> str:
+def traced_dtype_cause(module: torch.nn.Module | None, failures: Sequence[str]) -> str:
     """For a ScriptModule cast to fp16/bf16 whose export failed mixing float32 with the
     low precision: the message naming the dtype its trace recorded as the cause, or ""."""
     import torch

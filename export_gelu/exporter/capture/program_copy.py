@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
-def copy_program(program: Any) -> Any:
+def copy_program(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     """A deep copy of `program`, without torch's own deprecation noise.
 
     Copying a program re-creates its pytree specs, and torch 2.13 warns (FutureWarning,

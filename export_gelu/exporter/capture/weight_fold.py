@@ -16,8 +16,6 @@ buffers, and yields no more values than it reads, is evaluated and stored as a b
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import fx
 
@@ -57,11 +55,12 @@ def _bake_one(sub: torch.nn.Module) -> int:
     return len(values)
 
 
-def _attr(gm: fx.GraphModule, target: str) -> Any:
-    owner: Any = gm
+def _attr(gm: fx.GraphModule, target: str) -> torch.Tensor | None:
+    """The tensor `target` (a dotted get_attr path) names in `gm`; None when no tensor."""
+    owner: object = gm
     for part in target.split("."):
         owner = getattr(owner, part)
-    return owner
+    return owner if isinstance(owner, torch.Tensor) else None
 
 
 def _weight_only_nodes(gm: fx.GraphModule) -> dict[fx.Node, int]:
@@ -90,7 +89,7 @@ def _fold_graph(gm: fx.GraphModule) -> int:
                 and any(u not in read for u in n.users)]
     if not frontier:
         return 0
-    values: dict[fx.Node, Any] = {}
+    values: dict[fx.Node, torch.fx.node.Argument] = {}
     for node in gm.graph.nodes:  # topological order
         if node not in read:
             continue
@@ -122,7 +121,7 @@ def _fold_graph(gm: fx.GraphModule) -> int:
     return folded
 
 
-def fold_weights(module: Any) -> int:
+def fold_weights(module: torch.nn.Module) -> int:
     """`module` (a copy about to be cast to fp16/bf16) with its weights computed from
     weights made plain, in its current (float32) precision, in place; the number made."""
     if isinstance(module, torch.jit.ScriptModule):

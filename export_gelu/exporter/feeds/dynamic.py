@@ -80,12 +80,14 @@ def _unranged_names(templates: Sequence[InputTemplate], dims: Sequence[DimRange]
 
 def _program_plan(loaded: LoadedModel, flags: Sequence[DimRange], specs: list[str]) -> DynamicPlan:
     names = loaded.input_names or [f"input_{i}" for i in range(len(loaded.example_inputs or ()))]
-    named, symbols = program_named_axes(loaded.exported, names)
+    program = loaded.exported
+    assert program is not None  # the plan of a loaded ExportedProgram
+    named, symbols = program_named_axes(program, names)
     if flags and not symbols:
         raise static_program_refusal(loaded.path, flags)
     plan = DynamicPlan(symbols=symbols)
     plan.dims = resolve_flags(flags, named, torch_model=True)
-    allowed = program_ranges(loaded.exported, symbols)
+    allowed = program_ranges(program, symbols)
     check_program_ranges(plan.dims, allowed, loaded.path)
     example = {n: t for n, t in zip(names, loaded.example_inputs or ())}
     given = {d.name for d in plan.dims}

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import onnx
 
 from export_gelu.errors import BadInputError
 from export_gelu.flags.dynamic import DimRange
+
+if TYPE_CHECKING:
+    import torch
 
 #: Names given to an ExportedProgram's dynamic dims by the first axis that carries them.
 _AXIS_NAMES = {0: "batch", 1: "seq"}
@@ -29,7 +32,7 @@ def onnx_named_axes(model: onnx.ModelProto) -> dict[str, list[int | str]]:
     return out
 
 
-def program_named_axes(program: Any, names: Sequence[str]
+def program_named_axes(program: torch.export.ExportedProgram, names: Sequence[str]
                        ) -> tuple[dict[str, list[int | str]], dict[str, str]]:
     """An ExportedProgram's user inputs' dims, its symbols renamed (s77 → batch), and the map."""
     import torch
@@ -61,7 +64,8 @@ def program_named_axes(program: Any, names: Sequence[str]
     return dims, symbols
 
 
-def program_ranges(program: Any, symbols: dict[str, str]) -> dict[str, tuple[int, int | None]]:
+def program_ranges(program: torch.export.ExportedProgram, symbols: dict[str, str]
+                   ) -> dict[str, tuple[int, int | None]]:
     """Each named dim's (min, max or None when unbounded) from the program's constraints."""
     out: dict[str, tuple[int, int | None]] = {}
     for sym, vr in program.range_constraints.items():
@@ -206,7 +210,7 @@ def check_onnx_axes(dims: Sequence[DimRange], named: dict[str, list[int | str]])
 
 
 def check_program_ranges(dims: Sequence[DimRange], allowed: dict[str, tuple[int, int | None]],
-                         path: Any) -> None:
+                         path: object) -> None:
     """A range must lie within what the ExportedProgram was exported for."""
     for d in dims:
         lo, hi = allowed.get(d.name, (1, None))
@@ -217,7 +221,7 @@ def check_program_ranges(dims: Sequence[DimRange], allowed: dict[str, tuple[int,
                                 "wider Dim, or narrow the range)")
 
 
-def static_program_refusal(path: Any, flags: Sequence[DimRange]) -> BadInputError:
+def static_program_refusal(path: object, flags: Sequence[DimRange]) -> BadInputError:
     shown = " ".join(f"--dynamic {f.flag}" for f in flags)
     return BadInputError(f"{shown}: {path} is an ExportedProgram saved with static shapes, "
                          "which are baked into its graph; save it with torch.export.export("

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -35,6 +35,9 @@ from export_gelu.exporter.inputs.specs import (
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.onnx_file import read_structure
 from export_gelu.shown import shown
+
+if TYPE_CHECKING:
+    import torch
 
 _ONNX_TO_NUMPY: dict[int, type] = {
     onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
@@ -58,7 +61,7 @@ def onnx_graph_inputs(path: Path) -> list[tuple[str, list[int | str], int]]:
     return found
 
 
-def _shape_text(dims: list[Any]) -> str:
+def _shape_text(dims: Sequence[object]) -> str:
     return "x".join(str(d) for d in dims) or "scalar"
 
 
@@ -110,9 +113,11 @@ def _check_against_onnx(path: Path, feed: OrderedDict[str, np.ndarray]
     return OrderedDict((n, feed[n]) for n in expected)
 
 
-def _program_inputs(loaded: LoadedModel) -> list[tuple[str, Any]]:
+def _program_inputs(loaded: LoadedModel) -> list[tuple[str, object]]:
     """(name, fake tensor) of an ExportedProgram's user inputs."""
     program = loaded.exported
+    if program is None:
+        return []
     user = set(program.graph_signature.user_inputs)
     return [(n.name, n.meta.get("val")) for n in program.graph.nodes
             if n.op == "placeholder" and n.name in user]
@@ -142,14 +147,16 @@ def _check_against_program(loaded: LoadedModel, feed: OrderedDict[str, np.ndarra
                                 "an ExportedProgram only takes the shapes it was exported for")
 
 
-def forward_arity(module: Any) -> tuple[int, int | None] | None:
+def forward_arity(module: torch.nn.Module) -> tuple[int, int | None] | None:
     """(required, maximum or None if unbounded) positional inputs of `forward`, if knowable."""
     import torch
 
     try:
         if isinstance(module, torch.jit.ScriptModule):
-            scripted: Any = module.forward  # a ScriptMethod: its schema lists the arguments
-            args = scripted.schema.arguments[1:]
+            schema = getattr(module.forward, "schema", None)  # a ScriptMethod's arguments
+            if schema is None:
+                return None
+            args = schema.arguments[1:]
             required = sum(1 for a in args if not a.has_default_value())
             return required, len(args)
         params = list(inspect.signature(module.forward).parameters.values())
@@ -166,13 +173,16 @@ def forward_arity(module: Any) -> tuple[int, int | None] | None:
 def _check_against_module(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]) -> None:
     from export_gelu.exporter.inputs.call_plan import keyword_order, missing_required
 
-    if keyword_order(loaded.module, list(feed)) is not None:  # passed by keyword
-        missing = missing_required(loaded.module, list(feed))
+    module = loaded.module
+    if module is None:
+        return
+    if keyword_order(module, list(feed)) is not None:  # passed by keyword
+        missing = missing_required(module, list(feed))
         if missing:
             raise BadInputError(f"{loaded.path}: forward() needs {', '.join(missing)}, which "
                                 f"no --input names (given: {', '.join(feed)})")
         return
-    arity = forward_arity(loaded.module)
+    arity = forward_arity(module)
     if arity is None:
         return
     required, maximum = arity
@@ -199,15 +209,15 @@ def spec_feed(loaded: LoadedModel, specs: Sequence[str]) -> OrderedDict[str, np.
 _POSITION_NAME = re.compile(r"(?:arr|input)_(\d+)")
 
 
-def _forward_names(module: Any) -> list[str] | None:
+def _forward_names(module: torch.nn.Module) -> list[str] | None:
     """The names `forward()` takes its inputs by (TorchScript's schema, or the signature
     without `self`); None where they cannot be known or any number is taken (`*args`)."""
     import torch
 
     try:
         if isinstance(module, torch.jit.ScriptModule):
-            scripted: Any = module.forward
-            return [a.name for a in scripted.schema.arguments[1:]]
+            schema = getattr(module.forward, "schema", None)  # a ScriptMethod's arguments
+            return [a.name for a in schema.arguments[1:]] if schema is not None else None
         params = list(inspect.signature(module.forward).parameters.values())
     except Exception:  # noqa: BLE001 - builtin or exotic forward: cannot tell
         return None
@@ -285,8 +295,8 @@ def _model_float(loaded: LoadedModel) -> np.dtype | None:
 
     if loaded.is_onnx:
         return None
-    module = loaded.module if loaded.module is not None else loaded.exported.module()
-    return np.dtype(np.float64) if is_float64(module) else None
+    module = loaded.reference_module()
+    return np.dtype(np.float64) if module is not None and is_float64(module) else None
 
 
 def fit_to_model(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]
@@ -302,7 +312,7 @@ def fit_to_model(loaded: LoadedModel, feed: OrderedDict[str, np.ndarray]
     return feed
 
 
-def _keep_generated(given: Any, ordered: OrderedDict[str, np.ndarray]
+def _keep_generated(given: object, ordered: OrderedDict[str, np.ndarray]
                     ) -> OrderedDict[str, np.ndarray]:
     """`ordered` (the feed reordered), still saying which of its inputs were generated."""
     how = generated_inputs(given)
@@ -313,7 +323,7 @@ def _keep_generated(given: Any, ordered: OrderedDict[str, np.ndarray]
     return out
 
 
-def generated_inputs(feed: Any) -> dict[str, str]:
+def generated_inputs(feed: object) -> dict[str, str]:
     """Which inputs of `feed` export-gelu made up, and how (name → words); {} for real data
     (`--inputs FILE.npz`, a model's example inputs)."""
     return dict(getattr(feed, "generated", None) or {})

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import onnx
@@ -30,7 +29,8 @@ def torchscript_dynamic_axes(plan: DynamicPlan) -> dict[str, dict[int, str]] | N
     return axes or None
 
 
-def _rename_in(dim: Any, mapping: dict[str, str], pattern: re.Pattern | None) -> None:
+def _rename_in(dim: onnx.TensorShapeProto.Dimension, mapping: dict[str, str],
+               pattern: re.Pattern | None) -> None:
     if dim.HasField("dim_param") and pattern is not None:
         dim.dim_param = pattern.sub(lambda m: mapping[m.group(0)], dim.dim_param)
 
@@ -59,7 +59,7 @@ def name_graph_dims(model: onnx.ModelProto, dims: Sequence[DimRange]) -> None:
             _rename_in(dim, mapping, pattern)
 
 
-def _is_named(dim: Any, names: set[str]) -> bool:
+def _is_named(dim: onnx.TensorShapeProto.Dimension, names: set[str]) -> bool:
     if dim.HasField("dim_value"):
         return True
     return bool(dim.dim_param) and set(re.findall(r"[A-Za-z_]\w*", dim.dim_param)) <= names

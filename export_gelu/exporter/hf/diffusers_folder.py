@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from export_gelu.bounded_json import read_json
 from export_gelu.errors import BadInputError
@@ -43,6 +44,9 @@ from export_gelu.exporter.hf.folder import is_diffusers_folder as is_diffusers_f
 from export_gelu.exporter.hf.tasks import SINGLE, ResolvedTask, Task
 from export_gelu.notes import Note
 
+if TYPE_CHECKING:
+    import torch
+
 DIFFUSERS_EXTRA = "pip install diffusers"
 WEIGHTS, WEIGHTS_INDEX = ("diffusion_pytorch_model.safetensors",
                           "diffusion_pytorch_model.safetensors.index.json")
@@ -53,7 +57,7 @@ TEXT_TOKENS = 16  # encoder_hidden_states' length (a prompt's embeddings)
 LATENTS = ("sample", "hidden_states")
 
 
-def _require_diffusers(folder: Path) -> Any:
+def _require_diffusers(folder: Path) -> ModuleType:
     try:
         import diffusers
     except ImportError as exc:
@@ -81,7 +85,7 @@ def _weights(folder: Path, allow_pickle: bool) -> Weights:
 
 
 @contextlib.contextmanager
-def _quiet_diffusers(diffusers: Any) -> Iterator[None]:
+def _quiet_diffusers(diffusers: ModuleType) -> Iterator[None]:
     """diffusers' own logger at errors only for the span (the run's notes say what matters)."""
     logging = diffusers.utils.logging
     level = logging.get_verbosity()
@@ -92,7 +96,7 @@ def _quiet_diffusers(diffusers: Any) -> Iterator[None]:
         logging.set_verbosity(level)
 
 
-def _model_class(diffusers: Any, name: str, folder: Path) -> Any:
+def _model_class(diffusers: ModuleType, name: str, folder: Path) -> Any:
     cls = getattr(diffusers, name, None)
     if not (isinstance(cls, type) and issubclass(cls, diffusers.ModelMixin)):
         what = "a pipeline" if isinstance(cls, type) else "no class"
@@ -132,21 +136,22 @@ def load_diffusers_folder(folder: Path, task: str | None, allow_pickle: bool) ->
                        requests=requests(model, folder))
 
 
-def _first_int(value: Any) -> int | None:
+def _first_int(value: object) -> int | None:
     if isinstance(value, (list, tuple)) and value:
         value = value[0]
     return int(value) if isinstance(value, int) and not isinstance(value, bool) \
         and value > 0 else None
 
 
-def _size(config: Any) -> tuple[int, int]:
+def _size(config: Mapping[str, object]) -> tuple[int, int]:
     size = config.get("sample_size") or 64
     if isinstance(size, (list, tuple)):
         return int(size[0]), int(size[-1])
-    return int(size), int(size)
+    side = int(size) if isinstance(size, (int, float, str)) else 64
+    return side, side
 
 
-def _text_width(config: Any) -> int | None:
+def _text_width(config: Mapping[str, object]) -> int | None:
     for key in ("encoder_hid_dim", "cross_attention_dim", "joint_attention_dim"):
         found = _first_int(config.get(key))
         if found:
@@ -154,10 +159,10 @@ def _text_width(config: Any) -> int | None:
     return None
 
 
-def requests(model: Any, folder: Path) -> list[hi.Request]:
+def requests(model: torch.nn.Module, folder: Path) -> list[hi.Request]:
     """The inputs of `model`'s forward() that its config sizes, in forward()'s order; exit 2
     naming an input without a default that it cannot size."""
-    config = dict(model.config)
+    config = dict(getattr(model, "config", {}))  # diffusers' FrozenDict
     params = inspect.signature(model.forward).parameters
     height, width = _size(config)
     channels = _first_int(config.get("in_channels")) or 4

@@ -19,9 +19,15 @@ import dataclasses
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_gelu.notes import Note
+
+if TYPE_CHECKING:
+    import torch
+
+    from export_gelu.exporter.hf.graph_spec import GraphDim
+    from export_gelu.exporter.torch_values import AxisDims, TensorFeed
 
 _VIOLATED = re.compile(r"Constraints violated \(([^)]*)\)")
 _FIX = re.compile(r"^\s*(\w+) = (.+)$", re.M)
@@ -51,13 +57,13 @@ def _odd_between(lo: int, hi: int) -> int:
     return mid if lo < mid < hi else hi
 
 
-def _torch_shapes(dims: Sequence[Any], names: Sequence[str]) -> tuple[Any, ...]:
+def _torch_shapes(dims: Sequence[GraphDim], names: Sequence[str]) -> tuple[AxisDims, ...]:
     import torch
 
-    shapes: list[dict[int, Any]] = [{} for _ in names]
+    shapes: list[dict[int, object]] = [{} for _ in names]
     index = {n: i for i, n in enumerate(names)}
     for d in dims:
-        sym = torch.export.Dim.AUTO if d.derived else \
+        sym: object = torch.export.Dim.AUTO if d.derived else \
             torch.export.Dim(d.name, min=d.min, max=d.max)
         for name, axis in d.axes:
             if name in index:
@@ -65,12 +71,12 @@ def _torch_shapes(dims: Sequence[Any], names: Sequence[str]) -> tuple[Any, ...]:
     return tuple(s or None for s in shapes)
 
 
-def _resized(inputs: OrderedDict[str, Any], dims: Sequence[Any], size: dict[str, int]
-             ) -> OrderedDict[str, Any]:
+def _resized(inputs: TensorFeed, dims: Sequence[GraphDim], size: dict[str, int]
+             ) -> TensorFeed:
     """`inputs` with each dim's axes at `size[dim]`: the example's values tiled (ids stay in
     the vocabulary, masks keep their pattern) and cut to length."""
     axes = {key: size[d.name] for d in dims for key in d.axes}
-    out = OrderedDict()
+    out: TensorFeed = OrderedDict()
     for name, tensor in inputs.items():
         t = tensor
         for axis in range(t.dim()):
@@ -87,7 +93,8 @@ def _resized(inputs: OrderedDict[str, Any], dims: Sequence[Any], size: dict[str,
     return out
 
 
-def _capture(module: Any, inputs: OrderedDict[str, Any], dims: Sequence[Any]) -> Any:
+def _capture(module: torch.nn.Module, inputs: TensorFeed, dims: Sequence[GraphDim]
+             ) -> torch.export.ExportedProgram:
     import torch
 
     from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
@@ -98,7 +105,8 @@ def _capture(module: Any, inputs: OrderedDict[str, Any], dims: Sequence[Any]) ->
                                    strict=False)
 
 
-def _runs(program: Any, inputs: OrderedDict[str, Any], dims: Sequence[Any]) -> str:
+def _runs(program: torch.export.ExportedProgram, inputs: TensorFeed,
+          dims: Sequence[GraphDim]) -> str:
     """"" when the captured program runs at every dim's MIN, an odd size and MAX (together),
     else why not."""
     import torch
@@ -118,7 +126,7 @@ def _runs(program: Any, inputs: OrderedDict[str, Any], dims: Sequence[Any]) -> s
     return ""
 
 
-def _attempt(module: Any, inputs: OrderedDict[str, Any], dims: Sequence[Any]
+def _attempt(module: torch.nn.Module, inputs: TensorFeed, dims: Sequence[GraphDim]
              ) -> tuple[str, str]:
     """("", "") when `dims` capture and run; else (why, torch's whole message)."""
     try:
@@ -128,7 +136,7 @@ def _attempt(module: Any, inputs: OrderedDict[str, Any], dims: Sequence[Any]
     return _runs(program, inputs, dims), ""
 
 
-def _suggested(error: str, dim: Any) -> tuple[int, int] | None:
+def _suggested(error: str, dim: GraphDim) -> tuple[int, int] | None:
     """The narrower range torch suggests for `dim` that still holds its example size."""
     for name, fix in _FIX.findall(error):
         found = _RANGE.fullmatch(fix.strip()) if name == dim.name else None
@@ -139,7 +147,7 @@ def _suggested(error: str, dim: Any) -> tuple[int, int] | None:
     return None
 
 
-def _guarded(error: str, dim: Any) -> bool:
+def _guarded(error: str, dim: GraphDim) -> bool:
     """torch could not prove a guard over the declared range (TrOCR's positions: "Not all
     values of past … satisfy the generated guard min(8 + 8*s, 32 + 32*s) == …") rather than
     fixing the dim: it may still keep the dim symbolic when it chooses the range itself."""
@@ -147,13 +155,13 @@ def _guarded(error: str, dim: Any) -> bool:
                           r"generated guard", error)) and not _SPECIALIZED.search(error)
 
 
-def _note(dim: Any, why: str) -> Note:
+def _note(dim: GraphDim, why: str) -> Note:
     return Note(f"{dim.name} kept static at {dim.opt}: the model cannot take it dynamic "
                 f"({why}); --dynamic {dim.name}=MIN:OPT:MAX forces a range", "static-dim")
 
 
-def capturable_dims(module: Any, inputs: OrderedDict[str, Any], dims: Sequence[Any]
-                    ) -> tuple[list[Any], list[Note]]:
+def capturable_dims(module: torch.nn.Module, inputs: TensorFeed, dims: Sequence[GraphDim]
+                    ) -> tuple[list[GraphDim], list[Note]]:
     """The dims of `dims` (hf/graph_spec.py: GraphDim, each with name, min, opt, max, axes) that
     `module` can be captured and run with, on its example `inputs`; every other one kept at
     its example size (or narrowed to torch's range), with a note saying why."""
@@ -196,7 +204,8 @@ def capturable_dims(module: Any, inputs: OrderedDict[str, Any], dims: Sequence[A
     return kept, notes
 
 
-def _one_culprit(module: Any, inputs: OrderedDict[str, Any], dims: list[Any]) -> Any:
+def _one_culprit(module: torch.nn.Module, inputs: TensorFeed, dims: list[GraphDim]
+                 ) -> GraphDim | None:
     """The one dim (last declared first: sizes and sequence before batch) without which the
     rest capture and run; None when no single one will do."""
     for d in reversed(dims):

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_gelu.bounded_json import read_json
 from export_gelu.errors import BadInputError
@@ -25,6 +25,13 @@ from export_gelu.exporter.hf.processor import check_processor
 from export_gelu.exporter.hf.tasks import ResolvedTask, resolve_task
 from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.notes import Note
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import torch
+
+    from export_gelu.exporter.inputs.specs import InputSpec
 
 HF_EXTRA = "pip install 'export-gelu[hf]'"
 CONFIG = "config.json"
@@ -60,7 +67,7 @@ def is_hf_folder(path: Path) -> bool:
     return path.is_dir() and (path / CONFIG).is_file()
 
 
-def is_diffusers_config(raw: Any) -> bool:
+def is_diffusers_config(raw: object) -> bool:
     """config.json as diffusers writes it: `_class_name` and no transformers `model_type`."""
     return isinstance(raw, dict) and isinstance(raw.get("_class_name"), str) \
         and "model_type" not in raw
@@ -74,7 +81,7 @@ def is_diffusers_folder(folder: Path) -> bool:
         return False
 
 
-def require_transformers(folder: Path) -> Any:
+def require_transformers(folder: Path) -> ModuleType:
     """The transformers module, or exit 2 saying how to install it."""
     try:
         import transformers
@@ -154,7 +161,7 @@ def find_weights(folder: Path, allow_pickle: bool) -> Weights:
                         f"{SAFETENSORS_INDEX} with its shards, or {PICKLED})")
 
 
-def read_config(folder: Path, allow_pickle: bool) -> Any:
+def read_config(folder: Path, allow_pickle: bool) -> object:
     """The folder's config through transformers' AutoConfig; custom code only when allowed."""
     transformers = require_transformers(folder)
     raw = read_json(folder / CONFIG)
@@ -173,7 +180,7 @@ def read_config(folder: Path, allow_pickle: bool) -> Any:
         raise BadInputError(f"{folder / CONFIG}: transformers cannot read it ({first})") from exc
 
 
-def _model_class(transformers: Any, resolved: ResolvedTask, folder: Path) -> Any:
+def _model_class(transformers: ModuleType, resolved: ResolvedTask, folder: Path) -> Any:
     cls = getattr(transformers, resolved.class_name, None)
     if cls is None:
         raise BadInputError(f"{folder}: transformers {transformers.__version__} has no class "
@@ -202,16 +209,16 @@ class FolderModel:
 
     folder: Path
     task: ResolvedTask
-    model: Any
-    config: Any
+    model: torch.nn.Module
+    config: object  # a transformers config, a diffusers model's (a FrozenDict)
     weights: Weights
     notes: list[str] = field(default_factory=list)
-    preprocessor: dict[str, Any] = field(default_factory=dict)
+    preprocessor: dict[str, object] = field(default_factory=dict)
     #: the inputs to make, when the loader sized them itself (a diffusers model's)
-    requests: list[Any] | None = None
+    requests: list[InputSpec] | None = None
 
 
-def _preprocessor(folder: Path) -> dict[str, Any]:
+def _preprocessor(folder: Path) -> dict[str, object]:
     """preprocessor_config.json (image sizes, sampling rate, feature size), when the folder has
     one, read as every file of the folder is (contained in it, bounded)."""
     name = "preprocessor_config.json"
@@ -222,7 +229,7 @@ def _preprocessor(folder: Path) -> dict[str, Any]:
     return check_processor(data, folder / name) if isinstance(data, dict) else {}
 
 
-def _loading_notes(info: Any, folder: Path) -> list[str]:
+def _loading_notes(info: object, folder: Path) -> list[str]:
     """What from_pretrained could not fill from the folder: refused when nothing fits."""
     if not isinstance(info, dict):
         return []

@@ -6,11 +6,16 @@ and dynamic dims; and the helpers every graph's module shares.
 from __future__ import annotations
 
 import inspect
-from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from export_gelu.exporter.hf import inputs as hi
+
+if TYPE_CHECKING:
+    import torch
+
+    from export_gelu.exporter.torch_values import TensorFeed
 
 #: Outputs no graph returns: the loss needs labels; hidden states and attentions are off.
 _SKIPPED_OUTPUTS = {"loss", "hidden_states", "attentions", "cache", "past_key_values"}
@@ -39,8 +44,8 @@ class GraphSpec:
     """One graph of an export: its file name, the module, its inputs, outputs and dims."""
 
     file_name: str
-    module: Any
-    inputs: OrderedDict[str, Any]  # name → torch tensor, in the graph's input order
+    module: torch.nn.Module
+    inputs: TensorFeed
     output_names: list[str]
     dims: list[GraphDim] = field(default_factory=list)
     role: str = "model"  # model | encoder | decoder | decoder_with_past
@@ -50,39 +55,33 @@ def _param(name: str) -> str:
     return name.replace(".", "_")
 
 
-def positional_wrapper(base: type[Any], names: list[str]) -> type:
-    """A subclass of `base` whose forward(*tensors) declares one parameter per input name, so
-    torch.export binds its dynamic shapes and the exporters name the graph's inputs."""
+ModuleT = TypeVar("ModuleT", bound="torch.nn.Module")
+
+
+def positional_module(cls: type[ModuleT], names: list[str]) -> ModuleT:
+    """An instance of `cls` (a module class made for one graph) whose forward(*tensors)
+    declares one parameter per input name, so torch.export binds its dynamic shapes and the
+    exporters name the graph's inputs."""
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     params += [inspect.Parameter(_param(n), inspect.Parameter.POSITIONAL_OR_KEYWORD)
                for n in names]
+    inner = cls.forward
 
-    class Named(base):
-        pass
-
-    def forward(self: Any, *tensors: Any) -> Any:
-        return base.forward(self, *tensors)
+    def forward(self: torch.nn.Module, *tensors: torch.Tensor) -> object:
+        return inner(self, *tensors)
 
     sig = inspect.Signature(params)
     forward.__signature__ = sig  # type: ignore[attr-defined]  # read by inspect.signature
-    Named.forward = forward
-    Named.__name__ = base.__name__
-    return Named
+    cls.forward = forward
+    return cls()
 
 
-def module_base() -> type[Any]:
-    """torch.nn.Module, imported when first needed (the local classes below derive from it)."""
-    import torch
-
-    return torch.nn.Module
-
-
-def forward_params(model: Any) -> set[str]:
+def forward_params(model: torch.nn.Module) -> set[str]:
     return set(inspect.signature(model.forward).parameters)
 
 
-def tensor_fields(output: Any) -> list[str]:
+def tensor_fields(output: object) -> list[str]:
     import torch
 
-    items = output.items() if hasattr(output, "items") else []
+    items = output.items() if isinstance(output, Mapping) else []  # a ModelOutput
     return [k for k, v in items if isinstance(v, torch.Tensor) and k not in _SKIPPED_OUTPUTS]

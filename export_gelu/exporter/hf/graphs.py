@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from export_gelu.exporter.hf import inputs as hi
 from export_gelu.exporter.hf.cache import (
     NotKeyValueCache,
     cache_configs,
+    cache_off,
     cache_parameter,
     dynamic_cache,
     returned_cache,
@@ -41,8 +42,7 @@ from export_gelu.exporter.hf.graph_spec import (
     GraphDim,
     GraphSpec,
     forward_params,
-    module_base,
-    positional_wrapper,
+    positional_module,
     tensor_fields,
 )
 from export_gelu.exporter.hf.seq2seq import seq2seq_graphs
@@ -50,27 +50,33 @@ from export_gelu.exporter.hf.sizes import SizeDims, size_dims
 from export_gelu.exporter.hf.tasks import DECODER, SEQ2SEQ, WITH_PAST
 from export_gelu.notes import Note
 
+if TYPE_CHECKING:
+    import torch
+
+    from export_gelu.exporter.torch_values import TensorFeed
+
 # -- one graph ---------------------------------------------------------------------------------
 
-def _task_module(model: Any, input_names: list[str], output_names: list[str]) -> Any:
-    base: type[Any] = module_base()
+def _task_module(model: torch.nn.Module, input_names: list[str], output_names: list[str]
+                 ) -> torch.nn.Module:
+    import torch
 
-    class TaskOutputs(base):
+    class TaskOutputs(torch.nn.Module):
         """The model called by keyword, returning its chosen output fields as a tuple."""
 
         def __init__(self) -> None:
             super().__init__()
             self.model = model
 
-        def forward(self, *tensors: Any) -> Any:
+        def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
             out = self.model(**dict(zip(input_names, tensors)), return_dict=True)
             return tuple(out[n] for n in output_names)
 
-    return positional_wrapper(TaskOutputs, input_names)()
+    return positional_module(TaskOutputs, input_names)
 
 
 def given_inputs(fm: FolderModel, specs: list[str], npz: str | None
-                 ) -> OrderedDict[str, Any] | None:
+                 ) -> TensorFeed | None:
     """The user's `--input` specs (ids inside the config's vocabulary) or `--inputs` file as
     torch tensors, checked against `forward()`'s parameters; None when neither is given."""
     import torch
@@ -93,7 +99,7 @@ def given_inputs(fm: FolderModel, specs: list[str], npz: str | None
     return OrderedDict((n, torch.from_numpy(np.ascontiguousarray(a))) for n, a in arrays.items())
 
 
-def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
+def single_graph(fm: FolderModel, given: TensorFeed | None = None,
                  static: bool = False, sizes_opset: int = 0,
                  sizes_precision: str = "fp32") -> GraphSpec:
     """A one-graph task: the model's inputs (the user's `given` ones, else made from its
@@ -134,7 +140,7 @@ def single_graph(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
     return GraphSpec("model.onnx", module, inputs, names, dims)
 
 
-def _captured_already(inputs: OrderedDict[str, Any], sizes: Sequence[SizeDims]) -> bool:
+def _captured_already(inputs: TensorFeed, sizes: Sequence[SizeDims]) -> bool:
     """The sizes probe (hf/sizes.py) captured this graph's every dim already: one input,
     whose batch and size axes it kept symbolic."""
     return len(inputs) == 1 and bool(sizes) and all(s.rows and s.batch_kept for s in sizes)
@@ -144,7 +150,7 @@ def _captured_already(inputs: OrderedDict[str, Any], sizes: Sequence[SizeDims]) 
 _TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
 
 
-def one_graph_dims(inputs: OrderedDict[str, Any], config: Any, task: str,
+def one_graph_dims(inputs: TensorFeed, config: object, task: str,
                    sizes: Sequence[SizeDims] = ()) -> list[GraphDim]:
     """A one-graph task's dynamic dims, named as optimum names them: `batch_size` on every
     input's first axis, `sequence_length` on the token inputs' last axis (after
@@ -167,7 +173,7 @@ def one_graph_dims(inputs: OrderedDict[str, Any], config: Any, task: str,
 
 # -- a decoder with past -----------------------------------------------------------------------
 
-def _kv_shape(model: Any, batch: int, past: int) -> tuple[int, int, int, int]:
+def _kv_shape(model: torch.nn.Module, batch: int, past: int) -> tuple[int, int, int, int]:
     """(batch, heads, past, head size) of the key/values the model caches, from one call."""
     import torch
 
@@ -182,12 +188,13 @@ def _kv_shape(model: Any, batch: int, past: int) -> tuple[int, int, int, int]:
     return batch, int(key.shape[1]), past, int(key.shape[-1])
 
 
-def _decoder_module(model: Any, input_names: list[str], layers: int) -> Any:
-    base: type[Any] = module_base()
+def _decoder_module(model: torch.nn.Module, input_names: list[str], layers: int
+                    ) -> torch.nn.Module:
+    import torch
     cache_kw = cache_parameter(model)
     first_past = next(i for i, n in enumerate(input_names) if n.startswith("past_key_values"))
 
-    class DecoderWithPast(base):
+    class DecoderWithPast(torch.nn.Module):
         """The decoder called with a DynamicCache built from the past tensors; its logits and
         the updated cache's tensors out."""
 
@@ -195,7 +202,7 @@ def _decoder_module(model: Any, input_names: list[str], layers: int) -> Any:
             super().__init__()
             self.model = model
 
-        def forward(self, *tensors: Any) -> Any:
+        def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
             named = dict(zip(input_names[:first_past], tensors[:first_past]))
             past = tensors[first_past:]
             pairs = [(past[2 * i], past[2 * i + 1]) for i in range(layers)]
@@ -204,7 +211,7 @@ def _decoder_module(model: Any, input_names: list[str], layers: int) -> Any:
             present, _cross = split_cache(returned_cache(out))
             return (out.logits, *(t for pair in present for t in pair))
 
-    return positional_wrapper(DecoderWithPast, input_names)()
+    return positional_module(DecoderWithPast, input_names)
 
 
 def decoder_graph(fm: FolderModel) -> GraphSpec:
@@ -219,7 +226,7 @@ def decoder_graph(fm: FolderModel) -> GraphSpec:
     shape = _kv_shape(model, hi.BATCH, PAST)
     layers = len(split_cache(returned_cache(_one_step(model)))[0])
     ids = hi.make([hi.Request("input_ids", (hi.BATCH, seq), hi.INT64)], config)["input_ids"]
-    inputs: OrderedDict[str, Any] = OrderedDict(input_ids=ids)
+    inputs: TensorFeed = OrderedDict(input_ids=ids)
     inputs["attention_mask"] = torch.ones((hi.BATCH, PAST + seq), dtype=torch.long)
     if "position_ids" in accepts:
         inputs["position_ids"] = torch.arange(PAST, PAST + seq).repeat(hi.BATCH, 1)
@@ -241,7 +248,7 @@ def decoder_graph(fm: FolderModel) -> GraphSpec:
                      dims, role="decoder_with_past")
 
 
-def _one_step(model: Any) -> Any:
+def _one_step(model: torch.nn.Module) -> object:
     import torch
 
     with torch.no_grad():
@@ -258,7 +265,7 @@ def _probed(fm: FolderModel, spec: GraphSpec) -> GraphSpec:
     return dataclasses.replace(spec, dims=dims)
 
 
-def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
+def graphs_for(fm: FolderModel, given: TensorFeed | None = None,
                static: bool = False, sizes_opset: int = 0,
                sizes_precision: str = "fp32") -> list[GraphSpec]:
     """Every graph the folder's task exports (a one-graph task on the user's `given`
@@ -277,5 +284,5 @@ def graphs_for(fm: FolderModel, given: OrderedDict[str, Any] | None = None,
     if kind == SEQ2SEQ:
         return [_probed(fm, spec) for spec in seq2seq_graphs(fm)]
     if kind == DECODER:
-        fm.config.use_cache = False
+        cache_off(fm.config)
     return [single_graph(fm, given, static, sizes_opset, sizes_precision)]

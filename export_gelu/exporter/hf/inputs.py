@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from export_gelu.exporter.inputs.generated import ModelHints, generate_inputs
 from export_gelu.exporter.inputs.specs import InputSpec
+
+if TYPE_CHECKING:
+    from export_gelu.exporter.torch_values import TensorFeed
 
 BATCH = 2
 SEQUENCE = 16
@@ -37,7 +41,7 @@ _KIND_MARKS = {"text": ("vocab_size",), "vision": ("image_size", "num_channels")
                "audio": ("num_mel_bins", "conv_stride")}
 
 
-def sub_config(config: Any, which: str) -> Any:
+def sub_config(config: object, which: str) -> object:
     """`text_config` / `vision_config` / `audio_config` of a two-tower model; the `encoder` or
     `decoder` sub-config of a composite model (VisionEncoderDecoder: a vision encoder, a text
     decoder) that is of that kind; else the config itself."""
@@ -52,7 +56,7 @@ def sub_config(config: Any, which: str) -> Any:
     return config
 
 
-def start_token(config: Any) -> int:
+def start_token(config: object) -> int:
     """The decoder's first token: `decoder_start_token_id` of the config, else of its decoder
     sub-config, else their `bos_token_id`, else 0."""
     decoder = getattr(config, "decoder", None)
@@ -65,13 +69,13 @@ def start_token(config: Any) -> int:
     return 0
 
 
-def vocab_size(config: Any) -> int | None:
+def vocab_size(config: object) -> int | None:
     text = sub_config(config, "text")
     value = getattr(text, "vocab_size", None)
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
-def sequence_length(config: Any, wanted: int = SEQUENCE) -> int:
+def sequence_length(config: object, wanted: int = SEQUENCE) -> int:
     """A sequence length the model's position table holds (RoBERTa's starts past padding)."""
     text = sub_config(config, "text")
     limit = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
@@ -81,7 +85,7 @@ def sequence_length(config: Any, wanted: int = SEQUENCE) -> int:
     return wanted
 
 
-def _processor_size(preprocessor: dict[str, Any]) -> tuple[int, int] | None:
+def _processor_size(preprocessor: Mapping[str, object]) -> tuple[int, int] | None:
     """(height, width) the image processor hands the model: its `crop_size` when it crops,
     else its `size` (`height`/`width`, `shortest_edge` as a square, or one int); None."""
     crops = preprocessor.get("do_center_crop", True) is not False
@@ -96,7 +100,8 @@ def _processor_size(preprocessor: dict[str, Any]) -> tuple[int, int] | None:
     return None
 
 
-def image_shape(config: Any, preprocessor: dict[str, Any] | None = None) -> tuple[int, ...]:
+def image_shape(config: object, preprocessor: Mapping[str, object] | None = None
+                ) -> tuple[int, ...]:
     """(channels, height, width) of the model's images, (frames, channels, height, width) of
     a video model's (`num_frames`: TimeSformer, VideoMAE): the size the folder's image
     processor (preprocessor_config.json) gives, else the config's."""
@@ -112,12 +117,12 @@ def image_shape(config: Any, preprocessor: dict[str, Any] | None = None) -> tupl
     return (frames, *image) if frames else image
 
 
-def _positive(value: Any) -> int | None:
+def _positive(value: object) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) \
         and value > 0 else None
 
 
-def _number(preprocessor: dict[str, Any], config: Any, *keys: str) -> int | None:
+def _number(preprocessor: Mapping[str, object], config: object, *keys: str) -> int | None:
     """The first of `keys` the feature extractor (preprocessor_config.json) gives, else the
     config; None when neither gives a positive int."""
     for source in (preprocessor, vars(config) if hasattr(config, "__dict__") else {}):
@@ -128,7 +133,7 @@ def _number(preprocessor: dict[str, Any], config: Any, *keys: str) -> int | None
     return None
 
 
-def spectrogram_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, int] | None:
+def spectrogram_shape(config: object, preprocessor: Mapping[str, object]) -> tuple[int, int] | None:
     """(frames, mel bins) of a model whose `input_values` are a spectrogram (AST: the feature
     extractor's, else the config's `max_length` × `num_mel_bins`); None: raw audio."""
     audio = sub_config(config, "audio")
@@ -138,22 +143,23 @@ def spectrogram_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, i
         else None
 
 
-def series_shape(config: Any) -> tuple[int, int]:
+def series_shape(config: object) -> tuple[int, int]:
     """(context length, channels) of a time-series model's `past_values` (PatchTST)."""
     length = _positive(getattr(config, "context_length", None)) or SEQUENCE * 2
     channels = _positive(getattr(config, "num_input_channels", None)) or 1
     return length, channels
 
 
-def audio_samples(config: Any, preprocessor: dict[str, Any]) -> int:
+def audio_samples(config: object, preprocessor: Mapping[str, object]) -> int:
     """Raw-audio length: a quarter second at the sampling rate, at least 16 frames' worth of
     the convolution strides."""
-    rate = int(preprocessor.get("sampling_rate") or 16000)
+    given = preprocessor.get("sampling_rate")  # a number, processor.py checked
+    rate = int(given) if isinstance(given, (int, float)) and given else 16000
     strides = getattr(config, "conv_stride", None) or [1]
     return max(rate // 4, math.prod(int(s) for s in strides) * 16)
 
 
-def feature_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, ...]:
+def feature_shape(config: object, preprocessor: Mapping[str, object]) -> tuple[int, ...]:
     """input_features without the batch: (mel bins, frames) for Whisper-like encoders,
     (1, frames, mel bins) for CLAP's audio tower (`spec_size` frames; 4 channels when it
     fuses), else (frames, feature size)."""
@@ -167,8 +173,8 @@ def feature_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, ...]:
         channels = 4 if getattr(config, "enable_fusion", False) else 1
         return channels, spec, _number(preprocessor, config, "feature_size", "num_mel_bins") \
             or int(mels)
-    size: Any = preprocessor.get("feature_size") or getattr(config, "input_feat_per_channel", 80)
-    size = int(size)
+    size = _positive(preprocessor.get("feature_size")) \
+        or int(getattr(config, "input_feat_per_channel", 80))
     return SEQUENCE * 4, size
 
 
@@ -177,7 +183,7 @@ def feature_shape(config: Any, preprocessor: dict[str, Any]) -> tuple[int, ...]:
 Request = InputSpec
 
 
-def hints(config: Any, names: list[str]) -> ModelHints:
+def hints(config: object, names: list[str]) -> ModelHints:
     """What the config says about the inputs' values: the vocabulary and token types."""
     vocab = vocab_size(config)
     types = getattr(sub_config(config, "text"), "type_vocab_size", None)
@@ -185,7 +191,7 @@ def hints(config: Any, names: list[str]) -> ModelHints:
     return ModelHints(vocab=ids, input_vocab=vocab, type_vocab=types)
 
 
-def make(requests: list[Request], config: Any, seed: int = 0) -> OrderedDict[str, Any]:
+def make(requests: list[Request], config: object, seed: int = 0) -> TensorFeed:
     """The inputs as torch tensors, in request order."""
     import torch
 
@@ -193,7 +199,7 @@ def make(requests: list[Request], config: Any, seed: int = 0) -> OrderedDict[str
     return OrderedDict((n, torch.from_numpy(np.ascontiguousarray(a))) for n, a in feed.items())
 
 
-def text_requests(config: Any, accepts: set[str], shape: tuple[int, ...]) -> list[Request]:
+def text_requests(config: object, accepts: set[str], shape: tuple[int, ...]) -> list[Request]:
     """input_ids, and attention_mask / token_type_ids where forward() takes them."""
     out = [Request("input_ids", shape, INT64)]
     if "attention_mask" in accepts:
@@ -204,8 +210,8 @@ def text_requests(config: Any, accepts: set[str], shape: tuple[int, ...]) -> lis
     return out
 
 
-def main_requests(model: Any, config: Any, preprocessor: dict[str, Any], accepts: set[str],
-                  task: str) -> list[Request]:
+def main_requests(model: object, config: object, preprocessor: Mapping[str, object],
+                  accepts: set[str], task: str) -> list[Request]:
     """The inputs of a one-graph task, by the model's main input (and both towers for a
     two-tower model that takes input_ids and pixel_values)."""
     main = getattr(model, "main_input_name", "input_ids")

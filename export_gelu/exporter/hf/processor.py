@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 from export_gelu.errors import BadInputError
 from export_gelu.shown import shown
@@ -23,13 +22,13 @@ MAX_FEATURES = 4096
 _SIDES = ("height", "width", "shortest_edge", "longest_edge")
 
 
-def _int(value: Any, where: str, largest: int) -> None:
+def _int(value: object, where: str, largest: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= largest:
         raise BadInputError(f"{where} is {shown(repr(value), 40)}; a size there is a whole "
                             f"number from 1 to {largest}")
 
 
-def check_processor(data: dict[str, Any], path: Path) -> dict[str, Any]:
+def check_processor(data: dict[str, object], path: Path) -> dict[str, object]:
     """`data` (the parsed file at `path`) when every size it gives is one a model can take."""
     for key in ("crop_size", "size"):
         value = data.get(key)

@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING
 
+from export_gelu.errors import BadInputError
 from export_gelu.exporter.hf import inputs as hi
 from export_gelu.exporter.hf.cache import (
     cache_parameter,
@@ -24,36 +25,52 @@ from export_gelu.exporter.hf.graph_spec import (
     GraphDim,
     GraphSpec,
     forward_params,
-    module_base,
-    positional_wrapper,
+    positional_module,
 )
 from export_gelu.exporter.hf.tasks import DECODER_FILE, DECODER_WITH_PAST_FILE, ENCODER_FILE
 
+if TYPE_CHECKING:
+    import torch
 
-def _encoder_module(model: Any, input_names: list[str]) -> Any:
-    base: type[Any] = module_base()
+    from export_gelu.exporter.torch_values import TensorFeed
 
-    class Encoder(base):
+
+def encoder_of(model: torch.nn.Module) -> torch.nn.Module:
+    """An encoder–decoder's encoder (transformers' `get_encoder()`)."""
+    import torch
+
+    get_encoder = getattr(model, "get_encoder", None)
+    encoder = get_encoder() if callable(get_encoder) else None
+    if not isinstance(encoder, torch.nn.Module):
+        raise BadInputError(f"{type(model).__name__} has no encoder module (get_encoder())")
+    return encoder
+
+
+def _encoder_module(model: torch.nn.Module, input_names: list[str]) -> torch.nn.Module:
+    import torch
+
+    class Encoder(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.encoder = model.get_encoder()
+            self.encoder = encoder_of(model)
 
-        def forward(self, *tensors: Any) -> Any:
+        def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor]:
             out = self.encoder(**dict(zip(input_names, tensors)), return_dict=True)
             return (out.last_hidden_state,)
 
-    return positional_wrapper(Encoder, input_names)()
+    return positional_module(Encoder, input_names)
 
 
-def _seq2seq_decoder_module(model: Any, input_names: list[str], layers: int,
-                            with_past: bool, encoder_output: type) -> Any:
+def _seq2seq_decoder_module(model: torch.nn.Module, input_names: list[str], layers: int,
+                            with_past: bool, encoder_output: type) -> torch.nn.Module:
     """`encoder_output`: the type the model's encoder returns (BaseModelOutput, or one with
     more fields the model reads, left None here: Moonshine's `attention_mask`)."""
-    base: type[Any] = module_base()
+    import torch
+
     cache_kw = cache_parameter(model)
     n_fixed = sum(1 for n in input_names if not n.startswith("past_key_values"))
 
-    class Decoder(base):
+    class Decoder(torch.nn.Module):
         """One decoder step from the encoder's output: the model called with
         decoder_input_ids, encoder_outputs and an EncoderDecoderCache (empty on the first
         step); the logits and the cache's tensors out."""
@@ -62,7 +79,7 @@ def _seq2seq_decoder_module(model: Any, input_names: list[str], layers: int,
             super().__init__()
             self.model = model
 
-        def forward(self, *tensors: Any) -> Any:
+        def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
             named = dict(zip(input_names[:n_fixed], tensors[:n_fixed]))
             past = tensors[n_fixed:]
             self_pairs = [(past[4 * i], past[4 * i + 1]) for i in range(layers)] if past else []
@@ -80,11 +97,11 @@ def _seq2seq_decoder_module(model: Any, input_names: list[str], layers: int,
                 flat = [t for a, b in zip(own, cross_out) for t in (*a, *b)]
             return (out.logits, *flat)
 
-    return positional_wrapper(Decoder, input_names)()
+    return positional_module(Decoder, input_names)
 
 
-def _encoder_inputs(fm: FolderModel) -> OrderedDict[str, Any]:
-    encoder = fm.model.get_encoder()
+def _encoder_inputs(fm: FolderModel) -> TensorFeed:
+    encoder = encoder_of(fm.model)
     accepts = forward_params(encoder)
     requests = hi.main_requests(fm.model, fm.config, fm.preprocessor, accepts, fm.task.name)
     return hi.make(requests, fm.config)
@@ -100,7 +117,7 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
     model, config = fm.model, fm.config
     enc_inputs = _encoder_inputs(fm)
     with torch.no_grad():
-        encoded = model.get_encoder()(**enc_inputs, return_dict=True)
+        encoded = encoder_of(model)(**enc_inputs, return_dict=True)
     hidden, encoded_as = encoded.last_hidden_state, type(encoded)
     text = "input_ids" in enc_inputs
     enc_len = int(hidden.shape[1])
@@ -108,7 +125,7 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
     seq = 3
     dec_ids = hi.make([hi.Request("input_ids", (hi.BATCH, seq), hi.INT64)], config)["input_ids"]
     dec_ids[:, 0] = start
-    first: OrderedDict[str, Any] = OrderedDict(input_ids=dec_ids)
+    first: TensorFeed = OrderedDict(input_ids=dec_ids)
     if text:
         first["encoder_attention_mask"] = enc_inputs.get(
             "attention_mask", torch.ones(hidden.shape[:2], dtype=torch.long))
@@ -140,7 +157,7 @@ def seq2seq_graphs(fm: FolderModel) -> list[GraphSpec]:
                             role="decoder"))
     if not fm.task.with_past:
         return graphs
-    past_inputs: OrderedDict[str, Any] = OrderedDict(input_ids=dec_ids[:, :1].clone())
+    past_inputs: TensorFeed = OrderedDict(input_ids=dec_ids[:, :1].clone())
     for name in first:
         if name != "input_ids":
             past_inputs[name] = first[name]

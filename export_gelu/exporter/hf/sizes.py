@@ -18,9 +18,14 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_gelu.exporter.onnx_export.to_onnx import DYNAMO_MIN_OPSET
+
+if TYPE_CHECKING:
+    import torch
+
+    from export_gelu.exporter.torch_values import TensorFeed
 
 #: (input, axes → optimum's dim name) of the sizes tried: images, a diffusion model's
 #: latents (diffusers: `sample`, `hidden_states`), raw audio.
@@ -51,8 +56,8 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def _resized(inputs: OrderedDict[str, Any], name: str, axes: dict[int, int],
-             batch: int = 1) -> Any:
+def _resized(inputs: TensorFeed, name: str, axes: dict[int, int],
+             batch: int = 1) -> TensorFeed:
     """`inputs` at `batch` (rows repeated), `name` made again at the sizes `axes` give."""
     import torch
 
@@ -62,7 +67,7 @@ def _resized(inputs: OrderedDict[str, Any], name: str, axes: dict[int, int],
         shape[axis] = size
     generator = torch.Generator().manual_seed(1)
 
-    def rows(t: Any) -> Any:
+    def rows(t: torch.Tensor) -> torch.Tensor:
         return t[:1].expand(batch, *t.shape[1:]).contiguous()
 
     out = OrderedDict((n, rows(t)) for n, t in inputs.items())
@@ -70,7 +75,7 @@ def _resized(inputs: OrderedDict[str, Any], name: str, axes: dict[int, int],
     return out
 
 
-def _runs_at(run: Callable[[OrderedDict[str, Any]], Any], inputs: OrderedDict[str, Any],
+def _runs_at(run: Callable[[TensorFeed], object], inputs: TensorFeed,
              name: str, axes: dict[int, str], sizes: list[int],
              batches: tuple[int, ...] = ()) -> str:
     """"" when the model runs with every axis at each of `sizes` (at the batch sizes
@@ -86,7 +91,7 @@ def _runs_at(run: Callable[[OrderedDict[str, Any]], Any], inputs: OrderedDict[st
     return ""
 
 
-def _captures(module: Any, inputs: OrderedDict[str, Any], name: str, axes: dict[int, str],
+def _captures(module: torch.nn.Module, inputs: TensorFeed, name: str, axes: dict[int, str],
               *, low: int, high: int, batch: tuple[int, int]) -> tuple[str, str, bool]:
     """("", "", batch kept) when torch.export keeps the axes symbolic over low..high (and
     every input's batch axis over `batch`, as the export will; when torch refuses the batch
@@ -141,8 +146,8 @@ def _narrowed(error: str, axes: dict[int, str], low: int, high: int
     return ranges.pop()
 
 
-def _tried(run: Callable[[OrderedDict[str, Any]], Any], module: Any,
-           inputs: OrderedDict[str, Any], name: str, axes: dict[int, str],
+def _tried(run: Callable[[TensorFeed], object], module: torch.nn.Module,
+           inputs: TensorFeed, name: str, axes: dict[int, str],
            *, sizes: tuple[int, int, int], batch: tuple[int, int]) -> tuple[str, str, bool]:
     """(why the axes cannot range over sizes' low..high, torch's message, batch kept) or
     ("", "", batch kept)."""
@@ -152,7 +157,8 @@ def _tried(run: Callable[[OrderedDict[str, Any]], Any], module: Any,
                                                     high=high, batch=batch)
 
 
-def size_dims(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDict[str, Any],
+def size_dims(model: torch.nn.Module,
+              graph_module: Callable[[torch.nn.Module], torch.nn.Module], inputs: TensorFeed,
               batch: tuple[int, int], opset: int, precision: str = "fp32") -> list[SizeDims]:
     """For the image or audio input among `inputs`: its dynamic size dims, or why none.
 
@@ -180,7 +186,8 @@ def size_dims(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDic
     return out
 
 
-def _probed(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDict[str, Any],
+def _probed(model: torch.nn.Module,
+            graph_module: Callable[[torch.nn.Module], torch.nn.Module], inputs: TensorFeed,
             name: str, axes: dict[int, str], batch: tuple[int, int]) -> SizeDims:
     """The size dims of `name` on `model` (a copy, changed as it may be), or why none."""
     tensor = inputs[name]
@@ -188,7 +195,7 @@ def _probed(model: Any, graph_module: Callable[[Any], Any], inputs: OrderedDict[
     if any(int(tensor.shape[a]) != opt for a in axes):
         return SizeDims(name, why_static="its height and width differ")
 
-    def run(feed: OrderedDict[str, Any]) -> Any:
+    def run(feed: TensorFeed) -> object:
         return model(**feed)
 
     module = graph_module(model)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 from export_gelu.errors import BadInputError
 from export_gelu.flags.tasks import (  # noqa: F401 - the task names, re-exported
@@ -59,13 +59,13 @@ class ResolvedTask:
         return self.task.kind
 
 
-def _mapping(name: str) -> Mapping[str, Any]:
+def _mapping(name: str) -> Mapping[str, object]:
     from transformers.models.auto import modeling_auto
 
     return getattr(modeling_auto, name, {}) or {}
 
 
-def _classes(value: Any) -> tuple[str, ...]:
+def _classes(value: object) -> tuple[str, ...]:
     return tuple(value) if isinstance(value, (list, tuple)) else (str(value),)
 
 
@@ -78,7 +78,7 @@ def class_for(task: Task, model_type: str) -> str | None:
     return None
 
 
-def _task_of_class(class_name: str, config: Any = None) -> Task | None:
+def _task_of_class(class_name: str, config: object = None) -> Task | None:
     composite = bool(getattr(config, "is_encoder_decoder", False))
     for task in TASKS:
         if task.encoder_decoder and not composite:
@@ -89,7 +89,7 @@ def _task_of_class(class_name: str, config: Any = None) -> Task | None:
     return None
 
 
-def resolve_task(config: Any, given: str | None, folder: Any) -> ResolvedTask:
+def resolve_task(config: object, given: str | None, folder: Path) -> ResolvedTask:
     """The task for a folder's config: `given` (optimum's name, `--task`), else the task of
     `config.architectures[0]`. Exit 2 naming the tasks when neither works."""
     model_type = getattr(config, "model_type", "") or ""

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from export_gelu.exporter.torch_compat import tree_children
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils._pytree import TreeSpec
+
+    from export_gelu.exporter.torch_values import PyTree
 
 T = TypeVar("T")
 
@@ -32,9 +38,9 @@ class CallPlan:
 
     positional: tuple[str, ...] = ()
     keyword: tuple[tuple[str, str], ...] = ()
-    fixed: tuple[tuple[str, Any], ...] = ()
-    tree: Any = None
-    leaves: tuple[tuple[str | None, Any], ...] = ()
+    fixed: tuple[tuple[str, PyTree], ...] = ()
+    tree: TreeSpec | None = None
+    leaves: tuple[tuple[str | None, PyTree], ...] = ()
 
     @property
     def uses_keywords(self) -> bool:
@@ -64,14 +70,16 @@ class CallPlan:
                           *(f"{p}={v!r}" for p, v in self.fixed)])
 
 
-def _forward_params(module: Any) -> list[tuple[str, bool]] | None:
+def _forward_params(module: torch.nn.Module) -> list[tuple[str, bool]] | None:
     """(name, keyword-only) of `forward()`'s parameters, or None when they cannot be read."""
     import torch
 
     try:
         if isinstance(module, torch.jit.ScriptModule):
-            scripted: Any = module.forward  # a ScriptMethod: its schema lists the arguments
-            return [(a.name, bool(a.kwarg_only)) for a in scripted.schema.arguments[1:]]
+            schema = getattr(module.forward, "schema", None)  # a ScriptMethod's arguments
+            if schema is None:
+                return None
+            return [(a.name, bool(a.kwarg_only)) for a in schema.arguments[1:]]
         params = inspect.signature(module.forward).parameters.values()
     except Exception:  # noqa: BLE001 - builtin or exotic forward: cannot tell
         return None
@@ -79,7 +87,7 @@ def _forward_params(module: Any) -> list[tuple[str, bool]] | None:
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
-def keyword_order(module: Any, names: list[str]) -> list[str] | None:
+def keyword_order(module: torch.nn.Module, names: list[str]) -> list[str] | None:
     """`names` in `forward()`'s order when every one names a parameter and passing them by
     position would not do (a gap before one, a different order, a keyword-only one);
     None when the names should go by position."""
@@ -95,7 +103,7 @@ def keyword_order(module: Any, names: list[str]) -> list[str] | None:
     return None if by_position else ordered
 
 
-def missing_required(module: Any, names: list[str]) -> list[str]:
+def missing_required(module: torch.nn.Module, names: list[str]) -> list[str]:
     """`forward()` parameters without a default that `names` leaves out (nn.Module only)."""
     try:
         params = inspect.signature(module.forward).parameters.values()
@@ -105,7 +113,7 @@ def missing_required(module: Any, names: list[str]) -> list[str]:
             and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
-def plan_for_program(program: Any, names: list[str]) -> CallPlan:
+def plan_for_program(program: torch.export.ExportedProgram, names: list[str]) -> CallPlan:
     """An ExportedProgram's plan: its input treespec's positional count and kwarg keys."""
     spec = program.call_spec.in_spec
     if spec is None or len(tree_children(spec)) != 2:
@@ -124,7 +132,8 @@ def plan_for_program(program: Any, names: list[str]) -> CallPlan:
     return CallPlan(tuple(names[:n_args]), tuple(zip(names[n_args:], fed)), tuple(fixed))
 
 
-def _user_leaves(program: Any) -> list[tuple[str | None, Any]] | None:
+def _user_leaves(program: torch.export.ExportedProgram
+                 ) -> list[tuple[str | None, PyTree]] | None:
     """(name, None) for each fed user input of `program`, (None, value) for each constant
     one, in its input treespec's leaf order; None when the signature cannot be read."""
     from torch.export.graph_signature import ConstantArgument, InputKind
@@ -137,7 +146,8 @@ def _user_leaves(program: Any) -> list[tuple[str | None, Any]] | None:
             for s in specs]
 
 
-def _tree_plan(program: Any, spec: Any, names: list[str]) -> CallPlan | None:
+def _tree_plan(program: torch.export.ExportedProgram, spec: TreeSpec, names: list[str]
+               ) -> CallPlan | None:
     """A plan rebuilding the saved call's structure, when `program` was captured with a
     constant (bool, int, None) that is positional or nested in a container; else None."""
     leaves = _user_leaves(program)
@@ -154,7 +164,8 @@ def _tree_plan(program: Any, spec: Any, names: list[str]) -> CallPlan | None:
     return CallPlan(tuple(fed), tree=spec, leaves=tuple(leaves))
 
 
-def example_tensors(program: Any, args: Any, kwargs: Any) -> tuple[Any, ...] | None:
+def example_tensors(program: torch.export.ExportedProgram, args: Sequence[PyTree] | None,
+                    kwargs: Mapping[str, PyTree] | None) -> tuple[torch.Tensor, ...] | None:
     """The tensors of a saved call `(args, kwargs)` that `program` is fed, in its user-input
     order (constants, which the program was captured with, are left out); None when the call
     does not match the program's inputs or a fed leaf is not a tensor."""
@@ -166,12 +177,12 @@ def example_tensors(program: Any, args: Any, kwargs: Any) -> tuple[Any, ...] | N
     if leaves is None or len(values) != len(leaves):
         return None
     fed = tuple(v for v, (n, _c) in zip(values, leaves) if n is not None)
-    if not fed or any(not isinstance(v, torch.Tensor) for v in fed):
-        return None
-    return fed
+    tensors = tuple(v for v in fed if isinstance(v, torch.Tensor))
+    return tensors if tensors and len(tensors) == len(fed) else None
 
 
-def _fixed_kwargs(program: Any, n_args: int, keys: list[str]) -> list[tuple[str, Any]]:
+def _fixed_kwargs(program: torch.export.ExportedProgram, n_args: int, keys: list[str]
+                  ) -> list[tuple[str, PyTree]]:
     """The keyword arguments a program was captured with as constants, not tensors (None,
     a bool, an int): (key, the value it was captured with)."""
     leaves = _user_leaves(program)
@@ -180,10 +191,12 @@ def _fixed_kwargs(program: Any, n_args: int, keys: list[str]) -> list[tuple[str,
     return [(k, const) for k, (name, const) in zip(keys, leaves[n_args:]) if name is None]
 
 
-def plan_for(loaded: Any, names: list[str]) -> CallPlan:
-    """The plan for a loaded model and a feed's names (in feed order)."""
-    if getattr(loaded, "exported", None) is not None:
-        return plan_for_program(loaded.exported, names)
+def plan_for(loaded: object, names: list[str]) -> CallPlan:
+    """The plan for a loaded model (loading/loaded.py: LoadedModel) and a feed's names (in
+    feed order)."""
+    program = getattr(loaded, "exported", None)
+    if program is not None:
+        return plan_for_program(program, names)
     module = getattr(loaded, "module", None)
     constants = tuple(getattr(loaded, "call_constants", ()) or ())
     if module is None:
@@ -200,13 +213,13 @@ def ordered_feed(plan: CallPlan, feed: Mapping[str, T]) -> OrderedDict[str, T]:
     return OrderedDict((n, feed[n]) for n in names)
 
 
-def call(module: Any, plan: CallPlan, values: tuple[Any, ...]) -> Any:
+def call(module: Callable[..., PyTree], plan: CallPlan, values: tuple[PyTree, ...]) -> PyTree:
     """`module(*args, **kwargs)` with `values` in feed order."""
     args, kwargs = plan.split_values(values)
     return module(*args, **kwargs)
 
 
-def positional_module(inner: Any, plan: CallPlan) -> Any:
+def positional_module(inner: torch.nn.Module, plan: CallPlan) -> torch.nn.Module:
     """An nn.Module called by position that calls `inner` as the plan says (the TorchScript
     exporter and TS2EPConverter trace positional inputs only)."""
     import torch
@@ -216,7 +229,7 @@ def positional_module(inner: Any, plan: CallPlan) -> Any:
             super().__init__()
             self.inner = inner
 
-        def forward(self, *values: Any) -> Any:
+        def forward(self, *values: PyTree) -> PyTree:
             return call(self.inner, plan, values)
 
     return PositionalCall()

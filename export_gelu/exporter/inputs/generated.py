@@ -29,11 +29,18 @@ import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from export_gelu.exporter.inputs.specs import DEFAULT_INT_RANGE, InputSpec, make_input
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
+
+    import torch
 
 TOKEN_IDS, MASK, TOKEN_TYPES, POSITIONS = "token ids", "attention mask", "token types", "positions"
 _TYPES = re.compile(r"(^|_)(token_type|segment)(_ids?)?$")
@@ -54,12 +61,13 @@ class ModelHints:
     example_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # [min, max+1)
 
 
-class GeneratedFeed(OrderedDict):
+class GeneratedFeed(OrderedDict[str, np.ndarray]):
     """The arrays, in request order; `generated` says how each was made (name → words)."""
 
     generated: dict[str, str]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+                 **kwargs: np.ndarray) -> None:
         super().__init__(*args, **kwargs)
         self.generated = {}
 
@@ -170,7 +178,24 @@ def generate_inputs(requests: Sequence[InputSpec], hints: ModelHints | None = No
 
 # -- what the model says: the embedding tables its inputs index ---------------------------------
 
-def hints_for(loaded: Any) -> ModelHints:
+class HintSource(Protocol):
+    """What the hints are read from: a loaded model (loading/loaded.py: LoadedModel)."""
+
+    @property
+    def is_onnx(self) -> bool: ...
+    @property
+    def path(self) -> Path: ...
+    @property
+    def exported(self) -> torch.export.ExportedProgram | None: ...
+    @property
+    def module(self) -> torch.nn.Module | None: ...
+    @property
+    def input_names(self) -> list[str]: ...
+    @property
+    def example_inputs(self) -> tuple[torch.Tensor, ...] | None: ...
+
+
+def hints_for(loaded: HintSource) -> ModelHints:
     """ModelHints for a loaded model: an ONNX graph, an ExportedProgram or a module."""
     hints = ModelHints()
     try:
@@ -180,7 +205,8 @@ def hints_for(loaded: Any) -> ModelHints:
             names = loaded.input_names or []
             hints.vocab = program_vocab(loaded.exported, names)
         else:
-            hints.input_vocab, hints.type_vocab = module_vocab(loaded.module)
+            hints.input_vocab, hints.type_vocab = module_vocab(loaded.module) \
+                if loaded.module is not None else (None, None)
     except Exception:  # noqa: BLE001 - hints only sharpen the values; without them, defaults
         pass
     if hints.input_vocab is None and hints.vocab:
@@ -194,7 +220,7 @@ def hints_for(loaded: Any) -> ModelHints:
     return hints
 
 
-def onnx_vocab(path: Any) -> dict[str, int]:
+def onnx_vocab(path: str | os.PathLike[str]) -> dict[str, int]:
     """Graph input → rows of the table a Gather looks it up in (through Cast, Reshape, …)."""
     stat = os.stat(path)
     return dict(_onnx_vocab(str(path), stat.st_mtime_ns, stat.st_size))
@@ -226,11 +252,11 @@ _FX_PASSTHROUGH = {"to", "_to_copy", "view", "reshape", "unsqueeze", "squeeze", 
                    "clone", "contiguous", "alias", "_assert_tensor_metadata"}
 
 
-def program_vocab(program: Any, names: Sequence[str]) -> dict[str, int]:
+def program_vocab(program: torch.export.ExportedProgram, names: Sequence[str]) -> dict[str, int]:
     """User input → rows of the table an `aten.embedding` looks it up in."""
     user = list(program.graph_signature.user_inputs)
     rename = dict(zip(user, names)) if len(names) == len(user) else {}
-    origin: dict[Any, str] = {}
+    origin: dict[torch.fx.Node, str] = {}
     found: dict[str, int] = {}
     for node in program.graph.nodes:
         if node.op == "placeholder" and node.name in user:
@@ -247,7 +273,7 @@ def program_vocab(program: Any, names: Sequence[str]) -> dict[str, int]:
     return found
 
 
-def module_vocab(module: Any) -> tuple[int | None, int | None]:
+def module_vocab(module: torch.nn.Module) -> tuple[int | None, int | None]:
     """(rows of the token embedding table, rows of the token-type table) of a module."""
     import torch
 
@@ -269,7 +295,7 @@ def module_vocab(module: Any) -> tuple[int | None, int | None]:
     return vocab, types
 
 
-def _is_embedding(m: Any) -> bool:
+def _is_embedding(m: object) -> bool:
     import torch
 
     if isinstance(m, torch.nn.Embedding):

@@ -14,7 +14,7 @@ import contextlib
 import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.hf.cache import cache_configs
@@ -23,18 +23,23 @@ from export_gelu.exporter.loading.torch_files import nonfinite_weights
 from export_gelu.exporter.model_files.detect import ModelFormat
 from export_gelu.notes import Note
 
+if TYPE_CHECKING:
+    import torch
 
-def is_in_memory(model: Any) -> bool:
+    from export_gelu.exporter.torch_values import PyTree
+
+
+def is_in_memory(model: object) -> bool:
     """An object to export as it is, not a path to load."""
     return not isinstance(model, (str, Path))
 
 
-def label(model: Any) -> Path:
+def label(model: object) -> Path:
     """How reports and messages name an in-memory model."""
     return Path(f"<in memory: {type(model).__name__}>")
 
 
-def _positional_names(module: Any, count: int) -> list[str]:
+def _positional_names(module: torch.nn.Module, count: int) -> list[str]:
     try:
         params = [p for p in inspect.signature(module.forward).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -44,7 +49,7 @@ def _positional_names(module: Any, count: int) -> list[str]:
     return names + [f"input_{i}" for i in range(len(names), count)]
 
 
-def is_call_constant(value: Any) -> bool:
+def is_call_constant(value: object) -> bool:
     """A keyword argument torch.export keeps as a constant of the call: None, a bool, an int,
     a float or a string (a tuple or list of them too)."""
     if isinstance(value, (tuple, list)):
@@ -52,19 +57,23 @@ def is_call_constant(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str))
 
 
-def _tensors(values: Sequence[Any], names: Sequence[str], what: str) -> tuple[Any, ...]:
+def _tensors(values: Sequence[PyTree], names: Sequence[str], what: str
+             ) -> tuple[torch.Tensor, ...]:
     import torch
 
-    for name, value in zip(names, values):
+    tensors: list[torch.Tensor] = []
+    for i, value in enumerate(values):
+        name = names[i] if i < len(names) else f"input {i}"
         if not isinstance(value, torch.Tensor):
             raise BadInputError(f"{what}: {name} is a {type(value).__name__}; the example "
                                 "inputs must be tensors (keyword arguments may also be None, a "
                                 "bool, an int, a float or a string: constants of the call)")
-    return tuple(values)
+        tensors.append(value)
+    return tuple(tensors)
 
 
-def from_memory(model: Any, args: Sequence[Any] | None = None,
-                kwargs: Mapping[str, Any] | None = None) -> LoadedModel:
+def from_memory(model: object, args: Sequence[PyTree] | None = None,
+                kwargs: Mapping[str, PyTree] | None = None) -> LoadedModel:
     """An nn.Module or ExportedProgram, with its example inputs, as a LoadedModel."""
     import torch
 
@@ -112,14 +121,14 @@ def from_memory(model: Any, args: Sequence[Any] | None = None,
                        input_names=names, notes=notes, call_constants=constants)
 
 
-def _caches(model: Any) -> bool:
+def _caches(model: object) -> bool:
     """A transformers model one of whose configs (its own, or a sub-config only: a
     VisionEncoderDecoder's decoder) asks for a key/value cache in its outputs."""
     return bool(cache_configs(model))
 
 
 @contextlib.contextmanager
-def without_cache(model: Any) -> Iterator[None]:
+def without_cache(model: object) -> Iterator[None]:
     """`use_cache` off in every config of a transformers model while exporting it (a cache
     in the outputs is no tensor a one-graph export can name), restored afterwards."""
     configs = cache_configs(model)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from export_gelu.exporter.model_files.detect import ModelFormat
 
 if TYPE_CHECKING:
+    import torch
+
     from export_gelu.exporter.hf.folder import FolderModel
     from export_gelu.exporter.hf.graph_spec import GraphDim
+    from export_gelu.exporter.torch_values import PyTree
 
 
 @dataclass
@@ -20,10 +23,10 @@ class LoadedModel:
 
     path: Path
     format: ModelFormat
-    module: Any = None  # torch.nn.Module or torch.jit.ScriptModule
-    exported: Any = None  # torch.export.ExportedProgram
+    module: torch.nn.Module | None = None  # a torch.jit.ScriptModule too
+    exported: torch.export.ExportedProgram | None = None
     onnx_path: Path | None = None
-    example_inputs: tuple[Any, ...] | None = None
+    example_inputs: tuple[torch.Tensor, ...] | None = None
     input_names: list[str] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)  # the model's own, when it has them
     notes: list[str] = field(default_factory=list)
@@ -37,13 +40,13 @@ class LoadedModel:
     generation: FolderModel | None = None  # for the greedy-decode check
     #: keyword arguments that are no tensors (use_cache=False, a mode string), passed on
     #: every call as given: constants of the call, as torch.export keeps them
-    call_constants: tuple[tuple[str, Any], ...] = ()
+    call_constants: tuple[tuple[str, PyTree], ...] = ()
 
     @property
     def is_onnx(self) -> bool:
         return self.format is ModelFormat.ONNX
 
-    def reference_module(self) -> Any:
+    def reference_module(self) -> torch.nn.Module | None:
         """The original model as a callable module (before any pass), for parity checks."""
         if self.exported is not None:
             return self.exported.module()

@@ -7,15 +7,18 @@ exported in float64 and compared with PyTorch in float64.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
-def model_float_dtype(module: Any) -> Any:
+def model_float_dtype(module: object) -> torch.dtype:
     """torch.float64 when every floating parameter and buffer of `module` is float64, else
     torch.float32 (the reference runner casts float inputs to this)."""
     import torch
 
-    tensors: list[Any] = []
+    tensors: list[torch.Tensor] = []
     for getter in ("parameters", "buffers"):
         fn = getattr(module, getter, None)
         if fn is not None:
@@ -28,12 +31,12 @@ def model_float_dtype(module: Any) -> Any:
     return torch.float32
 
 
-def is_float64(module: Any) -> bool:
+def is_float64(module: object) -> bool:
     import torch
 
     return module is not None and model_float_dtype(module) == torch.float64
 
 
-def feed_precision(module: Any, precision: str) -> str:
+def feed_precision(module: object, precision: str) -> str:
     """The dtype name inputs are cast to: "fp64" for a float64 model at fp32, else precision."""
     return "fp64" if precision == "fp32" and is_float64(module) else precision

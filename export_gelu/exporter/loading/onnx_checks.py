@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.loading.loaded import first_line
 from export_gelu.exporter.model_files.model_reads import contained, model_root
 from export_gelu.fspaths import utf8_path
 
+if TYPE_CHECKING:
+    import onnx
 
-def _external_refs(model: Any) -> Iterator[tuple[str, dict[str, str]]]:
+
+def _external_refs(model: onnx.ModelProto) -> Iterator[tuple[str, dict[str, str]]]:
     """(tensor name, external_data entries) of every tensor stored outside the file,
     subgraphs' included."""
     from export_gelu.onnx_weights import all_tensors, is_external
@@ -23,7 +26,7 @@ def _external_refs(model: Any) -> Iterator[tuple[str, dict[str, str]]]:
             yield tensor.name, {e.key: e.value for e in tensor.external_data}
 
 
-def refuse_unknown_opset(path: Path, model: Any) -> None:
+def refuse_unknown_opset(path: Path, model: onnx.ModelProto) -> None:
     """Exit 2 when the model declares an ONNX opset newer than any this onnx knows: its ops'
     meaning cannot be known, so no conversion of it can be trusted."""
     import onnx
@@ -92,7 +95,7 @@ def check_onnx_valid(path: Path) -> None:
                             f"{first_line(exc)})") from exc
 
 
-def load_onnx_model(path: str | Path) -> Any:
+def load_onnx_model(path: str | Path) -> onnx.ModelProto:
     """An ONNX file after checking every data reference is sound: small tensors read in, large
     external ones left in their file and read on demand (onnx_weights.load_graph), so the
     weights are never held while the graph is rewritten."""
@@ -112,7 +115,7 @@ def load_onnx_model(path: str | Path) -> Any:
     return model
 
 
-def nan_initializers(model: Any, limit: int = 3) -> list[str]:
+def nan_initializers(model: onnx.ModelProto, limit: int = 3) -> list[str]:
     """Names of floating initializers holding NaN (those left in their file are checked as
     they are streamed into the output)."""
     import numpy as np

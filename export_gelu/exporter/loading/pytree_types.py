@@ -17,7 +17,6 @@ import importlib
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from export_gelu.bounded_json import parse_json
 from export_gelu.errors import BadInputError
@@ -30,7 +29,7 @@ _BUILTIN_PREFIXES = ("builtins.", "collections.", "torch.")
 _MAX_JSON = 256 << 20
 
 
-def _spec_types(node: Any) -> Iterator[str]:
+def _spec_types(node: object) -> Iterator[str]:
     """Every `type` named in a serialized treespec (nested dicts with `children_spec`)."""
     if isinstance(node, dict):
         kind = node.get("type")
@@ -40,7 +39,7 @@ def _spec_types(node: Any) -> Iterator[str]:
             yield from _spec_types(child)
 
 
-def _treespec(text: Any) -> Any:
+def _treespec(text: object) -> object:
     """A serialized treespec string (`[protocol, {...}]`) as JSON, or None."""
     try:
         value = parse_json(text, "a treespec") if isinstance(text, str) else text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -15,13 +15,21 @@ from export_gelu.exporter.onnx_export.output_names import (
 )
 from export_gelu.notes import Note
 
+if TYPE_CHECKING:
+    import torch
 
-def model_output_names(loaded: Any, module: Any, program: Any, plan: Any,
-                       args: tuple[Any, ...]) -> list[str]:
+    from export_gelu.exporter.inputs.call_plan import CallPlan
+    from export_gelu.exporter.torch_values import PyTree
+
+
+def model_output_names(loaded: object, module: torch.nn.Module | None,
+                       program: torch.export.ExportedProgram | None, plan: CallPlan,
+                       args: tuple[PyTree, ...]) -> list[str]:
     """The model's own output names: the loaded ExportedProgram's output tree, the captured
     program's, or (no program) what one eager call returns."""
-    if getattr(loaded, "output_names", None):
-        return list(loaded.output_names)
+    own = getattr(loaded, "output_names", None)  # a LoadedModel's
+    if own:
+        return list(own)
     spec = getattr(getattr(program, "call_spec", None), "out_spec", None)
     if spec is not None:
         return names_from_spec(spec)
@@ -29,6 +37,8 @@ def model_output_names(loaded: Any, module: Any, program: Any, plan: Any,
 
     from export_gelu.exporter.inputs.call_plan import call
 
+    if module is None:
+        return []
     try:
         with torch.no_grad():
             return names_from_value(call(module, plan, args))

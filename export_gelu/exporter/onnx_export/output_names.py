@@ -11,7 +11,7 @@ grammar: export_gelu/flags/output_names.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -20,12 +20,15 @@ from export_gelu.errors import BadInputError
 from export_gelu.exporter.torch_compat import tree_children
 from export_gelu.graph.provenance import torch_props
 
+if TYPE_CHECKING:
+    from torch.utils._pytree import TreeSpec
+
 
 def _join(prefix: str, key: object) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
 
 
-def _spec_keys(spec: Any) -> list[str] | None:
+def _spec_keys(spec: TreeSpec) -> list[str] | None:
     """Field names of a dict-like treespec node (dict, OrderedDict, ModelOutput, namedtuple)."""
     context = spec.context
     n = len(tree_children(spec))
@@ -38,7 +41,7 @@ def _spec_keys(spec: Any) -> list[str] | None:
     return None
 
 
-def _walk_spec(spec: Any, prefix: str, out: list[str]) -> None:
+def _walk_spec(spec: TreeSpec, prefix: str, out: list[str]) -> None:
     if spec.is_leaf():
         out.append(prefix)
         return
@@ -48,7 +51,7 @@ def _walk_spec(spec: Any, prefix: str, out: list[str]) -> None:
         _walk_spec(child, _join(prefix, key), out)
 
 
-def names_from_spec(spec: Any) -> list[str]:
+def names_from_spec(spec: TreeSpec | None) -> list[str]:
     """Output names from an output treespec (`ExportedProgram.call_spec.out_spec`)."""
     if spec is None:
         return []
@@ -57,12 +60,12 @@ def names_from_spec(spec: Any) -> list[str]:
     return [n or "output_0" for n in out]
 
 
-def _walk_value(value: Any, prefix: str, out: list[str]) -> None:
+def _walk_value(value: object, prefix: str, out: list[str]) -> None:
     import torch
 
     if isinstance(value, torch.Tensor):
         out.append(prefix or "output_0")
-    elif isinstance(value, Mapping) or hasattr(value, "to_tuple"):
+    elif isinstance(value, Mapping) or hasattr(value, "to_tuple") and hasattr(value, "items"):
         for key, item in value.items():
             if item is not None:
                 _walk_value(item, _join(prefix, key), out)
@@ -73,7 +76,7 @@ def _walk_value(value: Any, prefix: str, out: list[str]) -> None:
             _walk_value(item, _join(prefix, label), out)
 
 
-def names_from_value(value: Any) -> list[str]:
+def names_from_value(value: object) -> list[str]:
     """Output names from what the model returned, in `flatten_outputs` order."""
     out: list[str] = []
     _walk_value(value, "", out)

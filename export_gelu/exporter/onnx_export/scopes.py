@@ -21,12 +21,15 @@ import contextlib
 import linecache
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import onnx
 
 from export_gelu import graph as G
 from export_gelu.graph import provenance as P
+
+if TYPE_CHECKING:
+    import torch
 
 _DOC_FRAME = re.compile(r"^(?P<path>.+)\((?P<line>\d+)\): (?P<func>\S+)$")
 #: Frames that are torch's machinery around a module call, never the model's code.
@@ -91,7 +94,7 @@ def _qualified(cls: type) -> str:
 class _GraphModules:
     """The fx nodes behind each line of the generated `forward` of the GraphModules traced."""
 
-    def __init__(self, traced: Any) -> None:
+    def __init__(self, traced: torch.nn.Module) -> None:
         import torch
 
         self.by_file: dict[str, tuple[int, dict, list]] = {}
@@ -104,7 +107,7 @@ class _GraphModules:
                 self.by_file[code.co_filename] = (code.co_firstlineno, lines,
                                                   list(mod.graph.nodes))
 
-    def node_at(self, frames: list[tuple[str, int, str]]) -> Any:
+    def node_at(self, frames: list[tuple[str, int, str]]) -> torch.fx.Node | None:
         for path, line, _ in frames:
             found = self.by_file.get(path)
             if found is not None:
@@ -114,7 +117,7 @@ class _GraphModules:
         return None
 
 
-def _fx_props(fx_node: Any) -> list[onnx.StringStringEntryProto] | None:
+def _fx_props(fx_node: torch.fx.Node) -> list[onnx.StringStringEntryProto] | None:
     """What torch's dynamo exporter writes for this fx node (`_set_node_metadata`)."""
     stack = fx_node.meta.get("nn_module_stack")
     if not stack:
@@ -138,7 +141,7 @@ def _name_props(node: onnx.NodeProto, modules: dict[str, str],
     return P.scope_props(scopes, classes, (leaf, node.op_type), _stack_trace(frames))
 
 
-def record_scopes(model: onnx.ModelProto, traced: Any) -> None:
+def record_scopes(model: onnx.ModelProto, traced: torch.nn.Module) -> None:
     """Write torch's metadata keys on the nodes of `model`, just exported by the TorchScript
     exporter from `traced`, and clear the doc strings read; nodes the exporter left without
     either (its own Identity or folded Constant nodes) take them from their neighbours."""

@@ -10,7 +10,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -25,6 +25,12 @@ from export_gelu.exporter.torch_compat import dynamo_export_options
 from export_gelu.graph.provenance import fill_from_neighbours
 from export_gelu.passes.compat.torchscript_export.attention import lower_attention
 from export_gelu.passes.compat.torchscript_export.view_writes import functionalize_view_writes
+
+if TYPE_CHECKING:
+    import torch
+
+    from export_gelu.exporter.inputs.call_plan import CallPlan
+    from export_gelu.exporter.torch_values import PyTree
 
 #: The dynamo exporter cannot produce an opset below this in torch 2.13.
 DYNAMO_MIN_OPSET = 18
@@ -62,8 +68,9 @@ def exporter_for_opset(opset: int) -> str:
     return "dynamo" if opset >= DYNAMO_MIN_OPSET else "torchscript"
 
 
-def _export_dynamo(program: Any, args: tuple[Any, ...], input_names: Sequence[str],
-                   opset: int, kwargs: dict[str, Any] | None = None) -> onnx.ModelProto:
+def _export_dynamo(program: torch.nn.Module | torch.export.ExportedProgram,
+                   args: tuple[PyTree, ...], input_names: Sequence[str], opset: int,
+                   kwargs: dict[str, PyTree] | None = None) -> onnx.ModelProto:
     import torch
 
     from export_gelu.exporter.saving.workdir import current_workdir
@@ -95,12 +102,14 @@ def _graph_of(path: Path) -> onnx.ModelProto:
     return load_graph(path)
 
 
-def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequence[str],
+def _export_torchscript(module: torch.nn.Module, args: tuple[PyTree, ...],
+                        input_names: Sequence[str],
                         opset: int, dynamic_axes: dict[str, dict[int, str]] | None = None
                         ) -> onnx.ModelProto:
     import torch
 
     from export_gelu.exporter.onnx_export.scopes import record_scopes, source_frames
+    from export_gelu.exporter.onnx_export.strided_views import layout_true_as_strided
     from export_gelu.exporter.saving.workdir import current_workdir
 
     folder = current_workdir()
@@ -108,7 +117,8 @@ def _export_torchscript(module: Any, args: tuple[Any, ...], input_names: Sequenc
         tmp = (tempfile.mkdtemp(prefix="torchscript-", dir=folder) if folder is not None
                else stack.enter_context(tempfile.TemporaryDirectory(prefix="export-gelu-")))
         path = Path(tmp) / "model.onnx"
-        with quiet_exporter(), source_frames() as frames:
+        with quiet_exporter(), source_frames() as frames, \
+                layout_true_as_strided(opset, static=not dynamic_axes):
             # frames: each node's doc string holds the trace that made it (read, then cleared)
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
                               input_names=list(input_names) or None,
@@ -141,8 +151,10 @@ def exporter_cause(exc: BaseException, limit: int = 300) -> str:
     return cause[:limit]
 
 
-def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str], opset: int,
-                   *, program: Any = None, plan: Any = None, exporter: str | None = None,
+def export_to_onnx(module: torch.nn.Module | None, args: tuple[PyTree, ...],
+                   input_names: Sequence[str], opset: int, *,
+                   program: torch.export.ExportedProgram | None = None,
+                   plan: CallPlan | None = None, exporter: str | None = None,
                    dynamic_axes: dict[str, dict[int, str]] | None = None
                    ) -> tuple[onnx.ModelProto, str]:
     """Export to ONNX at exactly `opset`; returns the model and the exporter used.
@@ -161,10 +173,15 @@ def export_to_onnx(module: Any, args: tuple[Any, ...], input_names: Sequence[str
     try:
         if exporter == "dynamo":
             pos, kw = plan.split_values(args)
-            model = _export_dynamo(program if program is not None else module, pos,
-                                   input_names, opset, kw)
+            source = program if program is not None else module
+            if source is None:
+                raise ValueError("neither a module nor a program to export")
+            model = _export_dynamo(source, pos, input_names, opset, kw)
         else:
-            target = module if module is not None else program.module()
+            target = module if module is not None else \
+                program.module() if program is not None else None
+            if target is None:
+                raise ValueError("neither a module nor a program to export")
             if plan.uses_keywords:
                 target = positional_module(target, plan)
             model = _export_torchscript(target, args, input_names, opset, dynamic_axes)
@@ -214,7 +231,7 @@ def refuse_invalid(model: onnx.ModelProto, who: str, opset: int) -> None:
         raise TargetUnmetError(f"{who} wrote an invalid graph at opset {opset}: {text}") from exc
 
 
-def prepare_program_for_opset(program: Any, opset: int) -> list[str]:
+def prepare_program_for_opset(program: torch.export.ExportedProgram, opset: int) -> list[str]:
     """Rewrite `program` in place for export at `opset`; return notes for the report.
 
     Below the dynamo exporter's range the TorchScript exporter is used: it has no attention
@@ -227,7 +244,7 @@ def prepare_program_for_opset(program: Any, opset: int) -> list[str]:
     return prepare_program_for_torchscript(program, opset)
 
 
-def prepare_program_for_torchscript(program: Any, opset: int) -> list[str]:
+def prepare_program_for_torchscript(program: torch.export.ExportedProgram, opset: int) -> list[str]:
     """`prepare_program_for_opset`'s rewrites, whatever the opset; notes for the report."""
     notes = []
     writes = functionalize_view_writes(program)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import onnx
 
@@ -129,7 +128,7 @@ def _check_data_name(out: Path, data_name: str) -> None:
             f"name (or raise {EXTERNAL_DATA_ENV})") from None
 
 
-def _validate_staged(validate: Callable[[Any], object], staged: Path) -> None:
+def _validate_staged(validate: Callable[[str | onnx.ModelProto], object], staged: Path) -> None:
     """`validate(path)`, with a path C++ can take: the staged file's own, or one through an
     ASCII alias of its folder (fspaths); a file whose own name is not UTF-8 (it then has no
     external data) is validated as the model read back in Python."""

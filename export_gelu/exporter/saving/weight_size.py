@@ -5,16 +5,19 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.saving.save import external_data_threshold
+
+if TYPE_CHECKING:
+    import torch
 
 #: Room kept free beyond the estimate (the graph, the report, filesystem slack).
 DISK_MARGIN = 64 << 20
 
 
-def module_weight_bytes(module: Any) -> int:
+def module_weight_bytes(module: torch.nn.Module) -> int:
     """Bytes of a torch module's parameters and buffers, each storage counted once."""
     seen: set[int] = set()
     total = 0

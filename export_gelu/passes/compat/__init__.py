@@ -23,7 +23,7 @@ a step could apply) and saves it back at the end.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import onnx
 import onnx_graphsurgeon as gs
@@ -31,6 +31,10 @@ import onnx_graphsurgeon as gs
 from export_gelu import graph as G
 from export_gelu.errors import TargetUnmetError
 from export_gelu.targets import TargetProfile
+
+if TYPE_CHECKING:
+    from torch import fx
+    from torch.export import ExportedProgram
 
 
 def _unfixable(graph: gs.Graph, profile: TargetProfile) -> list[str]:
@@ -139,7 +143,7 @@ def _fit(graph: gs.Graph, profile: TargetProfile) -> list[str]:
     return notes
 
 
-def fit_module_precision(module: Any, precision: str) -> list[str]:
+def fit_module_precision(module: object, precision: str) -> list[str]:
     """Make a module unlifted from an ExportedProgram compute in `precision` throughout.
 
     Its parameters are cast already; float32 literals and constants baked in by tracing are
@@ -158,7 +162,7 @@ def fit_module_precision(module: Any, precision: str) -> list[str]:
             f"{precision}"] * bool(n) + _clamp_note(module, precision)
 
 
-def _clamp_note(gm: Any, precision: str, earlier: list[str] | None = None) -> list[str]:
+def _clamp_note(gm: fx.GraphModule, precision: str, earlier: list[str] | None = None) -> list[str]:
     from export_gelu.passes.compat.precision.retarget import clamped_literals
 
     where = list(dict.fromkeys([*(earlier or []), *clamped_literals(gm)]))
@@ -169,7 +173,7 @@ def _clamp_note(gm: Any, precision: str, earlier: list[str] | None = None) -> li
             f"torch.finfo(torch.float32).min) clamped to its largest finite value in: {shown}"]
 
 
-def fit_program_precision(program: Any, precision: str) -> list[str]:
+def fit_program_precision(program: ExportedProgram | None, precision: str) -> list[str]:
     """`fit_module_precision` for a captured ExportedProgram (in place)."""
     import torch
 

@@ -9,10 +9,10 @@ and left alone: it is a different function.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import fx
+from torch.export import ExportedProgram
 
 from export_gelu.graph.provenance import source_in
 from export_gelu.passes.fx import expr as ex
@@ -104,7 +104,7 @@ def _formula_source(rule: GeluRule, spanned: list[fx.Node], root: fx.Node) -> st
     return f"{rule.name}{cube}{_where(root)}"
 
 
-def scalar_constants(program: Any) -> ex.Scalars:
+def scalar_constants(program: ExportedProgram) -> ex.Scalars:
     """Nodes of an ExportedProgram that hold a one-element floating constant, by value.
 
     Lifted tensor constants (as `torch.tensor(c)` and TorchScript conversion leave them) and

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
+
+from export_gelu.json_value import JsonObject
 
 FP16_MAX = float(np.finfo(np.float16).max)
 _F16, _F32 = TensorProto.FLOAT16, TensorProto.FLOAT
@@ -31,7 +32,7 @@ class Island:
     max_abs: float  # its largest |value| in the fp32 graph on the feed
     nodes: list[str] = field(default_factory=list)  # every node computed in fp32 for it
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 
@@ -119,7 +120,7 @@ def _reaching_softmax(model: onnx.ModelProto) -> set[str]:
     return {name for name in readers if reaches(name, 0)}
 
 
-def _is_fp16(tensor: Any) -> bool:
+def _is_fp16(tensor: object) -> bool:
     dtype = getattr(tensor, "dtype", None)
     try:
         return dtype is not None and np.dtype(dtype) == np.float16

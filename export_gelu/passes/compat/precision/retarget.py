@@ -19,10 +19,10 @@ finite mask bias stays a large negative bias (−65504 in fp16), which softmax t
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import fx
+from torch.export import ExportedProgram
+from torch.fx.node import Argument
 
 _ASSERT_METADATA = getattr(torch.ops.aten, "_assert_tensor_metadata", None)
 
@@ -48,7 +48,7 @@ def _retarget_dtype_args(node: fx.Node, dtype: torch.dtype,
     return changed
 
 
-def _clamp(value: Any, dtype: torch.dtype) -> Any:
+def _clamp(value: Argument, dtype: torch.dtype) -> Argument:
     """A float literal (or a list of them) clamped to `dtype`'s finite range; ±inf stay."""
     if isinstance(value, (list, tuple)):
         return type(value)(_clamp(v, dtype) for v in value)
@@ -86,7 +86,7 @@ def clamped_literals(gm: fx.GraphModule) -> list[str]:
 def _cast_constant(gm: fx.GraphModule, target: str, dtype: torch.dtype,
                    source: torch.dtype = torch.float32) -> bool:
     *path, name = target.split(".")
-    owner: Any = gm
+    owner: object = gm
     for part in path:
         owner = getattr(owner, part)
     value = getattr(owner, name, None)
@@ -125,7 +125,7 @@ def retarget_precision(gm: fx.GraphModule, dtype: torch.dtype,
     return changed
 
 
-def retarget_program(program: Any, dtype: torch.dtype) -> int:
+def retarget_program(program: ExportedProgram, dtype: torch.dtype) -> int:
     """The same for a captured ExportedProgram, in place: its graph's float32 literals and
     its float32 lifted constants (a TorchScript model converted with TS2EPConverter keeps the
     dtypes its trace recorded). Returns the number of nodes and constants changed."""

@@ -25,6 +25,8 @@ from typing import Any, cast
 
 import torch
 from torch import fx
+from torch.export import ExportedProgram
+from torch.fx.node import Argument
 
 from export_gelu.errors import TargetUnmetError
 
@@ -60,7 +62,7 @@ def _emitter(graph: fx.Graph, origin: fx.Node) -> Emit:
     emitted carries `origin`'s module stack and stack trace."""
     where = {k: origin.meta[k] for k in _WHERE if k in origin.meta}
 
-    def emit(op: Any, *args: Any, **kwargs: Any) -> fx.Node:
+    def emit(op: Callable[..., object], *args: Argument, **kwargs: Argument) -> fx.Node:
         node = graph.call_function(op, args, kwargs)
         node.meta.update(where)
         return node
@@ -68,7 +70,7 @@ def _emitter(graph: fx.Graph, origin: fx.Node) -> Emit:
     return emit
 
 
-def _dim(e: Emit, t: fx.Node, axis: int) -> Any:
+def _dim(e: Emit, t: fx.Node, axis: int) -> int | fx.Node:
     """Size of `t` along `axis`: an int when static, else a `sym_size` node."""
     size = _val(t).shape[axis]
     return size if isinstance(size, int) else e(aten.sym_size.int, t, axis)
@@ -136,7 +138,7 @@ def _lower_one(graph: fx.Graph, node: fx.Node) -> None:
     graph.erase_node(node)
 
 
-def lower_attention(program: Any) -> int:
+def lower_attention(program: ExportedProgram) -> int:
     """Rewrite every SDPA node of an ExportedProgram in place; returns how many."""
     gm = program.graph_module
     nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is SDPA]

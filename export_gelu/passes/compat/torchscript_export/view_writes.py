@@ -17,12 +17,11 @@ strided slice, a symbolic size, a write into another kind of view) is left as it
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import fx
+from torch.export import ExportedProgram
 
-from export_gelu.passes.compat.torchscript_export.attention import _emitter, _val
+from export_gelu.passes.compat.torchscript_export.attention import Emit, _emitter, _val
 
 aten = torch.ops.aten
 #: The in-place writes followed: `copy_(dst, src)` and `fill_(dst, value)`.
@@ -35,7 +34,7 @@ _VIEWS = (_SELECT, _SLICE)
 def _chain(dst: fx.Node) -> list[fx.Node] | None:
     """The select/slice views from `dst` back to its base (innermost first), or None."""
     chain: list[fx.Node] = []
-    node: Any = dst
+    node: object = dst
     while isinstance(node, fx.Node) and node.op == "call_function" and node.target in _VIEWS:
         chain.append(node)
         node = node.args[0]
@@ -66,7 +65,7 @@ def _bounds(view: fx.Node) -> tuple[int, int, int] | None:
     return dim, lo, max(lo, hi)
 
 
-def _scatter(emit: Any, view: fx.Node, value: fx.Node) -> fx.Node:
+def _scatter(emit: Emit, view: fx.Node, value: fx.Node) -> fx.Node:
     """The parent of `view` with `value` written where `view` looks (`_bounds` known)."""
     bounds = _bounds(view)
     assert bounds is not None
@@ -161,7 +160,7 @@ def _rewrite(graph: fx.Graph, copy: fx.Node) -> bool:
     return True
 
 
-def functionalize_view_writes(program: Any) -> int:
+def functionalize_view_writes(program: ExportedProgram) -> int:
     """Rewrite every `copy_`/`fill_` into a select/slice view of an ExportedProgram in place;
     returns how many."""
     gm = program.graph_module

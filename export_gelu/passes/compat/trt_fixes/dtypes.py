@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 
 from export_gelu import graph as G
 from export_gelu.passes.compat.trt_fixes.registry import fix, graph_fix
-from export_gelu.trt_parser.dtype_rows import (
+from export_gelu.trt_parser.restriction_shared import (
     CLAMP_SAFE_READS,
     attr_tensors,
     float32_exact_enough,

@@ -1,5 +1,5 @@
-"""Fixes for the records of `trt_parser/restriction_rows_inputs.py` (contract: see
-`apply.py`).
+"""Fixes for the records of `trt_parser/restriction_rows_weights.py`, `_reduce.py`,
+`_trilu.py`, `_einsum.py`, `_pad.py` and `_limits.py` (contract: see `apply.py`).
 
 - Computed inputs the parser needs as weights (Slice/Squeeze/Unsqueeze/Reduce axes, Split
   sizes, Clip bounds, float Range, TopK K): when the input is constant in fact, its value is
@@ -28,7 +28,7 @@ import onnx_graphsurgeon as gs
 from export_gelu import graph as G
 from export_gelu.passes.compat.opset.fold_constant_ops import constant_value
 from export_gelu.passes.compat.trt_fixes.registry import fix
-from export_gelu.trt_parser.restriction_rows_inputs import (
+from export_gelu.trt_parser.restriction_shared import (
     CONSTANT_INPUTS,
     REDUCE_AXES_INPUT,
     einsum_terms,
