@@ -62,23 +62,31 @@ demo: $(STAMP)
 LINT = $(PY) -m ruff check export_gelu tests examples benchmarks && $(VENV)/bin/lint-imports \
 	&& $(PY) -m mypy
 
+# The lanes keep Python's compiled files (`__pycache__/`, ignored by git) even where the
+# environment says not to (PYTHONDONTWRITEBYTECODE): without them each pytest-xdist worker
+# recompiles the tests and pytest rewrites their asserts again (about 10 s per worker on two
+# cores), and each program a test starts recompiles the package. `make test PYTEST_ENV=`
+# keeps the environment's choice.
+PYTEST_ENV ?= PYTHONDONTWRITEBYTECODE=
+PYTEST = $(PYTEST_ENV) $(PY) -m pytest
+
 # Every test but the `full` product rows (each behaviour they show is pinned by a test that
 # runs here, named at the mark). CI runs this.
 test: $(STAMP)
 	$(LINT)
-	$(PY) -m pytest -q -rs -n auto -m "not full"
+	$(PYTEST) -q -rs -n auto -m "not full"
 
 # While you work: the unit and integration tiers (set at collection from what a test uses,
 # tests/tiers.py), less the `slow` rows, with the rewrite fuzzer's `fast` hypothesis profile.
 test-fast: $(STAMP)
 	$(LINT)
-	$(PY) -m pytest -q -rs -n auto -m "not full and not slow and not e2e" --hypothesis-profile fast
+	$(PYTEST) -q -rs -n auto -m "not full and not slow and not e2e" --hypothesis-profile fast
 
 # Everything, the `full` product rows included (models × ways × targets): by hand before a
 # release and when exporter or model code changes.
 test-full: $(STAMP)
 	$(LINT)
-	$(PY) -m pytest -q -rs -n auto
+	$(PYTEST) -q -rs -n auto
 
 # The support window (docs/testing.md, "The support window"): its subset of the tests in a
 # venv of its own, at the floor of every dependency (test-min: constraints-min.txt, torch

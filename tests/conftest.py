@@ -13,6 +13,7 @@ from tests.cli_runs import CliResult, cli_command, run_cli, time_api_calls_once
 from tests.golden_runs import GoldenRun, golden_runs
 from tests.session_cache import CACHE_NAME, SessionCache
 from tests.tiers import mark_tiers
+from tests.torchlib_once import keep_torchlib_registry
 
 __all__ = ["CliResult", "cli_command", "run_cli", "note_messages", "note_codes", "ROOT",
            "default_signals"]
@@ -28,6 +29,10 @@ os.environ.setdefault("EXPORT_GELU_QUIET", "1")
 # (tests/cli_runs.py; run_cli and cli_command do the same for the command line). Before the
 # test modules import them.
 time_api_calls_once()
+
+# torch's exporter builds its ATen-to-ONNX registry once per process instead of once per
+# export (about a CPU second each; tests/torchlib_once.py): what an export writes is unchanged.
+keep_torchlib_registry()
 
 
 def _hypothesis_profiles() -> None:

@@ -51,6 +51,14 @@ _RUNNERS = {("export_gelu.cli", "main"), ("tests.cli_runs", "run_cli"),
 _API = ("export", "verify", "compare_forms", "inspect_model", "forms_report")
 #: Fixtures that hand the test a model built from examples/ or a cached graph.
 _MODEL_FIXTURES = ("saved_model", "saved_real", "session_cache")
+#: The model builders: `examples.<module>` in a clone is `export_gelu.examples.<module>`
+#: (examples/__init__.py), the module a function of theirs names as its own.
+_MODEL_MODULES = ("examples", "export_gelu.examples")
+#: The top-level modules whose attributes the walk reads (`module.name`, `from module import
+#: name`): only these lead to a rule above or to a function of ours. Reading others' could
+#: import a lazy library's parts (transformers) at collection, for nothing.
+_READ_TOPS = frozenset({*_PROCESS_MODULES, "os", "sys", "tests", "examples", "torch",
+                        "export_gelu"})
 
 
 def _module_of(obj: Any) -> str:
@@ -88,7 +96,8 @@ def _name_uses(module: str, name: str) -> set[str]:
         found.add("process")
     if (module, name) in _PYTHON:
         found.add("python")
-    if top == "examples" or module == "tests.hf_folders":
+    if any(module == m or module.startswith(m + ".") for m in _MODEL_MODULES) or \
+            module == "tests.hf_folders":
         found.add("model")
     if module in _EXPORTERS and name in _EXPORTERS[module]:
         found.add("export")
@@ -110,6 +119,57 @@ def _object_uses(obj: Any) -> set[str]:
     return found
 
 
+#: The instructions the walk reads (by name; the rest only end a `module.name` chain).
+_READ = ("IMPORT_NAME", "IMPORT_FROM", "STORE_FAST", "STORE_NAME", "STORE_DEREF", "LOAD_FAST",
+         "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD")
+_OPS = {dis.opmap[n]: n for n in _READ if n in dis.opmap}
+_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
+_CACHE = dis.opmap.get("CACHE")  # 3.11+: inline cache entries, zero in co_code
+_LOCALS = ("STORE_FAST", "LOAD_FAST", "STORE_DEREF", "LOAD_DEREF", "LOAD_CLOSURE")
+#: Name arguments shifted by flags packed into their low bits: (op, Python from, shift).
+_SHIFTED = (("LOAD_GLOBAL", (3, 11), 1), ("LOAD_ATTR", (3, 12), 1))
+
+
+def _argval(code: types.CodeType, name: str, arg: int) -> str:
+    """The name an instruction of `_READ` names, as `dis` resolves it."""
+    for op, since, shift in _SHIFTED:
+        if name == op and sys.version_info >= since:
+            arg >>= shift
+    if name in _LOCALS:
+        if sys.version_info >= (3, 11):
+            return code._varname_from_oparg(arg)  # type: ignore[attr-defined]
+        if name.endswith("_FAST"):
+            return code.co_varnames[arg]
+        return (code.co_cellvars + code.co_freevars)[arg]
+    return code.co_names[arg]
+
+
+def instructions(code: types.CodeType) -> Iterator[tuple[str | None, str | None]]:
+    """(name, argument) of each instruction of `code`, for those of `_READ` (else (None,
+    None)), read straight from its bytes: what `dis.get_instructions` gives, less the
+    `EXTENDED_ARG` prefixes and the inline caches, at a tenth of the cost (collection reads
+    every test's code; tests/tooling/test_harness.py compares the two)."""
+    raw = code.co_code
+    extended = 0
+    for i in range(0, len(raw), 2):
+        op = raw[i]
+        if op == _EXTENDED_ARG:
+            extended = (extended | raw[i + 1]) << 8
+            continue
+        arg, extended = extended | raw[i + 1], 0
+        if op == _CACHE:
+            continue
+        name = _OPS.get(op)
+        yield (name, _argval(code, name, arg)) if name else (None, None)
+
+
+def _attribute(module: str | None, name: str) -> Any:
+    """`module.name` where the walk reads that module's attributes (`_READ_TOPS`), else None."""
+    if not module or module.split(".")[0] not in _READ_TOPS:
+        return None
+    return getattr(sys.modules.get(module), name, None)
+
+
 @cache
 def _function_uses(func: types.FunctionType) -> tuple[frozenset[str], tuple[Any, ...]]:
     """(what `func`'s code says by itself, the functions and classes of ours it names)."""
@@ -120,35 +180,35 @@ def _function_uses(func: types.FunctionType) -> tuple[frozenset[str], tuple[Any,
         importing: str | None = None
         modules: dict[str, str] = {}  # local name → the module imported into it
         loaded: str | None = None  # the module the previous instruction loaded
-        for ins in dis.get_instructions(code):
-            name = str(ins.argval)
+        for op, name in instructions(code):
             module, loaded = loaded, None
-            if ins.opname == "IMPORT_NAME":
+            if op is None or name is None:
+                continue
+            if op == "IMPORT_NAME":
                 importing = name
                 found |= _name_uses(name, "")
                 loaded = name
-            elif ins.opname == "IMPORT_FROM" and importing is not None:
+            elif op == "IMPORT_FROM" and importing is not None:
                 found |= _name_uses(importing, name)
-                target = sys.modules.get(importing)
-                value = getattr(target, name, None) if target else None
+                value = _attribute(importing, name)
                 if isinstance(value, types.ModuleType):
                     loaded = value.__name__
                 elif value is not None and _is_ours(value):
                     followed.append(value)
-            elif ins.opname in ("STORE_FAST", "STORE_NAME", "STORE_DEREF") and module:
+            elif op in ("STORE_FAST", "STORE_NAME", "STORE_DEREF") and module:
                 modules[name] = module
-            elif ins.opname in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE") and name in modules:
+            elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE") and name in modules:
                 loaded = modules[name]
-            elif ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and name in env:
+            elif op in ("LOAD_GLOBAL", "LOAD_NAME") and name in env:
                 value = env[name]
                 found |= _object_uses(value)
                 if isinstance(value, types.ModuleType):
                     loaded = value.__name__
                 elif _is_ours(value):
                     followed.append(value)
-            elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and module:
+            elif op in ("LOAD_ATTR", "LOAD_METHOD") and module:
                 found |= _name_uses(module, name)
-                value = getattr(sys.modules.get(module), name, None)
+                value = _attribute(module, name)
                 if isinstance(value, types.ModuleType):
                     loaded = value.__name__
                 elif value is not None and _is_ours(value):
@@ -156,19 +216,30 @@ def _function_uses(func: types.FunctionType) -> tuple[frozenset[str], tuple[Any,
     return frozenset(found), tuple(followed)
 
 
+@cache
+def _reach(func: types.FunctionType) -> frozenset[str]:
+    """What `func` reaches, following what of ours it names (kept: a fixture's function or a
+    helper is reached from many tests)."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    todo = [func]
+    while todo:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        own, followed = _function_uses(f)
+        found |= own
+        todo += [g for obj in followed for g in _functions_of(obj)]
+    return frozenset(found)
+
+
 def uses_of(roots: Iterable[Any]) -> set[str]:
     """What the functions in `roots` reach (following what of ours they name)."""
     found: set[str] = set()
-    seen: set[int] = set()
-    todo = [f for r in roots for f in _functions_of(r)]
-    while todo:
-        func = todo.pop()
-        if id(func) in seen:
-            continue
-        seen.add(id(func))
-        own, followed = _function_uses(func)
-        found |= own
-        todo += [f for obj in followed for f in _functions_of(obj)]
+    for root in roots:
+        for func in _functions_of(root):
+            found |= _reach(func)
     return found
 
 

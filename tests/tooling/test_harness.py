@@ -3,13 +3,16 @@ what a test uses (tests/tiers.py) and the cost table (tests/costs.py)."""
 
 from __future__ import annotations
 
+import dis
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
+from examples.save_model import save as _save_example
 from tests import cli_runs, tiers
 from tests.cli_runs import TEST_TIMING, with_test_timing
 from tests.costs import read, table
@@ -116,6 +119,10 @@ def _builds_an_example():
     return build("bert")
 
 
+def _builds_an_example_imported_above():
+    return _save_example("bert", "exported", "m.pt")  # export_gelu.examples.save_model's
+
+
 def _exports_a_module():
     import torch
 
@@ -133,11 +140,35 @@ def _pure():
     ("_imports_the_api_inside", {"run"}),
     ("_uses_the_api_by_attribute", {"run"}),
     ("_builds_an_example", {"model"}),
+    ("_builds_an_example_imported_above", {"model"}),
     ("_exports_a_module", {"export"}),
     ("_pure", set()),
 ])
 def test_what_a_test_uses_is_read_from_its_code(func, expected):
     assert tiers.uses_of([globals()[func]]) == expected
+
+
+def _read_by_dis(code: types.CodeType) -> list[tuple[str | None, str | None]]:
+    return [(i.opname, str(i.argval)) if i.opname in tiers._READ else (None, None)
+            for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+
+
+def test_the_instruction_reader_reads_what_dis_reads():
+    """tiers.instructions reads code objects' bytes itself (dis is ten times slower): on this
+    Python, it must name what dis names, here on the harness's modules and on a function with
+    more names than one byte can index (EXTENDED_ARG)."""
+    many = ", ".join(f"n{i}" for i in range(300))
+    source = f"def f(x):\n    import os\n    y = ({many})\n    return os.path.join(y, x)\n"
+    codes = [compile(source, "<many>", "exec")]
+    for module in (tiers, cli_runs, sys.modules[__name__]):
+        path = Path(module.__file__)
+        codes.append(compile(path.read_text(), str(path), "exec"))
+    read = 0
+    for top in codes:
+        for code in tiers._codes(top):
+            assert list(tiers.instructions(code)) == _read_by_dis(code), code.co_name
+            read += 1
+    assert read > 50
 
 
 def test_tiers_are_marked_at_collection(request):
@@ -167,3 +198,31 @@ def test_a_golden_scenario_is_named_by_its_flags():
     assert a == scenario_name("bert", "exported", ("--target", "onnx"))
     assert a != scenario_name("bert", "exported", ("--target", "onnx", "--no-verify"))
     assert a.startswith("golden-bert-exported-")
+
+
+# -- torch's ONNX registry built once per process (tests/torchlib_once.py) -------------------
+
+
+def test_the_kept_registry_is_a_copy_of_what_torch_builds():
+    """The tests' processes keep torch's ATen-to-ONNX registry (conftest): each export gets a
+    copy holding what a fresh build holds, and what one export registers stays its own."""
+    registration = pytest.importorskip("torch.onnx._internal.exporter._registration")
+    from tests.torchlib_once import MODULE
+
+    registry = registration.ONNXRegistry
+    build = registry.from_torchlib
+    assert registration.__name__ == MODULE and getattr(build.__func__, "__kept__", False)
+
+    def described(reg):
+        return {target: [(m.fx_target, m.onnx_function, m.is_custom, m.is_complex)
+                         for m in metas] for target, metas in reg.functions.items()}
+
+    first, second = build(), build()
+    fresh = build.__wrapped__(registry)
+    assert first.opset_version == fresh.opset_version
+    assert described(first) == described(second) == described(fresh)
+    assert len(first.functions) > 100
+    target = next(iter(first.functions))
+    assert first.functions[target] is not second.functions[target]
+    first.functions[target].append("registered by one export")
+    assert described(build()) == described(fresh)
