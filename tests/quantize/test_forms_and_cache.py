@@ -19,6 +19,7 @@ from export_gelu.quantize.read_qdq import QDQ_OPS
 from tests.conftest import run_cli
 from tests.device.conftest import device_run
 from tests.device.test_bundle import bundle_feed, write_trtexec_outputs
+from tests.quantize.outlier_mlp import outlier_mlp
 
 #: (target, forms it takes at int8): the plugin where the parser creates it. The sigmoid
 #: form passes with its own error in the bound (tests/quantize/test_form_error.py).
@@ -220,27 +221,13 @@ def test_hf_folder_int8(tmp_path: Path) -> None:
 
 
 def test_keep_precision_auto_keeps_the_outlier_layer_through_the_api(tmp_path: Path) -> None:
-    """fc2 reads a GELU output with two channels ~300× the rest (tests/quantize/
-    test_sensitivity.py builds the same shape as a graph): auto keeps fc2 and says so."""
+    """fc2 reads a GELU output with two channels ~300× the rest (tests/quantize/outlier_mlp.py;
+    test_sensitivity.py judges the same model as a graph): auto keeps fc2 and says so."""
     import torch
-    from torch import nn
 
     import export_gelu
 
-    class MLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc1, self.fc2, self.fc3 = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 8)
-            self.act = nn.GELU()
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.fc3(self.act(self.fc2(self.act(self.fc1(x)))))
-
-    torch.manual_seed(0)
-    module = MLP().eval()
-    with torch.no_grad():
-        module.fc1.bias[:2] = 300.0
-        module.fc2.weight[:, :2] /= 300.0
+    module = outlier_mlp()
     rep = export_gelu.export(module, args=(torch.randn(64, 16),), target="trt8.6",
                              precision="int8", keep_precision="auto", output=tmp_path / "m.onnx",
                              iterations=0, quiet=True)

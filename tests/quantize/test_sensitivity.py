@@ -25,26 +25,13 @@ from export_gelu.quantize import (
     sensitivity,
 )
 from export_gelu.targets import resolve_profile
+from tests.quantize.outlier_mlp import outlier_mlp
 
 
 def _outlier_model() -> onnx.ModelProto:
     import torch
-    from torch import nn
 
-    class MLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc1, self.fc2, self.fc3 = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 8)
-            self.act = nn.GELU()
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.fc3(self.act(self.fc2(self.act(self.fc1(x)))))
-
-    torch.manual_seed(0)
-    model = MLP().eval()
-    with torch.no_grad():  # two channels of fc1's output, hence of fc2's input, ~300× larger,
-        model.fc1.bias[:2] = 300.0  # and fc2's weights for them as much smaller (so the other
-        model.fc2.weight[:, :2] /= 300.0  # channels still carry the signal): LLM-style outliers
+    model = outlier_mlp()
     buf = io.BytesIO()
     torch.onnx.export(model, (torch.randn(64, 16),), buf, dynamo=False, opset_version=17,
                       input_names=["x"], output_names=["y"])

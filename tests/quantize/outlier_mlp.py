@@ -1,0 +1,28 @@
+"""The small MLP the quantization tests use for an outlier-heavy layer: two channels of fc1's
+output (hence of fc2's input, read after a GELU) ~300× the rest, and fc2's weights for them
+as much smaller, so the other channels still carry the signal (LLM-style outliers)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 8)
+        self.act = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc3(self.act(self.fc2(self.act(self.fc1(x)))))
+
+
+def outlier_mlp() -> MLP:
+    """The MLP (seed 0, eval) with its outlier channels; it takes x of shape (N, 16)."""
+    torch.manual_seed(0)
+    module = MLP().eval()
+    with torch.no_grad():
+        module.fc1.bias[:2] = 300.0
+        module.fc2.weight[:, :2] /= 300.0
+    return module
