@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from export_gelu.flows.graphs import export_graphs
+from export_gelu.flows.graphs import export_graphs, one_graph_flags, refuse_flags_for_many
 from export_gelu.flows.one_graph import export_graph
 from export_gelu.flows.running import command_run
 from export_gelu.options import ExportOptions
@@ -15,13 +15,16 @@ from export_gelu.report.write import write_report
 from export_gelu.results.export import ExportResult
 from export_gelu.results.request import GraphsSource, Request
 from export_gelu.run import Run
-from export_gelu.steps.load import load
+from export_gelu.steps.load import load, several_graphs
 from export_gelu.steps.plan import check_disk, plan_export
 
 
 def export(request: Request[ExportOptions], run: Run) -> ExportResult:
     """The export `request` asks for."""
     plan = plan_export(request, run)
+    many = several_graphs(request) if one_graph_flags(request.options) else None
+    if many is not None:  # read from config.json: refused before the graphs are built
+        refuse_flags_for_many(request, *many)
     with run.step("load"):
         source = load(request, run)
     with run.step("load", name="disk"):

@@ -20,16 +20,21 @@ from export_gelu.steps.generation import decode_and_compare
 from export_gelu.steps.plan import check_disk, plan_export
 
 
-def refuse_flags_for_many(request: Request[ExportOptions], source: GraphsSource) -> None:
-    """Flags that name one graph's inputs or files do not fit several graphs."""
-    o = request.options
-    given = [flag for flag, value in (("--input", o.inputs), ("--inputs", o.inputs_npz),
-                                      ("--dynamic", o.dynamic), ("--engine", o.engine),
-                                      ("--bundle", o.bundle), ("--output-names", o.output_names))
-             if value]
+def one_graph_flags(o: ExportOptions) -> list[str]:
+    """The flags given that name one graph's inputs or files."""
+    return [flag for flag, value in (("--input", o.inputs), ("--inputs", o.inputs_npz),
+                                     ("--dynamic", o.dynamic), ("--engine", o.engine),
+                                     ("--bundle", o.bundle), ("--output-names", o.output_names))
+            if value]
+
+
+def refuse_flags_for_many(request: Request[ExportOptions], task: str, graphs: int) -> None:
+    """Flags that name one graph's inputs or files do not fit several graphs (the `task`
+    exports `graphs` of them)."""
+    given = one_graph_flags(request.options)
     if given:
-        raise BadInputError(f"{request.model}: task {source.loaded.task} exports "
-                            f"{len(source.graphs)} graphs, each with its own inputs and "
+        raise BadInputError(f"{request.model}: task {task} exports "
+                            f"{graphs} graphs, each with its own inputs and "
                             f"files; drop {', '.join(given)}")
 
 
@@ -74,7 +79,7 @@ def export_part(request: Request[ExportOptions], run: Run) -> GraphExport:
 def export_graphs(request: Request[ExportOptions], plan: ExportPlan, source: GraphsSource,
                   run: Run) -> GraphsExport:
     """Each graph of `source` exported and checked into the folder `plan.output`."""
-    refuse_flags_for_many(request, source)
+    refuse_flags_for_many(request, source.loaded.task, len(source.graphs))
     plan.output.mkdir(parents=True, exist_ok=True)
     parts: dict[str, GraphExport] = {}
     for graph in source.graphs:

@@ -4,7 +4,11 @@ is. The loader's notes go to the run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import NoReturn
+
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.hf.folder import folder_task, is_hf_folder
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.exporter.model_files.detect import refuse_missing
 from export_gelu.notes import tagged
@@ -32,15 +36,38 @@ def load(request: Request[RunOptions], run: Run) -> Source:
     return source_of(loaded)
 
 
+def several_graphs(request: Request[RunOptions]) -> tuple[str, int] | None:
+    """(task, how many graphs) when the model `request` names is a Hugging Face folder whose
+    task exports several graphs; None otherwise. Read from config.json alone, before any
+    loading: a command that cannot take them says so at once (a BART-like folder's three
+    graphs take seconds each to capture)."""
+    model = Path(request.model)
+    if request.in_memory is not None or not is_hf_folder(model):
+        return None
+    o = request.options
+    resolved = folder_task(model, o.task, o.allow_pickle)
+    files = resolved.graph_files if resolved is not None else []
+    return (resolved.name, len(files)) if resolved is not None and len(files) > 1 else None
+
+
 def load_one_graph(request: Request[RunOptions], run: Run) -> OneGraphSource:
     """`load`, for a command that takes one graph (verify, --compare-forms): a folder whose
-    task exports several is exit 2."""
+    task exports several is exit 2, said before the model is loaded."""
+    if request.in_memory is None:
+        refuse_missing(request.model)
+        many = several_graphs(request)
+        if many is not None:
+            _refuse_many(request, *many)
     source = load(request, run)
     if isinstance(source, GraphsSource):
-        raise BadInputError(f"{request.model}: task {source.loaded.task} exports "
-                            f"{len(source.graphs)} graphs; verify and --compare-forms "
-                            "take a one-graph task (pass --task, e.g. feature-extraction)")
+        _refuse_many(request, source.loaded.task, len(source.graphs))
     return source
+
+
+def _refuse_many(request: Request[RunOptions], task: str, graphs: int) -> NoReturn:
+    raise BadInputError(f"{request.model}: task {task} exports {graphs} graphs; verify and "
+                        "--compare-forms take a one-graph task (pass --task, e.g. "
+                        "feature-extraction)")
 
 
 def _export_opset(request: Request[RunOptions]) -> int:

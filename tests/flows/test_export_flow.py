@@ -56,10 +56,12 @@ def bart(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_several_graphs_refuse_one_graphs_flags(bart: Path, tmp_path: Path) -> None:
     request = prepare(ExportOptions(target="ort", output=str(tmp_path / "out"),
                                     inputs=("input_ids:1x4:int64",)), bart)
+    log = StepLog()
     with pytest.raises(BadInputError, match="exports 3 graphs, each with its own inputs and "
                                             "files; drop --input"):
-        export(request, Run())
+        export(request, Run(log))
     assert not (tmp_path / "out").exists()
+    assert log.loads() == 0  # refused from config.json, before the graphs are built
 
 
 @pytest.mark.slow  # three dynamo exports and a greedy decode: ~20 s; the refusal above is fast

@@ -10,7 +10,8 @@ import pytest
 from export_gelu.errors import BadInputError
 from export_gelu.results.request import GraphsSource, OnnxSource, ProgramSource
 from export_gelu.run import Run
-from export_gelu.steps.load import load, load_one_graph
+from export_gelu.steps.load import load, load_one_graph, several_graphs
+from tests.flows.step_log import StepLog
 from tests.steps.step_inputs import TINY_SHAPE, export_request, onnx_model, verify_request
 
 
@@ -42,13 +43,34 @@ def test_load_takes_a_model_handed_over(program: Path, tmp_path: Path) -> None:
 def test_a_folder_of_several_graphs_is_one_source_and_refused_outside_export(
         tmp_path: Path) -> None:
     """A folder task with several graphs (a BART with past: encoder, decoder, decoder with
-    past) is export's only (exit 2 for verify and --compare-forms)."""
+    past) is export's only (exit 2 for verify and --compare-forms), refused from config.json
+    before anything is loaded."""
     from examples.hf_folders import save_folder
 
     folder = save_folder("bart", tmp_path / "bart")
-    found = load(export_request(folder, tmp_path, output=str(tmp_path / "out")), Run())
-    assert isinstance(found, GraphsSource) and len(found.graphs) == 3
+    assert several_graphs(export_request(folder, tmp_path)) == (
+        "text2text-generation-with-past", 3)
+    assert several_graphs(export_request(folder, tmp_path, task="text2text-generation")) == (
+        "text2text-generation", 2)
+    assert several_graphs(export_request(folder, tmp_path, task="feature-extraction")) is None
+    log = StepLog()
     with pytest.raises(BadInputError, match="task text2text-generation-with-past exports 3 "
                                             "graphs; verify and --compare-forms take a "
                                             "one-graph task"):
-        load_one_graph(verify_request(folder, onnx_model(tmp_path, name="dep.onnx")), Run())
+        load_one_graph(verify_request(folder, onnx_model(tmp_path, name="dep.onnx")), Run(log))
+    assert log.steps == []  # said before "loading": no graph was built
+    found = load(export_request(folder, tmp_path, output=str(tmp_path / "out")), Run())
+    assert isinstance(found, GraphsSource) and len(found.graphs) == 3
+    assert [g.file_name for g in found.graphs] == ["encoder_model.onnx", "decoder_model.onnx",
+                                                  "decoder_with_past_model.onnx"]
+
+
+def test_several_graphs_is_none_for_a_file_or_a_model_handed_over(program: Path,
+                                                                  tmp_path: Path) -> None:
+    import dataclasses
+
+    assert several_graphs(export_request(program, tmp_path)) is None
+    request = export_request(onnx_model(tmp_path), tmp_path)
+    assert several_graphs(request) is None
+    handed = dataclasses.replace(request, in_memory=load(request, Run()).loaded)
+    assert several_graphs(handed) is None

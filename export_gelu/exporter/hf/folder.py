@@ -290,6 +290,17 @@ def load_folder(folder: Path, task: str | None = None, allow_pickle: bool = Fals
     return FolderModel(folder, resolved, model, config, weights, notes, _preprocessor(folder))
 
 
+def folder_task(folder: Path, task: str | None, allow_pickle: bool) -> ResolvedTask | None:
+    """The task a load of `folder` resolves, from config.json alone, after the checks
+    load_folder makes first (None: a diffusers folder): a command that cannot take the task
+    refuses it before anything is built."""
+    if is_diffusers_folder(folder):
+        return None
+    require_transformers(folder)
+    folder_reads(folder)
+    return resolve_task(read_config(folder, allow_pickle), task, folder)
+
+
 def planned_files(folder: Path, task: str | None, allow_pickle: bool) -> list[str]:
     """The graph files an export of the folder writes into its output folder ([]: one graph,
     written to one file). Reads config.json only: checked before any work."""
