@@ -25,10 +25,23 @@ ROOT = Path(__file__).resolve().parents[1]
 # tests/cli/test_progress.py checks the progress lines with it unset.
 os.environ.setdefault("EXPORT_GELU_QUIET", "1")
 
-# One timed run and no warm-up for the API's export/verify/compare_forms unless a test asks
-# (tests/cli_runs.py; run_cli and cli_command do the same for the command line). Before the
-# test modules import them.
-time_api_calls_once()
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    """pytest-xdist's controller process: it starts the workers and runs no test itself."""
+    o = config.option
+    return (not hasattr(config, "workerinput") and getattr(o, "dist", "no") != "no"
+            and bool(getattr(o, "tx", None)) and not o.collectonly)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One timed run and no warm-up for the API's export/verify/compare_forms unless a test
+    asks (tests/cli_runs.py; run_cli and cli_command do the same for the command line),
+    before the test modules import them. Not in pytest-xdist's controller: it imports no test
+    module, and importing the API there (torch with it, about 4 CPU seconds) would delay the
+    workers' start."""
+    if not _is_xdist_controller(config):
+        time_api_calls_once()
+
 
 # torch's exporter builds its ATen-to-ONNX registry once per process instead of once per
 # export (about a CPU second each; tests/torchlib_once.py): what an export writes is unchanged.
