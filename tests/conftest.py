@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli_runs import CliResult, cli_command, run_cli, time_api_calls_once
 from tests.golden_runs import GoldenRun, golden_runs
-from tests.session_cache import CACHE_NAME, SessionCache
+from tests.session_cache import CACHE_NAME, SessionCache, share_from
 from tests.tiers import mark_tiers
 from tests.torchlib_once import keep_torchlib_registry
 
@@ -41,6 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     workers' start."""
     if not _is_xdist_controller(config):
         time_api_calls_once()
+    share_from(config)  # the session cache, for helpers that are no fixture
 
 
 # torch's exporter builds its ATen-to-ONNX registry once per process instead of once per

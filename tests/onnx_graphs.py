@@ -95,6 +95,18 @@ EXPORTS = (("dynamo", 18), ("dynamo", 19), ("dynamo", 20), ("torchscript", 13),
 
 @functools.cache
 def _exported_bytes(exporter: str, opset: int) -> bytes:
+    """The zoo's graph: exported once for every test, worker and session (the session cache,
+    tests/session_cache.py: shared), else once per process."""
+    from tests.session_cache import shared
+
+    built = shared()
+    if built is None:
+        return _export_zoo(exporter, opset)
+    return built.file(f"zoo-{exporter}{opset}.onnx", lambda path: path.write_bytes(
+        _export_zoo(exporter, opset))).read_bytes()
+
+
+def _export_zoo(exporter: str, opset: int) -> bytes:
     import torch
 
     from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 try:
     import fcntl
@@ -134,3 +135,22 @@ class SessionCache:
         """The entry `name`: a folder `build(folder)` fills (once per key). Treat it as
         read-only; copy it where a test changes or adds files."""
         return self._entry(name, build, folder=True)
+
+
+_CONFIG: list[Any] = []  # the running session's pytest config (share_from)
+
+
+def share_from(config: Any) -> None:
+    """Let `shared()` reach the session's cache (tests/conftest.py, at configure)."""
+    _CONFIG[:] = [config]
+
+
+@cache
+def shared() -> SessionCache | None:
+    """The session's cache for helpers that are no fixture (tests/onnx_graphs.py's exported
+    zoo): the one the `session_cache` fixture uses; None without the pytest cache
+    (`-p no:cacheprovider`) or outside pytest, where such a helper keeps what it builds in its
+    own process."""
+    pytest_cache = getattr(_CONFIG[0], "cache", None) if _CONFIG else None
+    return SessionCache(pytest_cache.mkdir(CACHE_NAME)) if pytest_cache is not None else None
+
