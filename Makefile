@@ -78,11 +78,13 @@ test: $(STAMP)
 
 # While you work: the unit and integration tiers (set at collection from what a test uses,
 # tests/tiers.py), less the `slow` rows, with the rewrite fuzzer's `fast` hypothesis profile.
-# tests/e2e/ is not collected: every test there is `e2e` by its folder.
+# tests/e2e/ is not collected: every test there is `e2e` by its folder. Each test file runs
+# on one worker (`--dist loadfile`): a module's fixtures (a model exported, a graph built) are
+# then built once, not once per worker; no file of these tiers is long enough to unbalance them.
 test-fast: $(STAMP)
 	$(LINT)
-	$(PYTEST) -q -rs -n auto -m "not full and not slow and not e2e" --ignore=tests/e2e \
-		--hypothesis-profile fast
+	$(PYTEST) -q -rs -n auto --dist loadfile -m "not full and not slow and not e2e" \
+		--ignore=tests/e2e --hypothesis-profile fast
 
 # Everything, the `full` product rows included (models × ways × targets): by hand before a
 # release and when exporter or model code changes.
