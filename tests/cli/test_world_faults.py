@@ -287,7 +287,7 @@ def test_mapping_exdev_between_file_systems(tmp_path):
     assert outcome.code == 2 and "(EXDEV)" in outcome.line and str(src) in outcome.line
 
 
-def test_mapping_efbig_from_afile_size_limit(tmp_path):
+def test_mapping_efbig_from_a_file_size_limit(tmp_path):
     line = _outcome_in_child(f"""
         resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
         with open({str(tmp_path / 'big')!r}, 'wb', buffering=0) as fh:
