@@ -75,16 +75,21 @@ def _cli(*argv: object, cwd: Path = ROOT, preexec=None) -> subprocess.CompletedP
                           preexec_fn=preexec)
 
 
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_folder("bert", tmp_path_factory.mktemp("hostile") / "bert")
+def _saved_once(session_cache, name: str, entry: str) -> Path:
+    """examples/hf_folders.py's `name` saved once for every test, worker and session
+    (session_cache): read-only, as every test here copies it or links to it from outside."""
+    return session_cache.folder(entry, lambda d: save_folder(name, d / name)) / name
 
 
 @pytest.fixture(scope="module")
-def other_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def bert(session_cache) -> Path:
+    return _saved_once(session_cache, "bert", "hostile-bert")
+
+
+@pytest.fixture(scope="module")
+def other_bert(session_cache) -> Path:
     """Another model's folder: real weights and config, outside every folder under test."""
-    torch.manual_seed(1)
-    return save_folder("bert", tmp_path_factory.mktemp("elsewhere") / "bert")
+    return _saved_once(session_cache, "bert", "hostile-other-bert")
 
 
 @pytest.fixture()
@@ -328,13 +333,13 @@ def test_deeply_nested_safetensors_header_is_exit_2_naming_the_file(tmp_path, ou
 
 
 @pytest.fixture(scope="module")
-def vit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_folder("vit", tmp_path_factory.mktemp("hostile") / "vit")
+def vit(session_cache) -> Path:
+    return _saved_once(session_cache, "vit", "hostile-vit")
 
 
 @pytest.fixture(scope="module")
-def wav2vec2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_folder("wav2vec2", tmp_path_factory.mktemp("hostile") / "w2v")
+def wav2vec2(session_cache) -> Path:
+    return _saved_once(session_cache, "wav2vec2", "hostile-wav2vec2")
 
 
 #: (model, preprocessor_config.json, the key the one line names, its words): issue 40,
