@@ -1,7 +1,8 @@
 """Helpers the hostile-input tests share (tests/exporter/test_hostile_folders.py,
 tests/device/test_hostile_device.py, tests/cli/test_hostile_names.py, …): file hashes, a
-canary whose access time shows whether anything read it, the one-line error, and a folder
-outside the work folder that a hostile run must neither read nor write.
+canary whose access time shows whether anything read it, the one-line error, a folder
+outside the work folder that a hostile run must neither read nor write, and a file-size limit
+for a run in the test's process.
 
 A canary's access time is set far in the past, so any read moves it (relatime updates an
 atime older than a day; on a file system mounted noatime `atime_counts` is False and that
@@ -10,13 +11,32 @@ one assertion is skipped).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import resource
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 OLD_ATIME = 946684800  # 2000-01-01: any read after this moves it (relatime)
 #: What a terminal obeys: ESC (CSI, OSC), CR, BEL, a C1 CSI, a bidirectional override.
 RAW_CONTROLS = ("\x1b", "\r", "\x07", "\x9b", "\u202e")
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """This process's file-size limit (the soft one, as `ulimit -f` sets) `limit` bytes while
+    the block runs: a write past it fails with EFBIG. Python ignores SIGXFSZ in every process
+    it starts, so a run in the test's process meets the limit as a program of its own would;
+    the tests run the CLI in the block, and the limit is restored after."""
+    assert signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
 def sha(path: Path) -> str:

@@ -4,6 +4,7 @@ one checker; its latency beside the model's; the GELU input ranges."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections import Counter
 from pathlib import Path
 
@@ -57,7 +58,16 @@ def open_artifact(path: Path, options: VerifyOptions, run: Run, model: Path | No
     if options.bundle and deployed.kind != "onnx":
         raise BadInputError("--bundle: DEPLOYED must be the ONNX graph (a bundle carries the "
                             "graph; the device builds its own engine)")
+    if deployed.kind == "onnx":
+        _require_onnxruntime()
     return deployed
+
+
+def _require_onnxruntime() -> None:
+    """An ONNX DEPLOYED runs in ONNX Runtime: without it, the ImportError errors.py maps to
+    exit 3 ("this command needs onnxruntime") now, before MODEL is loaded and run."""
+    if importlib.util.find_spec("onnxruntime") is None:
+        raise ModuleNotFoundError("No module named 'onnxruntime'", name="onnxruntime")
 
 
 def _device(requested: str | None, deployed: Deployed) -> DeviceChoice:

@@ -149,18 +149,20 @@ def test_verify_without_onnxruntime_says_it_needs_it(blocker, saved_model, deplo
         assert proc.returncode == 0 and "onnxruntime" in proc.stdout, proc.stderr
 
 
-def test_export_without_tensorrt_skips_the_engine_and_says_why(blocker, saved_model, tmp_path):
+def test_export_without_tensorrt_skips_the_engine_and_says_why(blocker, deployed, tmp_path):
+    """The engine step comes after the graph, whatever MODEL was: an ONNX file (a .pt's export
+    without an optional package is `test_export_without_onnxruntime_...`'s)."""
     rep = tmp_path / "r.json"
-    proc = run_without(blocker, "tensorrt", saved_model("lstm", "exported"), "--target",
-                       "trt8.6", "-o", tmp_path / "m.onnx", "--report", rep, "--iterations", "1")
+    proc = run_without(blocker, "tensorrt", deployed, "--target", "trt8.6",
+                       "-o", tmp_path / "m.onnx", "--report", rep, "--iterations", "1")
     _no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(rep.read_text())
     assert report["trt"]["status"] == "skipped"
     assert "tensorrt is not installed" in report["trt"]["reason"]
     assert report["parity"]["status"] == "passed"  # ONNX Runtime still checks the file
-    proc = run_without(blocker, "tensorrt", saved_model("lstm", "exported"), "--target",
-                       "trt8.6", "-o", tmp_path / "n.onnx", "--require-trt")
+    proc = run_without(blocker, "tensorrt", deployed, "--target", "trt8.6",
+                       "-o", tmp_path / "n.onnx", "--require-trt")
     _one_line_error(proc, 3, "tensorrt")
 
 
@@ -170,8 +172,9 @@ def test_markdown_report_without_matplotlib_says_plots_skipped(command, blocker,
                                                                deployed, tmp_path):
     md = tmp_path / "r.md"
     model = saved_model("lstm", "exported")
+    # the export: of the ONNX file (the report is written the same after any export)
     argv = ["verify", model, deployed] if command == "verify" else \
-        [model, "--target", "onnx", "-o", tmp_path / "m.onnx"]
+        [deployed, "--target", "onnx", "-o", tmp_path / "m.onnx"]
     proc = run_without(blocker, "matplotlib", *argv, "--report-md", md, "--iterations", "1")
     _no_traceback(proc)
     assert proc.returncode == 0, proc.stderr

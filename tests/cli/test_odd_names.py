@@ -16,8 +16,8 @@
 
 Every case checks the input is byte-identical and nothing else appears beside the outputs.
 The CLI runs in the test's process, its arguments decoded as Python decodes a program's
-(os.fsdecode); the non-UTF-8 `-o` and `--report` case runs it as a program, so the bytes
-really pass through the command line.
+(os.fsdecode); the non-UTF-8 `-o` and `--report` case runs it as a program (on a small ONNX
+graph), so the bytes really pass through the command line.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import pytest
 
 from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
 from tests.conftest import ROOT, CliResult, cli_command, run_cli
+from tests.onnx_graphs import hand_graph
 
 QUICK = ["--iterations", "1", "--warmup", "0"]
 
@@ -99,13 +100,18 @@ def test_external_data_name_too_long(model, tmp_path):
     assert _names(tmp_path) == [b"model.pt"]
 
 
-def test_non_utf8_output_names(model, tmp_path):
+def test_non_utf8_output_names(tmp_path):
+    """The bytes pass through a real command line, so a program of its own; its input is a
+    small ONNX graph (a rewrite writes the output and the report as an export does; the
+    export of a .pt to a non-UTF-8 name is the next test's first run, in this process)."""
+    model = tmp_path / "model.onnx"
+    onnx.save(hand_graph("tanh x*x*x"), str(model))
     before = _sha(model)
     folder = os.fsencode(tmp_path)
     out, report = folder + b"/out\xff\xfe.onnx", folder + b"/rep\xe9.json"
     proc = _program(model, "--target", "onnx", "-o", out, "--report", report, *QUICK)
     assert proc.returncode == 0, _err(proc)
-    assert _names(tmp_path) == sorted([b"model.pt", b"out\xff\xfe.onnx", b"rep\xe9.json"])
+    assert _names(tmp_path) == sorted([b"model.onnx", b"out\xff\xfe.onnx", b"rep\xe9.json"])
     with open(out, "rb") as fh:
         onnx.checker.check_model(onnx.load_model(fh))
     assert _sha(model) == before

@@ -3,7 +3,9 @@
 Every fault is a real one the kernel produces, no mocks:
 
 - a file-size limit (`RLIMIT_FSIZE`, what `ulimit -f` sets) makes a write fail with EFBIG (or
-  store only part of it, which numpy reports without an errno);
+  store only part of it, which numpy reports without an errno): set on the test's own process
+  for the run's length (`file_size_limit`, tests/hostile.py; Python ignores SIGXFSZ, as in a
+  program of its own), so the CLI runs in this process;
 - a private mount namespace (`unshare --mount`, root only; skipped elsewhere) holds small
   tmpfs mounts: full by bytes (a write fails with ENOSPC mid-file), full by inodes (creating
   a file fails with ENOSPC), read-only (EROFS), a mount point (EBUSY when renamed), and two
@@ -22,7 +24,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -44,7 +45,9 @@ from export_gelu.errors import (
     failure_outcome,
 )
 from export_gelu.exporter.saving.save import EXTERNAL_DATA_ENV
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, CliResult, run_cli
+from tests.hostile import file_size_limit
+from tests.onnx_graphs import hand_graph
 
 UNSHARE = shutil.which("unshare")
 
@@ -53,20 +56,7 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _limit_file_size(limit: int):
-    def set_limit() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return set_limit
-
-
-def _cli(*argv: object, env: dict | None = None, preexec=None, cwd: Path = ROOT
-         ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "export_gelu.cli", *map(str, argv)], cwd=cwd,
-                          capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, **(env or {})), preexec_fn=preexec)
-
-
-def _assert_world(proc: subprocess.CompletedProcess, words: list[str]) -> str:
+def _assert_world(proc: subprocess.CompletedProcess | CliResult, words: list[str]) -> str:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and lines[0].startswith("export-gelu: error:"), proc.stderr
@@ -104,8 +94,8 @@ def test_file_size_limit_while_writing_the_onnx(saved_model, tmp_path):
     model = saved_model("lstm", "exported")
     before = _sha(model)
     out = tmp_path / "o.onnx"
-    proc = _cli(model, "--target", "onnx", "-o", out, "--no-verify",
-                preexec=_limit_file_size(8 << 10))
+    with file_size_limit(8 << 10):
+        proc = run_cli(model, "--target", "onnx", "-o", out, "--no-verify")
     _assert_world(proc, ["File too large (EFBIG)", str(out)])
     assert _leftovers(tmp_path) == []
     assert _sha(model) == before
@@ -116,8 +106,9 @@ def test_file_size_limit_while_the_exporter_writes_the_weights(saved_model, tmp_
     the limit hits the exporter's own writes (numpy: no errno), still exit 2."""
     model = saved_model("lstm", "exported")
     before = _sha(model)
-    proc = _cli(model, "--target", "onnx", "-o", tmp_path / "o.onnx", "--no-verify",
-                env={EXTERNAL_DATA_ENV: "1000"}, preexec=_limit_file_size(16 << 10))
+    with file_size_limit(16 << 10):
+        proc = run_cli(model, "--target", "onnx", "-o", tmp_path / "o.onnx", "--no-verify",
+                       env={EXTERNAL_DATA_ENV: "1000"})
     _assert_world(proc, ["file-size limit", STAGING_TAG])
     assert _leftovers(tmp_path) == []
     assert _sha(model) == before
@@ -127,8 +118,9 @@ def test_file_size_limit_while_streaming_external_data(onnx_with_data, tmp_path)
     data = onnx_with_data.with_name("in.onnx.data")
     before, before_data = _sha(onnx_with_data), _sha(data)
     out = tmp_path / "o.onnx"
-    proc = _cli(onnx_with_data, "--target", "onnx", "-o", out, "--no-verify",
-                env={EXTERNAL_DATA_ENV: "1000"}, preexec=_limit_file_size(128 << 10))
+    with file_size_limit(128 << 10):
+        proc = run_cli(onnx_with_data, "--target", "onnx", "-o", out, "--no-verify",
+                       env={EXTERNAL_DATA_ENV: "1000"})
     _assert_world(proc, ["File too large (EFBIG)", f"{out}.data"])
     assert _leftovers(tmp_path) == []
     assert (_sha(onnx_with_data), _sha(data)) == (before, before_data)
@@ -184,10 +176,20 @@ def _in_mounts(mounts: list[tuple[str, Path]], argv: list[object], listing: Path
                           env=dict(os.environ, **(env or {})))
 
 
-def test_disk_full_mid_write(mount_namespace, saved_model, tmp_path):
-    """The model fits (its output is elsewhere); the report's disk is full mid-file: exit 2
-    naming the report, nothing partial left on that disk."""
-    model = saved_model("lstm", "exported")
+@pytest.fixture(scope="module")
+def small_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small ONNX graph (MatMul, tanh GELU) for the runs in a mount namespace: each is a
+    program of its own, and what fails there is a write or a folder, whatever MODEL is."""
+    path = tmp_path_factory.mktemp("small") / "m.onnx"
+    onnx.save(hand_graph("tanh x*x*x"), str(path))
+    return path
+
+
+def test_disk_full_mid_write(mount_namespace, small_onnx, tmp_path):
+    """The model fits (its output is elsewhere); the report's disk (4 KiB; the report with
+    parity and latency is about 5 KiB) is full mid-file: exit 2 naming the report, nothing
+    partial left on that disk."""
+    model = small_onnx
     before = _sha(model)
     full = tmp_path / "full"
     report = full / "r.json"
@@ -212,19 +214,19 @@ def test_disk_out_of_inodes(mount_namespace, onnx_with_data, tmp_path):
     assert listing.read_text() == ""
 
 
-def test_read_only_output_folder_fails_up_front(mount_namespace, saved_model, tmp_path):
+def test_read_only_output_folder_fails_up_front(mount_namespace, small_onnx, tmp_path):
     out_dir = tmp_path / "ro"
     listing = tmp_path / "listing"
-    proc = _in_mounts([("ro", out_dir)], [saved_model("lstm", "exported"), "--target", "onnx",
+    proc = _in_mounts([("ro", out_dir)], [small_onnx, "--target", "onnx",
                                           "-o", out_dir / "o.onnx"], listing)
     _assert_world(proc, ["not writable", str(out_dir)])
 
 
-def test_bundle_on_a_mount_point_fails_up_front(mount_namespace, saved_model, tmp_path):
+def test_bundle_on_a_mount_point_fails_up_front(mount_namespace, small_onnx, tmp_path):
     """Renaming a mount point is EBUSY: refused before the export, not after it."""
     bundle = tmp_path / "bundle"
     listing = tmp_path / "listing"
-    proc = _in_mounts([("size=1m", bundle)], [saved_model("lstm", "exported"), "--target",
+    proc = _in_mounts([("size=1m", bundle)], [small_onnx, "--target",
                                               "trt8.6", "-o", tmp_path / "o.onnx",
                                               "--bundle", bundle], listing)
     _assert_world(proc, ["mount point", str(bundle)])

@@ -56,13 +56,24 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _ran_once(bundle: Path, session_cache, name: str) -> Path:
+    """The stand-in device run of `bundle`, made once for every test, worker and session
+    (session_cache: a `sh` and a Python trtexec per form each time, about 5 CPU seconds for
+    the forms bundle): read-only, as a device's folder a test copies before changing it."""
+
+    def build(d: Path) -> None:
+        _ran, done = device_run(bundle, d)
+        assert done.returncode == 0, done.stderr
+
+    return session_cache.folder(name, build) / "B"
+
+
 @pytest.fixture(scope="module")
-def device_outputs(forms_bundle, tmp_path_factory) -> Path:
-    """One stand-in device run of the bundle (all forms built), to vary per test."""
+def device_outputs(forms_bundle, session_cache) -> Path:
+    """One stand-in device run of the bundle (all forms built), to vary per test (copy it
+    first: it is shared)."""
     _model, bundle = forms_bundle
-    ran, done = device_run(bundle, tmp_path_factory.mktemp("device"))
-    assert done.returncode == 0, done.stderr
-    return ran
+    return _ran_once(bundle, session_cache, "bert-forms-device-run")
 
 
 def varied(device_outputs: Path, tmp: Path, times: dict[str, float],
@@ -96,10 +107,8 @@ def single_bundle(saved_model, session_cache) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def single_run(single_bundle, tmp_path_factory) -> Path:
+def single_run(single_bundle, session_cache) -> Path:
     """One stand-in device run of the single-graph bundle: outputs.json, times.json,
-    trtexec.log beside its files."""
+    trtexec.log beside its files (shared: copy it first)."""
     _model, bundle = single_bundle
-    ran, done = device_run(bundle, tmp_path_factory.mktemp("single"))
-    assert done.returncode == 0, done.stderr
-    return ran
+    return _ran_once(bundle, session_cache, "bert-single-device-run")

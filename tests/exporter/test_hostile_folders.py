@@ -20,7 +20,7 @@ older than a day; a file system mounted noatime skips that one assertion).
 | `export-gelu .` | run from inside the folder |
 | ONNX Runtime out of memory | an `Expand` to 2^20×2^20 under RLIMIT_AS |
 | `--threads 100000` | clamped with a note; SIGTERM answered within 5 s |
-| exit 2 leaves nothing | RLIMIT_FSIZE while the report's plot is written |
+| exit 2 leaves nothing | RLIMIT_FSIZE (on the test's process) while the report's plot is written |
 | opset 99 | exit 2 listing the opsets known |
 | `--dynamic batch=1:1:1000000000000` | names the --dynamic flag, never an --input not typed |
 | "see the report above" | a config/weights mismatch, a `.pt2` payload path_name `../..` |
@@ -53,6 +53,7 @@ from tests.conftest import ROOT, run_cli
 from tests.hf_folders import save_folder
 from tests.hostile import atime_counts as _atime_counts
 from tests.hostile import canary as _canary
+from tests.hostile import file_size_limit
 from tests.hostile import never_read as _never_read
 from tests.hostile import one_error_line as _one_error_line
 from tests.hostile import sha as _sha
@@ -74,16 +75,21 @@ def _cli(*argv: object, cwd: Path = ROOT, preexec=None) -> subprocess.CompletedP
                           preexec_fn=preexec)
 
 
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_folder("bert", tmp_path_factory.mktemp("hostile") / "bert")
+def _saved_once(session_cache, name: str, entry: str) -> Path:
+    """examples/hf_folders.py's `name` saved once for every test, worker and session
+    (session_cache): read-only, as every test here copies it or links to it from outside."""
+    return session_cache.folder(entry, lambda d: save_folder(name, d / name)) / name
 
 
 @pytest.fixture(scope="module")
-def other_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def bert(session_cache) -> Path:
+    return _saved_once(session_cache, "bert", "hostile-bert")
+
+
+@pytest.fixture(scope="module")
+def other_bert(session_cache) -> Path:
     """Another model's folder: real weights and config, outside every folder under test."""
-    torch.manual_seed(1)
-    return save_folder("bert", tmp_path_factory.mktemp("elsewhere") / "bert")
+    return _saved_once(session_cache, "bert", "hostile-other-bert")
 
 
 @pytest.fixture()
@@ -327,13 +333,13 @@ def test_deeply_nested_safetensors_header_is_exit_2_naming_the_file(tmp_path, ou
 
 
 @pytest.fixture(scope="module")
-def vit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_folder("vit", tmp_path_factory.mktemp("hostile") / "vit")
+def vit(session_cache) -> Path:
+    return _saved_once(session_cache, "vit", "hostile-vit")
 
 
 @pytest.fixture(scope="module")
-def wav2vec2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_folder("wav2vec2", tmp_path_factory.mktemp("hostile") / "w2v")
+def wav2vec2(session_cache) -> Path:
+    return _saved_once(session_cache, "wav2vec2", "hostile-wav2vec2")
 
 
 #: (model, preprocessor_config.json, the key the one line names, its words): issue 40,
@@ -461,16 +467,14 @@ def test_huge_threads_run_answers_sigterm_within_5_seconds(tmp_path, out_dir):
 
 @pytest.mark.slow
 def test_exit_2_while_writing_the_report_leaves_nothing(tmp_path, out_dir):
+    """RLIMIT_FSIZE on this process while the CLI runs in it (`file_size_limit`)."""
     model = _script_model(tmp_path / "m.pt")
     before = _sha(model)
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (40 << 10, 40 << 10))
-
-    proc = _cli(model, "--input", "x:2x8", *QUICK, "-o", out_dir / "o.onnx",
-                "--report", out_dir / "r.json", "--report-md", out_dir / "r.md", preexec=limit)
-    assert proc.returncode == 2, proc.stderr
-    _one_error_line(proc.stderr, "File too large (EFBIG)", str(out_dir / "r."))
+    with file_size_limit(40 << 10):
+        res = run_cli(model, "--input", "x:2x8", *QUICK, "-o", out_dir / "o.onnx",
+                      "--report", out_dir / "r.json", "--report-md", out_dir / "r.md")
+    assert res.code == 2, res.err
+    _one_error_line(res.err, "File too large (EFBIG)", str(out_dir / "r."))
     assert list(out_dir.iterdir()) == [], "a failed run left what it had written"
     assert _sha(model) == before
 
