@@ -156,6 +156,29 @@ def test_an_op_that_cannot_come_down_is_named():
         downconvert(model, 13)
 
 
+@pytest.mark.parametrize("bounds", [("lo", "hi"), ("lo", ""), ("", "hi")])
+def test_integer_clip_comes_down_to_11_as_where(bounds):
+    """Clip takes integers from opset 12 (DeBERTa's clamped relative positions, trt7.0 was
+    exit 3): below it the exact Where/Less/Greater form, on values past float32's 2**24."""
+    x = np.array([[-(2**40) - 1, -7, -3, 0, 2, 3, 9, 2**40 + 1]], np.int64)
+    node = helper.make_node("Clip", ["x", *bounds], ["y"])
+    inits = {"lo": np.array(-3, np.int64), "hi": np.array(2**33 + 1, np.int64)}
+    model = one_node_model(node, {"x": x}, 13, inits={k: v for k, v in inits.items()
+                                                      if k in bounds})
+    conv = assert_same_after(model, {"x": x}, 11)
+    assert ops(conv)["Clip"] == 0 and ops(conv)["Where"] == len([b for b in bounds if b])
+
+
+def test_a_type_the_target_lacks_names_the_opset_and_targets_that_take_it():
+    x = np.zeros((2, 3), np.int32)
+    model = one_node_model(helper.make_node("Max", ["x", "x"], ["y"]), {"x": x}, 13)
+    with pytest.raises(TargetUnmetError, match=r"Max input type tensor\(int32\) is not "
+                                               r"allowed at opset 11, only from opset 12 "
+                                               r"\(targets whose opset takes it: onnx, ort, "
+                                               r"trt8\.0–trt11\)"):
+        downconvert(model, 11)
+
+
 def test_trilu_on_constants_is_folded_for_old_trt():
     x = RNG.standard_normal((4, 4)).astype(np.float32)
     tri = helper.make_node("Trilu", ["c"], ["t"])
