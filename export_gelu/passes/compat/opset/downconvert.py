@@ -57,7 +57,8 @@ def fit_schema(node: gs.Node, step: Step) -> str | None:
     """Make `node` valid at `step.tgt` by dropping default-valued new attributes; else why not."""
     target = _schema(node.op, step.tgt)
     if target is None:
-        since = _schema(node.op, step.src)
+        since = next((s for s in map(functools.partial(_schema, node.op),
+                                     range(step.tgt + 1, step.src + 1)) if s is not None), None)
         where = f"from opset {since.since_version}" if since else "in no ONNX opset"
         return f"exists only {where}"
     source = _schema(node.op, step.src)
