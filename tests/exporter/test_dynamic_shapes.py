@@ -377,3 +377,25 @@ def test_float_or_equal_comparisons_are_refused_below_12():
     model = one_node_model(helper.make_node("GreaterOrEqual", ["a", "a"], ["y"]), {"a": a}, 16)
     with pytest.raises(TargetUnmetError, match="differs on NaN"):
         downconvert(model, 11)
+
+
+def test_an_image_size_torch_keeps_static_is_noted_in_its_reason_not_its_advice():
+    """A model that takes only even sizes (an SD UNet's down/up-sampling; here a 2×2 pool by
+    reshape): torch.export refuses symbolic height/width and the size stays static. The note
+    quoted torch's header and advice ("Constraints violated (height, width)! For more
+    information, run with TORCH_LOGS=…"); it now quotes the guard that failed."""
+    from collections import OrderedDict
+
+    from export_gelu.exporter.hf import sizes
+
+    class EvenOnly(torch.nn.Module):
+        def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+            b, c, h, w = pixel_values.shape
+            return pixel_values.reshape(b, c, h // 2, 2, w // 2, 2).sum((3, 5))
+
+    inputs = OrderedDict(pixel_values=torch.randn(2, 3, 8, 8))
+    why, _, _ = sizes._captures(EvenOnly(), inputs, "pixel_values", {2: "height", 3: "width"},
+                                low=4, high=16, batch=(1, 8))
+    assert why.startswith("torch.export cannot keep it symbolic (UserError: ")
+    assert "height" in why and "guard" in why, why
+    assert "TORCH_LOGS" not in why and "Constraints violated" not in why

@@ -156,6 +156,49 @@ def test_an_op_that_cannot_come_down_is_named():
         downconvert(model, 13)
 
 
+@pytest.mark.parametrize("bounds", [("lo", "hi"), ("lo", ""), ("", "hi")])
+def test_integer_clip_comes_down_to_11_as_where(bounds):
+    """Clip takes integers from opset 12 (DeBERTa's clamped relative positions, trt7.0 was
+    exit 3): below it the exact Where/Less/Greater form, on values past float32's 2**24."""
+    x = np.array([[-(2**40) - 1, -7, -3, 0, 2, 3, 9, 2**40 + 1]], np.int64)
+    node = helper.make_node("Clip", ["x", *bounds], ["y"])
+    inits = {"lo": np.array(-3, np.int64), "hi": np.array(2**33 + 1, np.int64)}
+    model = one_node_model(node, {"x": x}, 13, inits={k: v for k, v in inits.items()
+                                                      if k in bounds})
+    conv = assert_same_after(model, {"x": x}, 11)
+    assert ops(conv)["Clip"] == 0 and ops(conv)["Where"] == len([b for b in bounds if b])
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_integer_max_and_min_come_down_to_11_as_where(op, count):
+    """Max/Min take integers from opset 12 (Qwen3's and Pegasus' int64 size arithmetic,
+    trt7.0 was exit 3): below it Where(Greater/Less), broadcasting, past 2**24."""
+    x = np.array([[-(2**40) - 1, -7, 0, 2**40 + 1]], np.int64)
+    inits = {"b": np.array([[3], [-(2**40)]], np.int64), "c": np.array(2**40, np.int64)}
+    names = ["x", "b", "c"][:count]
+    node = helper.make_node(op, names, ["y"])
+    model = one_node_model(node, {"x": x}, 13, inits={k: inits[k] for k in names[1:]})
+    conv = assert_same_after(model, {"x": x}, 11)
+    assert ops(conv)[op] == 0 and ops(conv)["Where"] == count - 1
+
+
+def test_a_type_the_target_lacks_names_the_opset_and_targets_that_take_it():
+    x = np.zeros((2, 3), np.int32)
+    model = one_node_model(helper.make_node("Relu", ["x"], ["y"]), {"x": x}, 14)
+    with pytest.raises(TargetUnmetError, match=r"Relu input type tensor\(int32\) is not "
+                                               r"allowed at opset 13, only from opset 14 "
+                                               r"\(targets whose opset takes it: onnx, ort, "
+                                               r"trt8\.4–trt11\)"):
+        downconvert(model, 13)
+    # an op newer than the target names the first opset it exists at, not the model's
+    model = one_node_model(helper.make_node("Mod", ["x", "x"], ["y"]), {"x": x}, 13)
+    with pytest.raises(TargetUnmetError, match=r"Mod exists only from opset 10 \(targets "
+                                               r"whose opset takes it: onnx, ort, "
+                                               r"trt8\.5–trt11\)"):
+        downconvert(model, 9)
+
+
 def test_trilu_on_constants_is_folded_for_old_trt():
     x = RNG.standard_normal((4, 4)).astype(np.float32)
     tri = helper.make_node("Trilu", ["c"], ["t"])

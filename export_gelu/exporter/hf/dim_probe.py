@@ -40,7 +40,9 @@ _SPECIALIZED = re.compile(r"specialized it to be a constant \((\d+)\)")
 _ADVICE = re.compile(r"\s*(If you're using|For more information|You can suppress).*$")
 
 
-def _first_line(exc: BaseException) -> str:
+def torch_refusal(exc: BaseException) -> str:
+    """torch's reason in one line, without its advice for its own API or the bare
+    'Constraints violated' header (the line after it says which constraint)."""
     text = str(exc)
     found = _SPECIALIZED.search(text)
     if found:
@@ -122,7 +124,7 @@ def _runs(program: torch.export.ExportedProgram, inputs: TensorFeed,
                 captured(*_resized(inputs, dims, size).values())
         except Exception as exc:  # noqa: BLE001 - the graph baked a size in
             text = ", ".join(f"{k}={v}" for k, v in size.items())
-            return f"its captured graph does not run at {text} ({_first_line(exc)})"
+            return f"its captured graph does not run at {text} ({torch_refusal(exc)})"
     return ""
 
 
@@ -132,7 +134,7 @@ def _attempt(module: torch.nn.Module, inputs: TensorFeed, dims: Sequence[GraphDi
     try:
         program = _capture(module, inputs, dims)
     except Exception as exc:  # noqa: BLE001 - refused or specialized: try fewer dims
-        return f"torch.export cannot keep it symbolic ({_first_line(exc)})", str(exc)
+        return f"torch.export cannot keep it symbolic ({torch_refusal(exc)})", str(exc)
     return _runs(program, inputs, dims), ""
 
 

@@ -99,6 +99,7 @@ def _captures(module: torch.nn.Module, inputs: TensorFeed, name: str, axes: dict
     message, batch kept)."""
     import torch
 
+    from export_gelu.exporter.hf.dim_probe import torch_refusal
     from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
     size = {a: torch.export.Dim(d, min=low, max=high) for a, d in axes.items()}
@@ -116,7 +117,7 @@ def _captures(module: torch.nn.Module, inputs: TensorFeed, name: str, axes: dict
             if with_batch and _only_batch(str(exc)):
                 batches = (int(inputs[name].shape[0]),) * 3
                 continue
-            return (f"torch.export cannot keep it symbolic ({_first_line(exc)})", str(exc),
+            return (f"torch.export cannot keep it symbolic ({torch_refusal(exc)})", str(exc),
                     with_batch)
     captured = program.module()  # at the points parity will check, batch included
     why = _runs_at(lambda feed: captured(*feed.values()), inputs, name, axes,

@@ -330,6 +330,56 @@ _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorPro
                 onnx.TensorProto.BFLOAT16}
 
 
+@adapts("Clip")
+def integer_clip_as_where(node: gs.Node, step: Step) -> list[gs.Node]:
+    """Clip takes integers from opset 12 (DeBERTa's clamped relative positions): below it,
+    Clip(x, lo, hi) on integers is Where(Less(x, lo), lo, x) then Where(Greater(·, hi), hi,
+    ·), exact for every integer (Less, Greater and Where take them from opset 9)."""
+    if not step.crosses(12):
+        return [node]
+    vt = step.type_of(node.inputs[0])
+    if vt is None or not vt.elem_type or vt.elem_type in _FLOAT_TYPES:
+        return [node]  # floats: the target's Clip takes them (fit_schema checks)
+    value, nodes = node.inputs[0], []
+    for index, compare in ((1, "Less"), (2, "Greater")):
+        bound = _given(node, index)
+        if bound is None:
+            continue
+        test = step.node(compare, [value, bound], node.name)
+        last = index == 2 or _given(node, 2) is None
+        pick = step.node("Where", [test.outputs[0], bound, value], node.name,
+                         **({"outputs": list(node.outputs)} if last else {}))
+        nodes += [test, pick]
+        value = pick.outputs[0]
+    if not nodes:
+        return [step.node("Identity", [value], node.name, outputs=list(node.outputs))]
+    return nodes
+
+
+@adapts("Max", "Min")
+def integer_max_min_as_where(node: gs.Node, step: Step) -> list[gs.Node]:
+    """Max and Min take integers from opset 12 (a decoder's mask and size arithmetic on
+    int64): below it each pair is Where(Greater(a, b), a, b) (Less for Min), exact for every
+    integer, broadcasting as Max does."""
+    if not step.crosses(12):
+        return [node]
+    types = [step.type_of(t) for t in node.inputs]
+    if any(vt is None or not vt.elem_type or vt.elem_type in _FLOAT_TYPES for vt in types):
+        return [node]  # floats: the target's Max takes them (fit_schema checks)
+    compare = "Greater" if node.op == "Max" else "Less"
+    value, nodes = node.inputs[0], []
+    for i, other in enumerate(node.inputs[1:], start=2):
+        test = step.node(compare, [value, other], node.name)
+        last = i == len(node.inputs)
+        pick = step.node("Where", [test.outputs[0], value, other], node.name,
+                         **({"outputs": list(node.outputs)} if last else {}))
+        nodes += [test, pick]
+        value = pick.outputs[0]
+    if not nodes:
+        return [step.node("Identity", [value], node.name, outputs=list(node.outputs))]
+    return nodes
+
+
 @adapts("LayerNormalization")
 def layernorm_primitives(node: gs.Node, step: Step) -> list[gs.Node]:
     if not step.crosses(17):

@@ -57,7 +57,8 @@ def fit_schema(node: gs.Node, step: Step) -> str | None:
     """Make `node` valid at `step.tgt` by dropping default-valued new attributes; else why not."""
     target = _schema(node.op, step.tgt)
     if target is None:
-        since = _schema(node.op, step.src)
+        since = next((s for s in map(functools.partial(_schema, node.op),
+                                     range(step.tgt + 1, step.src + 1)) if s is not None), None)
         where = f"from opset {since.since_version}" if since else "in no ONNX opset"
         return f"exists only {where}"
     source = _schema(node.op, step.src)
@@ -77,7 +78,19 @@ def fit_schema(node: gs.Node, step: Step) -> str | None:
         tstr = vt.type_str() if vt is not None else None
         allowed = _allowed_types(target, i)
         if tstr and allowed is not None and tstr not in allowed:
-            return f"input type {tstr} is not allowed at opset {step.tgt}"
+            first = _type_allowed_from(node.op, i, tstr, step)
+            return (f"input type {tstr} is not allowed at opset {step.tgt}"
+                    + (f", only from opset {first}" if first else ""))
+    return None
+
+
+def _type_allowed_from(op: str, index: int, tstr: str, step: Step) -> int | None:
+    """The first opset above the target whose `op` takes `tstr` at input `index`."""
+    for opset in range(step.tgt + 1, step.src + 1):
+        schema = _schema(op, opset)
+        allowed = _allowed_types(schema, index) if schema is not None else None
+        if allowed is not None and tstr in allowed:
+            return schema.since_version if schema is not None else opset
     return None
 
 
