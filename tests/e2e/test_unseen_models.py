@@ -146,11 +146,30 @@ def _deberta_feed() -> dict[str, np.ndarray]:
 
 FP16_CASES = {"convnext_v2": (U.convnext_v2, _convnext_feed),
               "deberta_attention": (U.deberta_attention, _deberta_feed)}
+FP16_TARGETS = ("trt", "trt8.6")
+FP16_FORMATS = ("exported", "torchscript", "pickle")
+
+#: `make test` runs the rows that hold every pair of two axes once (case × format, case ×
+#: target, target × format: 6 of the 12); the other rows are `full` (make test-full): each
+#: repeats a case's route for a format (the row of that case and format here) lowered for a
+#: target whose fp16 form another row here pins on that format.
+FP16_FAST = {("convnext_v2", "trt", "exported"), ("convnext_v2", "trt", "torchscript"),
+             ("convnext_v2", "trt8.6", "pickle"), ("deberta_attention", "trt8.6", "exported"),
+             ("deberta_attention", "trt8.6", "torchscript"),
+             ("deberta_attention", "trt", "pickle")}
 
 
-@pytest.mark.parametrize("fmt", ["exported", "torchscript", "pickle"])
-@pytest.mark.parametrize("target", ["trt", "trt8.6"])
-@pytest.mark.parametrize("case", sorted(FP16_CASES))
+def test_the_fp16_rows_hold_every_pair() -> None:
+    for axes, want in (((0, 2), {(c, f) for c in FP16_CASES for f in FP16_FORMATS}),
+                       ((0, 1), {(c, t) for c in FP16_CASES for t in FP16_TARGETS}),
+                       ((1, 2), {(t, f) for t in FP16_TARGETS for f in FP16_FORMATS})):
+        assert {(row[axes[0]], row[axes[1]]) for row in FP16_FAST} == want
+
+
+@pytest.mark.parametrize(("case", "target", "fmt"), [
+    pytest.param(c, t, f, id=f"{c}-{t}-{f}",
+                 marks=[] if (c, t, f) in FP16_FAST else [pytest.mark.full])
+    for c in sorted(FP16_CASES) for t in FP16_TARGETS for f in FP16_FORMATS])
 def test_fp16_is_as_accurate_as_pytorch_fp16(tmp_path: Path, case: str, target: str,
                                              fmt: str) -> None:
     build, make_feed = FP16_CASES[case]
@@ -234,10 +253,25 @@ def test_inspect_flags_a_bias_free_plugin_node(tmp_path: Path, target: str,
 
 STATIC_CASES = {"convnext_v2": ("x:1x3x32x32", (torch.zeros(1, 3, 32, 32),)),
                 "dit_attention": ("x:2x8x16", (torch.zeros(2, 8, 16),))}
+STATIC_FORMATS = ("exported", "torchscript", "pickle", "state_dict")
+
+#: `make test` runs TorchScript (the converter that names dims) for both models and each
+#: other format once; the other rows are `full` (make test-full): the same format's route,
+#: pinned by its row here, on a model whose static export the TorchScript row pins.
+STATIC_FAST = {("convnext_v2", "torchscript"), ("dit_attention", "torchscript"),
+               ("dit_attention", "exported"), ("dit_attention", "pickle"),
+               ("convnext_v2", "state_dict")}
 
 
-@pytest.mark.parametrize("fmt", ["exported", "torchscript", "pickle", "state_dict"])
-@pytest.mark.parametrize("case", sorted(STATIC_CASES))
+def test_the_static_rows_hold_every_model_and_format() -> None:
+    assert {c for c, _f in STATIC_FAST} == set(STATIC_CASES)
+    assert {f for _c, f in STATIC_FAST} == set(STATIC_FORMATS)
+    assert {c for c, f in STATIC_FAST if f == "torchscript"} == set(STATIC_CASES)
+
+
+@pytest.mark.parametrize(("case", "fmt"), [
+    pytest.param(c, f, id=f"{c}-{f}", marks=[] if (c, f) in STATIC_FAST else [pytest.mark.full])
+    for c in sorted(STATIC_CASES) for f in STATIC_FORMATS])
 def test_static_model_keeps_every_dim_static(tmp_path: Path, case: str, fmt: str) -> None:
     """TS2EPConverter makes every input dim symbolic (a channel dim named "3"): a model
     exported without --dynamic must come out with none."""

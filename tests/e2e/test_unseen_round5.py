@@ -55,7 +55,10 @@ def _plain_half_export(model: torch.nn.Module, x: torch.Tensor, path: Path) -> P
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [2, 3])
+# seed 3 is `full` (make test-full): the saved program's route is pinned by seed 2's row, and
+# seed 3's model and input (the worse one before the fold, 1.9x) by
+# test_sew_d_fp16_from_memory_leaves_the_model_as_it_was, which asserts the same bound
+@pytest.mark.parametrize("seed", [2, pytest.param(3, marks=pytest.mark.full)])
 def test_sew_d_fp16_no_less_accurate_than_plain_half_export(tmp_path: Path, seed: int) -> None:
     model = _tiny_sew_d(seed)
     x = torch.randn(1, 1600)

@@ -10,6 +10,7 @@ constant holds the size the model was captured at. Bad ranges exit 2 with the re
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 from pathlib import Path
 
@@ -55,45 +56,48 @@ def dyn_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("dynamic")
 
 
+def _save(kind: str, path: Path) -> None:
+    """Write the model file `kind` (see `saved`) at `path`."""
+    b, s = torch.export.Dim("b", min=1, max=8), torch.export.Dim("s", min=1, max=64)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        if kind == "bert2-ep-dynamic":
+            ep = torch.export.export(BertWithMask().eval(), (_ids(BATCH, SEQ), _mask(BATCH, SEQ)),
+                                     dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}), strict=False)
+            torch.export.save(ep, str(path))
+        elif kind == "gpt2-ep-dynamic":
+            ep = torch.export.export(gpt2(), (_ids(BATCH, SEQ),),
+                                     dynamic_shapes=({0: b, 1: s},), strict=False)
+            torch.export.save(ep, str(path))
+        elif kind == "gpt2-ep-static":
+            torch.export.save(torch.export.export(gpt2(), (_ids(BATCH, SEQ),), strict=False),
+                              str(path))
+        elif kind == "bert-pickle":
+            torch.save(bert(), str(path))
+        elif kind == "gpt2-torchscript":
+            torch.jit.save(torch.jit.trace(gpt2(), (_ids(BATCH, SEQ),), check_trace=False),
+                           str(path))
+        else:
+            names = {"bert-onnx": ("N", "L"), "gpt2-onnx": ("batch", "seq")}[kind]
+            model = bert() if kind.startswith("bert") else gpt2()
+            torch.onnx.export(model, (_ids(BATCH, SEQ),), str(path), dynamo=False,
+                              opset_version=17, input_names=["input_ids"],
+                              dynamic_axes={"input_ids": dict(enumerate(names))})
+
+
 @pytest.fixture(scope="session")
-def saved(dyn_dir: Path):
+def saved(dyn_dir: Path, session_cache):
     """saved(kind) → a model file: bert2-ep-dynamic, gpt2-ep-dynamic, gpt2-ep-static,
-    bert-pickle, gpt2-torchscript, bert-onnx (dims N, L), gpt2-onnx (dims batch, seq)."""
+    bert-pickle, gpt2-torchscript, bert-onnx (dims N, L), gpt2-onnx (dims batch, seq). Built
+    once for every worker and session (session_cache), copied into this session's folder."""
     cache: dict[str, Path] = {}
 
     def get(kind: str) -> Path:
-        if kind in cache:
-            return cache[kind]
-        path = dyn_dir / f"{kind}.{'onnx' if kind.endswith('onnx') else 'pt'}"
-        b, s = torch.export.Dim("b", min=1, max=8), torch.export.Dim("s", min=1, max=64)
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            if kind == "bert2-ep-dynamic":
-                ep = torch.export.export(BertWithMask().eval(), (_ids(BATCH, SEQ),
-                                                                 _mask(BATCH, SEQ)),
-                                         dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}),
-                                         strict=False)
-                torch.export.save(ep, str(path))
-            elif kind == "gpt2-ep-dynamic":
-                ep = torch.export.export(gpt2(), (_ids(BATCH, SEQ),),
-                                         dynamic_shapes=({0: b, 1: s},), strict=False)
-                torch.export.save(ep, str(path))
-            elif kind == "gpt2-ep-static":
-                torch.export.save(torch.export.export(gpt2(), (_ids(BATCH, SEQ),), strict=False),
-                                  str(path))
-            elif kind == "bert-pickle":
-                torch.save(bert(), str(path))
-            elif kind == "gpt2-torchscript":
-                torch.jit.save(torch.jit.trace(gpt2(), (_ids(BATCH, SEQ),), check_trace=False),
-                               str(path))
-            else:
-                names = {"bert-onnx": ("N", "L"), "gpt2-onnx": ("batch", "seq")}[kind]
-                model = bert() if kind.startswith("bert") else gpt2()
-                torch.onnx.export(model, (_ids(BATCH, SEQ),), str(path), dynamo=False,
-                                  opset_version=17, input_names=["input_ids"],
-                                  dynamic_axes={"input_ids": dict(enumerate(names))})
-        cache[kind] = path
-        return path
+        if kind not in cache:
+            name = f"{kind}.{'onnx' if kind.endswith('onnx') else 'pt'}"
+            built = session_cache.file(f"dynamic-shapes-{name}", lambda path: _save(kind, path))
+            cache[kind] = Path(shutil.copyfile(built, dyn_dir / name))
+        return cache[kind]
 
     return get
 

@@ -188,8 +188,16 @@ def _check(hf_export, name: str, target: str) -> None:
 
 
 @pytest.mark.parametrize("name,target", FAST)
-def test_folder_exports_representative(hf_export, name: str, target: str) -> None:
+def test_folder_exports_representative(hf_export, hf_folder, name: str, target: str) -> None:
+    """Each FAST row; GPT-2's and BERT's also carry the checks that read the same export (one
+    export per row, whichever worker runs it): the decode loop's tokens vary, and a folder is
+    dynamic by default (once `test_decoder_loop_feeds_back_presents_and_tokens_vary` and
+    `test_folder_is_dynamic_by_default_with_optimums_dim_names`)."""
     _check(hf_export, name, target)
+    if (name, target) == ("gpt2", "ort"):
+        _decoder_loop_feeds_back_presents_and_tokens_vary(hf_export)
+    if (name, target) == ("bert", "trt8.6"):
+        _folder_is_dynamic_by_default_with_optimums_dim_names(hf_export, hf_folder)
 
 
 def _once_each(names: list[str], targets: tuple[str, ...] | list[str]) -> list[Any]:
@@ -222,7 +230,7 @@ def test_folder_exports_more_architectures(hf_export, name: str, target: str) ->
     _check(hf_export, name, target)
 
 
-def test_decoder_loop_feeds_back_presents_and_tokens_vary(hf_export) -> None:
+def _decoder_loop_feeds_back_presents_and_tokens_vary(hf_export) -> None:
     """The decode check is not vacuous: the wide init makes GPT-2 pick varied tokens."""
     _code, report, _out, _err = hf_export("gpt2", "ort")
     assert len(set(report["generation"]["generate"])) > 2
@@ -256,7 +264,7 @@ def _bert_fresh_errors(folder: Path, graph: Path, shapes: list[tuple[int, int]])
     return errors
 
 
-def test_folder_is_dynamic_by_default_with_optimums_dim_names(hf_export, hf_folder) -> None:
+def _folder_is_dynamic_by_default_with_optimums_dim_names(hf_export, hf_folder) -> None:
     """No flags: batch and sequence are symbolic, named as optimum names them, parity ran at
     four sizes of the ranges, and the graph matches PyTorch at three fresh shapes."""
     code, report, out, err = hf_export("bert", "trt8.6")
@@ -276,7 +284,7 @@ def test_folder_is_dynamic_by_default_with_optimums_dim_names(hf_export, hf_fold
     assert max(errors) < 1e-4, errors
 
 
-@pytest.mark.slow  # the default (dynamic) route is pinned by the test above
+@pytest.mark.slow  # the default (dynamic) route: test_folder_exports_representative[bert-trt8.6]
 def test_folder_static_keeps_the_example_sizes(hf_folder, tmp_path: Path) -> None:
     out, rep = tmp_path / "bert.onnx", tmp_path / "bert.json"
     res = run_cli(hf_folder("bert"), "--target", "ort", "--static", "-o", out, "--report", rep,
