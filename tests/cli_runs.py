@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 #: The timing a test's run gets unless it asks for other (flag → value).
 TEST_TIMING = {"--iterations": "1", "--warmup": "0"}
@@ -97,20 +97,38 @@ def _environment(env: Mapping[str, str | None] | None, cwd: str | os.PathLike | 
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def in_process(out: TextIO, err: TextIO, env: Mapping[str, str | None] | None = None,
+               cwd: str | os.PathLike | bytes | None = None) -> Iterator[None]:
+    """Run a program's `main` here as it would run on its own: stdout written to `out`,
+    stderr to `err` (the same object: one stream in write order, as `2>&1`), os.environ with
+    `env` set (None: unset) and `cwd` entered; all restored after."""
+    with _environment(env, cwd), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        yield
+
+
+def run_cli_into(out: TextIO, err: TextIO, *argv: str | os.PathLike | bytes,
+                 env: Mapping[str, str | None] | None = None,
+                 cwd: str | os.PathLike | bytes | None = None) -> int:
+    """`run_cli`, writing stdout to `out` and stderr to `err` (see `in_process`): the exit
+    code."""
+    from export_gelu.cli import main
+
+    args = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a)
+            for a in with_test_timing(argv)]
+    with in_process(out, err, env, cwd):
+        return main(args)
+
+
 def run_cli(*argv: str | os.PathLike | bytes, env: Mapping[str, str | None] | None = None,
             cwd: str | os.PathLike | bytes | None = None) -> CliResult:
     """Run `export-gelu ARGV` in this process (the console script's code path: `main`), with
     the tests' timing (`with_test_timing`). Bytes arguments are decoded as Python decodes a
     program's arguments (os.fsdecode); `env` entries are set (None: unset) and `cwd` entered
     for the run only."""
-    from export_gelu.cli import main
-
-    args = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a)
-            for a in with_test_timing(argv)]
     out, err = io.StringIO(), io.StringIO()
-    with _environment(env, cwd), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(err):
-        code = main(args)
+    code = run_cli_into(out, err, *argv, env=env, cwd=cwd)
     return CliResult(code, out.getvalue(), err.getvalue())
 
 

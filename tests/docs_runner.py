@@ -19,17 +19,34 @@ them are allowed. So a number may change, a changed word fails.
 Every block runs in its own folder holding the example models `PROVIDED` saves (saved once
 per session); `export-gelu` and `python` are the virtual environment's, and the repository
 is on PYTHONPATH (so `python -m examples.save_model` works).
+
+A command that is a plain `export-gelu ARGS…` or `python -m export_gelu.examples.save_model
+ARGS…` (no pipe, `;`, `&&`, `$`, backquote, glob, quote-escape or `VAR=value` prefix; at most
+a trailing `> /dev/null`, `2>/dev/null` or `2>&1`) runs in the test's own process instead
+(`in_process_command`): the program's `main` in the block's folder with the environment bash
+would give it, stdout and stderr into one stream in write order, and for `export-gelu` the
+tests' timing (tests/cli_runs.py `TEST_TIMING`: one timed run, no warm-up, unless the command
+gives `--iterations`/`--warmup`). That saves a fresh interpreter importing torch per command
+(about 4-5 CPU seconds each). Everything else runs in bash, and so does every command of the
+files in `AS_PROGRAM` (docs/cli.md: the installed console script itself).
+`python -m tests.docs_runner` (for writing the docs) runs every command in bash, with the
+product's own timing.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.cli_runs import in_process, run_cli_into
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- run -->"
@@ -41,6 +58,14 @@ PROVIDED = {"bert.pt": ("bert", "exported"), "gpt2.pt": ("gpt2", "exported"),
             "bert.pkl": ("bert_model", "pickle")}
 TIMEOUT_S = 600
 _EXIT = re.compile(r"#\s*exit\s+(\d+)\s*$")
+#: Shell syntax that keeps a command in bash (besides the trailing discards `_DISCARD` reads).
+_SHELL = re.compile(r"[|&;<>()$`*?\[\]{}~#!\\\n]")
+#: A trailing redirection the in-process route honours: `N>/dev/null` (N: 1 or 2) or `2>&1`.
+_DISCARD = re.compile(r"\s+([12]?>\s*/dev/null|2>&1)\s*$")
+#: Files whose blocks run every command as a program in bash: docs/cli.md's block runs the
+#: installed `export-gelu` console script (its start-up, `--version`, `--help`).
+AS_PROGRAM = ("docs/cli.md",)
+SAVE_MODEL = ["python", "-m", "export_gelu.examples.save_model"]
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -158,6 +183,94 @@ def run_shell(command: str, folder: Path) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL)
 
 
+@dataclass(frozen=True)
+class InProcess:
+    """A command the test's process can run itself: which program, its arguments, and
+    whether its stdout and stderr reach the compared output (else /dev/null)."""
+
+    program: str  # "export-gelu" | "save_model"
+    args: list[str]
+    stdout: bool = True
+    stderr: bool = True
+
+
+def in_process_command(text: str) -> InProcess | None:
+    """`text` as a command this process can run (None: bash runs it). A plain
+    `export-gelu ARGS…` or `python -m export_gelu.examples.save_model ARGS…`, shlex-split,
+    with nothing a shell would expand or connect; trailing `>/dev/null`, `2>/dev/null` and
+    `2>&1` are applied left to right as bash applies them."""
+    text = _EXIT.sub("", text).replace("\\\n", " ").rstrip()
+    redirections: list[str] = []
+    while (m := _DISCARD.search(text)) is not None:
+        redirections.insert(0, m.group(1).replace(" ", ""))
+        text = text[:m.start()]
+    if _SHELL.search(text):
+        return None
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    if words[:1] == ["export-gelu"]:
+        program, args = "export-gelu", words[1:]
+    elif words[:3] == SAVE_MODEL:
+        program, args = "save_model", words[3:]
+    else:
+        return None
+    kept = {1: True, 2: True}  # True: into the compared stream; False: /dev/null
+    for r in redirections:
+        if r == "2>&1":
+            kept[2] = kept[1]
+        else:
+            kept[2 if r.startswith("2") else 1] = False
+    return InProcess(program, args, kept[1], kept[2])
+
+
+def _save_model(args: list[str]) -> int:
+    """`python -m export_gelu.examples.save_model ARGS`, here: its exit code."""
+    from export_gelu.examples import save_model
+
+    argv0, sys.argv[0] = sys.argv[0], save_model.__file__  # argparse's `prog`, as with -m
+    try:
+        return save_model.main(args)
+    except SystemExit as exc:
+        if isinstance(exc.code, int) or exc.code is None:
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except Exception:  # noqa: BLE001 - as the interpreter would end: traceback, exit 1
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv[0] = argv0
+
+
+def run_in_process(command: InProcess, folder: Path) -> tuple[int, str]:
+    """Run `command` in this process in `folder`, with the environment bash would give it:
+    the exit code and what it printed (stdout and stderr in write order)."""
+    shown, dropped = io.StringIO(), io.StringIO()
+    out = shown if command.stdout else dropped
+    err = shown if command.stderr else dropped
+    env: dict[str, str | None] = {**environment(), "EXPORT_GELU_EXTERNAL_DATA_THRESHOLD": None}
+    if command.program == "export-gelu":
+        code = run_cli_into(out, err, *command.args, env=env, cwd=folder)
+    else:
+        with in_process(out, err, env, folder):
+            code = _save_model(command.args)
+    return code, shown.getvalue()
+
+
+def run_command(text: str, folder: Path, block: Block | None = None) -> tuple[int, str]:
+    """Run one command of a block in `folder`: in this process when `in_process_command`
+    allows it (and the block's file is not in `AS_PROGRAM`), else in bash. The exit code and
+    what it printed."""
+    as_program = block is not None and block.name.split(":")[0] in AS_PROGRAM
+    command = None if as_program else in_process_command(text)
+    if command is not None:
+        return run_in_process(command, folder)
+    done = run_shell(text, folder)
+    return done.returncode, done.stdout
+
+
 def provide(cache: Path) -> None:
     """Save the PROVIDED examples into `cache` (once)."""
     for name, (example, fmt) in PROVIDED.items():
@@ -184,16 +297,16 @@ def run_block(block: Block, folder: Path) -> list[str]:
         steps = block.commands()
     problems = []
     for command in steps:
-        done = run_shell(command.text, folder)
-        if done.returncode != command.exit_code:
-            problems.append(f"$ {command.text}\nexited {done.returncode}, the docs say "
-                            f"{command.exit_code}; it printed:\n{done.stdout}")
+        code, printed = run_command(command.text, folder, block)
+        if code != command.exit_code:
+            problems.append(f"$ {command.text}\nexited {code}, the docs say "
+                            f"{command.exit_code}; it printed:\n{printed}")
             break
-        missing = missing_lines(command.expected, done.stdout, folder)
+        missing = missing_lines(command.expected, printed, folder)
         if missing:
             problems.append(f"$ {command.text}\nthis quoted line is not in the output "
                             f"(numbers may differ, words may not):\n  {missing[0]}\n"
-                            f"the command printed:\n{done.stdout}")
+                            f"the command printed:\n{printed}")
             break
     return problems
 
