@@ -14,6 +14,7 @@ from pathlib import Path
 
 _CURRENT: ContextVar[Path | None] = ContextVar("export_gelu_weights_workdir", default=None)
 _MADE: list[Path] = []
+_AT_EXIT: list[bool] = []  # release_workdirs registered with atexit (once per process)
 
 
 def weights_workdir(out: Path) -> Path:
@@ -22,8 +23,9 @@ def weights_workdir(out: Path) -> Path:
     from export_gelu.atomic import clean_stale_staging, signals_deferred, staging_prefix
 
     clean_stale_staging(out.parent)
-    if not _MADE:
+    if not _AT_EXIT:
         atexit.register(release_workdirs)
+        _AT_EXIT.append(True)
     with signals_deferred():  # made and recorded as one: a signal cannot fall between
         folder = Path(tempfile.mkdtemp(prefix=staging_prefix(out, "weights."), dir=out.parent))
         _MADE.append(folder)
