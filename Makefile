@@ -71,10 +71,11 @@ PYTEST_ENV ?= PYTHONDONTWRITEBYTECODE=
 PYTEST = $(PYTEST_ENV) $(PY) -m pytest
 
 # Every test but the `full` product rows (each behaviour they show is pinned by a test that
-# runs here, named at the mark). CI runs this.
+# runs here, named at the mark). CI runs this. Each test file runs on one worker (`--dist
+# loadfile`), as in test-fast below.
 test: $(STAMP)
 	$(LINT)
-	$(PYTEST) -q -rs -n auto -m "not full"
+	$(PYTEST) -q -rs -n auto --dist loadfile -m "not full"
 
 # While you work: the unit and integration tiers (set at collection from what a test uses,
 # tests/tiers.py), less the `slow` rows, with the rewrite fuzzer's `fast` hypothesis profile.
