@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from export_gelu.exporter.saving.workdir import release_workdirs
+from export_gelu.exporter.saving.workdir import workdirs_of_this_run
 from export_gelu.onnx_file import parsing_once
 from export_gelu.options import RunOptions
 from export_gelu.progress import Progress
@@ -22,8 +22,5 @@ def command_run(request: Request[RunOptions], progress: Progress | None = None
     weights folders beside the output go when it ends (a run that failed before saving
     the graph left them until the process exited: in a long-lived Python, for good)."""
     run = Run(progress)
-    try:
-        with parsing_once(request.parsed), run.transaction():
-            yield run
-    finally:
-        release_workdirs()
+    with workdirs_of_this_run(), parsing_once(request.parsed), run.transaction():
+        yield run

@@ -22,3 +22,32 @@ def test_workdirs_are_removed_on_release_and_hook_atexit_once(tmp_path: Path) ->
         assert not folder.exists()
     assert atexit._ncallbacks() == hooks
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_command_removes_only_its_own_workdirs(tmp_path: Path) -> None:
+    """Two commands in one process (an API called from two threads): the one that ends first
+    removes its own weights folder, not the other's, which is still being written."""
+    import threading
+
+    from export_gelu.exporter.saving.workdir import workdirs_of_this_run
+
+    made: dict[str, Path] = {}
+    other_made, mine_ended = threading.Event(), threading.Event()
+
+    def other_command() -> None:
+        with workdirs_of_this_run():
+            made["other"] = weights_workdir(tmp_path / "other.onnx")
+            other_made.set()
+            mine_ended.wait(30)
+            assert made["other"].is_dir()  # still there while this command runs
+        assert not made["other"].exists()  # removed when it ends
+
+    thread = threading.Thread(target=other_command)
+    thread.start()
+    assert other_made.wait(30)
+    with workdirs_of_this_run():
+        made["mine"] = weights_workdir(tmp_path / "mine.onnx")
+    assert not made["mine"].exists() and made["other"].is_dir()
+    mine_ended.set()
+    thread.join(30)
+    assert list(tmp_path.iterdir()) == []

@@ -15,6 +15,8 @@ from pathlib import Path
 _CURRENT: ContextVar[Path | None] = ContextVar("export_gelu_weights_workdir", default=None)
 _MADE: list[Path] = []
 _AT_EXIT: list[bool] = []  # release_workdirs registered with atexit (once per process)
+#: The folders the current command made (`workdirs_of_this_run`); None outside a command.
+_RUN: ContextVar[list[Path] | None] = ContextVar("export_gelu_run_workdirs", default=None)
 
 
 def weights_workdir(out: Path) -> Path:
@@ -29,13 +31,36 @@ def weights_workdir(out: Path) -> Path:
     with signals_deferred():  # made and recorded as one: a signal cannot fall between
         folder = Path(tempfile.mkdtemp(prefix=staging_prefix(out, "weights."), dir=out.parent))
         _MADE.append(folder)
+        run = _RUN.get()
+        if run is not None:
+            run.append(folder)
     return folder
 
 
 def release_workdirs() -> None:
-    """Remove every folder `weights_workdir` made (their weights are in the output now)."""
-    while _MADE:
-        shutil.rmtree(_MADE.pop(), ignore_errors=True)
+    """Remove the folders `weights_workdir` made (their weights are in the output now): the
+    current command's inside `workdirs_of_this_run`, so a command running beside it in
+    another thread keeps its own; every one outside (at exit)."""
+    run = _RUN.get()
+    mine = list(run) if run is not None else list(_MADE)
+    for folder in mine:
+        with contextlib.suppress(ValueError):
+            _MADE.remove(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    if run is not None:
+        run.clear()
+
+
+@contextlib.contextmanager
+def workdirs_of_this_run() -> Iterator[None]:
+    """Within: the folders made belong to this command, and are removed when it ends,
+    however it ends."""
+    token = _RUN.set([])
+    try:
+        yield
+    finally:
+        release_workdirs()
+        _RUN.reset(token)
 
 
 @contextlib.contextmanager
