@@ -330,54 +330,48 @@ _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorPro
                 onnx.TensorProto.BFLOAT16}
 
 
+def _picks(node: gs.Node, step: Step, steps: list[tuple[str, gs.Tensor]]) -> list[gs.Node]:
+    """`node`'s first input through Where(COMPARE(value, other), value, other) for each
+    (COMPARE, other) of `steps` in turn (Greater keeps the larger: Max; Less the smaller:
+    Min), the last writing `node`'s outputs; an Identity when `steps` is empty. Exact for
+    every integer (Less, Greater and Where take them from opset 9), broadcasting as Max."""
+    value, nodes = node.inputs[0], []
+    for i, (compare, other) in enumerate(steps, start=1):
+        test = step.node(compare, [value, other], node.name)
+        pick = step.node("Where", [test.outputs[0], value, other], node.name,
+                         **({"outputs": list(node.outputs)} if i == len(steps) else {}))
+        nodes += [test, pick]
+        value = pick.outputs[0]
+    return nodes or [step.node("Identity", [value], node.name, outputs=list(node.outputs))]
+
+
+def _integer_inputs(node: gs.Node, step: Step) -> bool:
+    """Every given input of `node` has a known integer type (floats: the target's op takes
+    them, and fit_schema checks)."""
+    types = [step.type_of(t) for t in node.inputs if not t.is_empty()]
+    return all(vt is not None and vt.elem_type and vt.elem_type not in _FLOAT_TYPES
+               for vt in types)
+
+
 @adapts("Clip")
 def integer_clip_as_where(node: gs.Node, step: Step) -> list[gs.Node]:
     """Clip takes integers from opset 12 (DeBERTa's clamped relative positions): below it,
-    Clip(x, lo, hi) on integers is Where(Less(x, lo), lo, x) then Where(Greater(·, hi), hi,
-    ·), exact for every integer (Less, Greater and Where take them from opset 9)."""
-    if not step.crosses(12):
+    Clip(x, lo, hi) on integers is Min(Max(x, lo), hi), each as `_picks` writes it."""
+    if not step.crosses(12) or not _integer_inputs(node, step):
         return [node]
-    vt = step.type_of(node.inputs[0])
-    if vt is None or not vt.elem_type or vt.elem_type in _FLOAT_TYPES:
-        return [node]  # floats: the target's Clip takes them (fit_schema checks)
-    value, nodes = node.inputs[0], []
-    for index, compare in ((1, "Less"), (2, "Greater")):
-        bound = _given(node, index)
-        if bound is None:
-            continue
-        test = step.node(compare, [value, bound], node.name)
-        last = index == 2 or _given(node, 2) is None
-        pick = step.node("Where", [test.outputs[0], bound, value], node.name,
-                         **({"outputs": list(node.outputs)} if last else {}))
-        nodes += [test, pick]
-        value = pick.outputs[0]
-    if not nodes:
-        return [step.node("Identity", [value], node.name, outputs=list(node.outputs))]
-    return nodes
+    bounds = [(compare, _given(node, index)) for index, compare in ((1, "Greater"),
+                                                                     (2, "Less"))]
+    return _picks(node, step, [(c, b) for c, b in bounds if b is not None])
 
 
 @adapts("Max", "Min")
 def integer_max_min_as_where(node: gs.Node, step: Step) -> list[gs.Node]:
     """Max and Min take integers from opset 12 (a decoder's mask and size arithmetic on
-    int64): below it each pair is Where(Greater(a, b), a, b) (Less for Min), exact for every
-    integer, broadcasting as Max does."""
-    if not step.crosses(12):
+    int64): below it each pair as `_picks` writes it."""
+    if not step.crosses(12) or not _integer_inputs(node, step):
         return [node]
-    types = [step.type_of(t) for t in node.inputs]
-    if any(vt is None or not vt.elem_type or vt.elem_type in _FLOAT_TYPES for vt in types):
-        return [node]  # floats: the target's Max takes them (fit_schema checks)
     compare = "Greater" if node.op == "Max" else "Less"
-    value, nodes = node.inputs[0], []
-    for i, other in enumerate(node.inputs[1:], start=2):
-        test = step.node(compare, [value, other], node.name)
-        last = i == len(node.inputs)
-        pick = step.node("Where", [test.outputs[0], value, other], node.name,
-                         **({"outputs": list(node.outputs)} if last else {}))
-        nodes += [test, pick]
-        value = pick.outputs[0]
-    if not nodes:
-        return [step.node("Identity", [value], node.name, outputs=list(node.outputs))]
-    return nodes
+    return _picks(node, step, [(compare, other) for other in node.inputs[1:]])
 
 
 @adapts("LayerNormalization")
