@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli_runs import CliResult, cli_command, run_cli, time_api_calls_once
 from tests.golden_runs import GoldenRun, golden_runs
-from tests.session_cache import CACHE_NAME, SessionCache, share_from
+from tests.session_cache import CACHE_NAME, SessionCache, share_from, shared
 from tests.tiers import mark_tiers
 from tests.torchlib_once import keep_torchlib_registry
 
@@ -88,13 +88,11 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def session_cache(request: pytest.FixtureRequest,
-                  tmp_path_factory: pytest.TempPathFactory) -> SessionCache:
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> SessionCache:
     """Files built once for every test, worker and session (tests/session_cache.py): under
     the pytest cache, or this session's temporary folder with `-p no:cacheprovider`."""
-    cache = getattr(request.config, "cache", None)
-    if cache is not None:
-        built = SessionCache(cache.mkdir(CACHE_NAME))
+    built = shared()  # the pytest cache's folder (share_from, at configure)
+    if built is not None:
         built.prune()  # entries of older sources, untouched for an hour
         return built
     base = tmp_path_factory.getbasetemp()

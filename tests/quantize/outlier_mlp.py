@@ -9,9 +9,13 @@ from torch import nn
 
 
 class MLP(nn.Module):
-    def __init__(self) -> None:
+    """Linear → GELU → Linear → GELU → Linear, from 16 features to 8; `hidden`: the two
+    hidden widths."""
+
+    def __init__(self, hidden: tuple[int, int] = (32, 32)) -> None:
         super().__init__()
-        self.fc1, self.fc2, self.fc3 = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 8)
+        a, b = hidden
+        self.fc1, self.fc2, self.fc3 = nn.Linear(16, a), nn.Linear(a, b), nn.Linear(b, 8)
         self.act = nn.GELU()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

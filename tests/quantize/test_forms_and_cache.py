@@ -19,7 +19,7 @@ from export_gelu.quantize.read_qdq import QDQ_OPS
 from tests.conftest import run_cli
 from tests.device.conftest import device_run
 from tests.device.test_bundle import bundle_feed, write_trtexec_outputs
-from tests.quantize.outlier_mlp import outlier_mlp
+from tests.quantize.outlier_mlp import MLP, outlier_mlp
 
 #: (target, forms it takes at int8): the plugin where the parser creates it. The sigmoid
 #: form passes with its own error in the bound (tests/quantize/test_form_error.py).
@@ -33,19 +33,9 @@ CASES = [(t, f, "int8") for t, forms in TARGETS.items() for f in forms] + \
 def _mlp():
     """Two Linear → GELU blocks and a head: small, so every case exports in a second."""
     import torch
-    from torch import nn
-
-    class MLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc1, self.fc2, self.head = nn.Linear(16, 64), nn.Linear(64, 32), nn.Linear(32, 8)
-            self.act = nn.GELU()
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.head(self.act(self.fc2(self.act(self.fc1(x)))))
 
     torch.manual_seed(0)
-    return MLP().eval(), (torch.randn(4, 16),)
+    return MLP(hidden=(64, 32)).eval(), (torch.randn(4, 16),)
 
 
 def _qdq_in_gelu(model: onnx.ModelProto) -> int:
