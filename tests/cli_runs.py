@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import io
 import json
 import os
@@ -165,3 +166,23 @@ def time_api_calls_once() -> None:
             setattr(api, name, _with_test_timing_keywords(func))
         setattr(export_gelu, name, getattr(api, name))
 
+
+
+@contextlib.contextmanager
+def forgetting_imports(*folders: str | os.PathLike) -> Iterator[None]:
+    """After the block, this process forgets what a run imported from `folders` (the user's
+    scripts and modules: `--import`, `--model-factory`, a pickle's classes) and `sys.path` is
+    as before, as when that run's program ended: the next run in this process imports them
+    afresh, or cannot. Modules from anywhere else (torch, the package) stay."""
+    roots = [Path(f).resolve() for f in folders]
+    path = list(sys.path)
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        for name in set(sys.modules) - before:
+            file = getattr(sys.modules[name], "__file__", None)
+            if file and any(Path(file).resolve().is_relative_to(r) for r in roots):
+                del sys.modules[name]
+        importlib.invalidate_caches()

@@ -1,19 +1,27 @@
 """A module pickled from a script (`torch.save(model)` in `python train.py`): its class is
 `__main__.Net`. With --allow-pickle it loads when the class is importable from the working
 directory, or the script is named with --import (a module name or a path) or --model-factory;
-each refusal names the one thing that works for that file."""
+each refusal names the one thing that works for that file.
+
+No program is started: the saving scripts run in this process as `__main__` (runpy, which
+makes them `sys.modules["__main__"]` while they run, so the pickle names `__main__.Net` as
+after `python train.py`; each fixture checks the pickle says so), and so do the exports
+(`run_cli`), each forgetting after it what it imported from the user's folders, as a program
+that ends would: a later run imports them afresh, or cannot."""
 
 from __future__ import annotations
 
 import os
-import subprocess
+import runpy
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.cli_runs import forgetting_imports
+from tests.conftest import CliResult, run_cli
 
 NET = '''
 import torch
@@ -36,15 +44,34 @@ if __name__ == "__main__":
 '''
 
 
-def _run(argv: list[object], cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, *map(str, argv)], cwd=cwd, capture_output=True,
-                          text=True, timeout=600, env=env)
+def _run_script(script: Path) -> None:
+    """`python SCRIPT` from its folder, in this process: runpy runs it as `__main__` (what
+    `sys.modules["__main__"]` is while it runs, as in a program of its own, so its classes
+    are pickled as `__main__.Name`), its folder first on sys.path; what it imported from
+    there is forgotten after."""
+    here = os.getcwd()
+    os.chdir(script.parent)
+    try:
+        with forgetting_imports(script.parent):
+            sys.path.insert(0, str(script.parent))
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        os.chdir(here)
 
 
-def _cli(*argv: object, cwd: Path) -> subprocess.CompletedProcess:
-    return _run(["-m", "export_gelu.cli", *argv, "--target", "ort", "--input", "x:2x8",
-                 "--iterations", "0"], cwd)
+def _pickled_globals(path: Path) -> bytes:
+    """The pickle inside a torch.save zip file (its `data.pkl`)."""
+    with zipfile.ZipFile(path) as z:
+        return z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+
+
+def _cli(*argv: object, cwd: Path) -> CliResult:
+    """`export-gelu ARGV` run from `cwd` in this process; what it imported from the user's
+    folders is forgotten after (the next run imports them afresh, as a new program would)."""
+    folders = {cwd, *(Path(a).parent for a in argv if isinstance(a, Path))}
+    with forgetting_imports(*folders):
+        return run_cli(*argv, "--target", "ort", "--input", "x:2x8", "--iterations", "0",
+                       cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +79,12 @@ def script_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """train.py defines Net and pickles it from `__main__` into net.pt."""
     folder = tmp_path_factory.mktemp("script")
     (folder / "train.py").write_text(textwrap.dedent(NET + SAVE))
-    saved = _run(["train.py"], folder)
-    assert saved.returncode == 0 and (folder / "net.pt").is_file(), saved.stderr
+    _run_script(folder / "train.py")
+    assert b"__main__" in _pickled_globals(folder / "net.pt"), "not pickled from __main__"
     return folder
 
 
-def _one_error(proc: subprocess.CompletedProcess) -> str:
+def _one_error(proc: CliResult) -> str:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("export-gelu: error:") and "Traceback" not in proc.stderr
@@ -102,14 +129,15 @@ def test_script_by_path_from_another_folder(script_dir: Path, tmp_path: Path) ->
     assert "Parity: PASSED" in proc.stdout
 
 
-@pytest.mark.slow  # two exports in subprocesses; the refusal wording is its own fast test
+@pytest.mark.slow  # two exports; the refusal wording is its own fast test
 def test_class_in_a_module_of_the_working_directory(tmp_path: Path) -> None:
     """`from mymodels import Net` in the saving script: the pickle names mymodels.Net, which
     loads from the folder holding mymodels.py, and elsewhere says to run from there."""
     (tmp_path / "mymodels.py").write_text(textwrap.dedent(NET))
     (tmp_path / "save.py").write_text("import torch\nfrom mymodels import Net\n"
                                       "torch.save(Net(), 'net.pt')\n")
-    assert _run(["save.py"], tmp_path).returncode == 0
+    _run_script(tmp_path / "save.py")
+    assert b"mymodels" in _pickled_globals(tmp_path / "net.pt")
     here = _cli("net.pt", "--allow-pickle", "-o", "net.onnx", cwd=tmp_path)
     assert here.returncode == 0 and "Parity: PASSED" in here.stdout, here.stderr
     elsewhere = tmp_path / "elsewhere"
