@@ -37,6 +37,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -445,21 +446,42 @@ def test_huge_threads_are_clamped_with_a_note(tmp_path, out_dir):
 
 @pytest.mark.slow
 def test_huge_threads_run_answers_sigterm_within_5_seconds(tmp_path, out_dir):
+    """SIGTERM a second into the timing of a run with --threads 100000 (clamped): the moment
+    is the run's own progress line `… timing` on stderr (EXPORT_GELU_QUIET unset), not a
+    guessed sleep, so the program spends no more than it must before the signal."""
     model = _script_model(tmp_path / "m.pt")
     before = _sha(model)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = {k: v for k, v in os.environ.items() if k != "EXPORT_GELU_QUIET"}
+    env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.Popen(
         [sys.executable, "-m", "export_gelu.cli", str(model), "--input", "x:64x8",
          "--target", "ort", "-o", str(out_dir / "o.onnx"), "--report", str(out_dir / "r.json"),
          "--threads", "100000", "--iterations", "100000000"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(20)  # imports, load, export: then it times its runs
-    assert proc.poll() is None, proc.communicate()
+    lines: list[str] = []
+    timing = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("… timing"):
+                timing.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    reached = timing.wait(timeout=300)  # imports, load, export, parity: then it times
+    if not reached:
+        proc.kill()
+    assert reached and proc.poll() is None, "".join(lines)
+    time.sleep(1)  # inside the timing loop, its threads busy
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
     answered = time.monotonic() - sent
-    assert proc.returncode == 143, err
+    reader.join(timeout=60)
+    err = "".join(line for line in lines if not line.startswith("… "))
+    assert proc.returncode == 143, "".join(lines)
     assert answered < 5, f"SIGTERM answered after {answered:.1f} s"
     assert "interrupted (SIGTERM)" in err
     assert _sha(model) == before and list(out_dir.iterdir()) == []
