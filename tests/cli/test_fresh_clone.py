@@ -1,6 +1,10 @@
 """The README's set-up block, followed literally in a fresh clone from a fresh shell (no
-virtual environment active, nothing of this session on PATH or PYTHONPATH), then the first
-task's commands as written: what a new user types, in order.
+virtual environment active, nothing of this session on PATH or PYTHONPATH): what a new user
+types first. After it, the shell's `python` and `export-gelu` are the clone's own, ready for
+the first task. The first task's commands themselves (saving the examples, `export-gelu
+bert.pt --target trt`) are README blocks that tests/cli/test_docs_run.py runs and compares
+(`<!-- run slow -->`, in `make test`): here they would only repeat a BERT save and export
+(about 20 CPU seconds) in a second environment holding the same packages and code.
 
 The clone's `.venv` reuses the packages of the environment running the tests (a `.pth` line
 pointing at its site-packages), so `make demo` finds torch and its dependencies and does not
@@ -52,6 +56,15 @@ def test_the_setup_block_activates_the_venv_after_make_demo() -> None:
     assert first_task_commands()[-1] == "export-gelu bert.pt --target trt"
 
 
+def _reused_sites() -> list[str]:
+    """The running environment's site-packages folders: its own, then those it reaches
+    through a `.pth` line of its own (a worktree's venv that reuses another's packages), which
+    a `.pth` line in the clone's venv would not follow."""
+    own = sysconfig.get_paths()["purelib"]
+    found = [p for p in sys.path if Path(p).name == "site-packages" and Path(p).is_dir()]
+    return list(dict.fromkeys([own, *found]))
+
+
 def _fresh_shell_env() -> dict[str, str]:
     """This environment less the active venv, this session's PYTHONPATH and quiet flag."""
     venv_bin = str(Path(sys.prefix) / "bin")
@@ -63,7 +76,7 @@ def _fresh_shell_env() -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_readme_setup_then_first_task_in_a_fresh_clone(tmp_path: Path) -> None:
+def test_readme_setup_in_a_fresh_clone_puts_its_export_gelu_on_path(tmp_path: Path) -> None:
     if sys.prefix == sys.base_prefix:
         pytest.skip("the tests run outside a virtual environment: nothing to reuse")
     if shutil.which("git") is None or shutil.which("make") is None:
@@ -78,20 +91,21 @@ def test_readme_setup_then_first_task_in_a_fresh_clone(tmp_path: Path) -> None:
                            str(clone / ".venv")], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     site = next((clone / ".venv" / "lib").glob("python*/site-packages"))
-    (site / "reused-test-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (site / "reused-test-venv.pth").write_text("".join(p + "\n" for p in _reused_sites()))
 
+    # what the first task needs of the shell: the clone's console script and Python
     script = " && ".join(["set -x", *setup_commands(), "command -v export-gelu",
-                          *first_task_commands()])
+                          "export-gelu --version",
+                          "python -c 'import export_gelu; print(export_gelu.__file__)'"])
     proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], cwd=clone,
                           env=_fresh_shell_env(), capture_output=True, text=True, timeout=3000)
     out = proc.stdout
     assert proc.returncode == 0, (out[-3000:], proc.stderr[-3000:])
     # make demo: exported, verified, then told what to type next
-    assert out.count("Parity: PASSED") == 2, out
+    assert out.count("Parity: PASSED") == 1, out
     assert "next: put export-gelu on PATH" in out and ". .venv/bin/activate" in out
     # activate put the clone's own export-gelu first on PATH
     assert f"{clone}/.venv/bin/export-gelu" in out
-    # the first task, as the README shows it
-    assert "saved bert (exported) to bert.pt" in out
-    assert "Output: bert.trt.onnx" in out and (clone / "bert.trt.onnx").is_file()
-    assert "(tensorrt not installed; newest profile)" in out or "trt →" in out
+    # and runs from there: the clone's package, not the tree the tests run from
+    assert re.search(r"^export-gelu \d", out, re.M), out
+    assert f"{clone}/export_gelu/__init__.py" in out, out
