@@ -1,6 +1,7 @@
 """Hostile and broken inputs: every loader and flag parser, each case → exit 2, one line.
 
-Each case runs the real CLI (in-process; a representative subset also as a subprocess) and
+Each case runs the real CLI (in-process; a representative subset also in a fresh program, one
+for the subset: tests/child_cases.py) and
 checks: exit code 2, stderr is exactly one line `export-gelu: error: …` holding the reason
 below, no traceback, and nothing written to the output folder. Mislabeled *valid* files
 (ONNX named .pt, TorchScript or an ExportedProgram named .onnx) are detected by content and
@@ -84,8 +85,6 @@ simply work (exit 0).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -97,7 +96,8 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from examples.models import EXAMPLES
-from tests.conftest import ROOT, run_cli
+from tests.child_cases import Case, run_cases, stderr_of
+from tests.conftest import CliResult, run_cli
 
 LSTM = EXAMPLES["lstm"]
 
@@ -409,15 +409,26 @@ SUBPROCESS_CASES = ["truncated ExportedProgram", "zip bomb (header)", "--inputs 
                     "NaN in a state_dict"]
 
 
+@pytest.fixture(scope="module")
+def console_runs(saved_model, tmp_path_factory: pytest.TempPathFactory) -> dict[str, CliResult]:
+    """`SUBPROCESS_CASES` run as the console script runs them, in one fresh program
+    (tests/child_cases.py): each case's own exit code and stderr, captured at the file
+    descriptor, warnings shown afresh per case."""
+    cases = []
+    for case in SUBPROCESS_CASES:
+        folder = tmp_path_factory.mktemp("console")
+        build, _needle = CASES[case]
+        argv = [str(a) for a in build(folder, saved_model)]
+        cases.append(Case(case, argv=[*argv, "-o", str(folder / "o.onnx")]))
+    return run_cases(cases)
+
+
 @pytest.mark.parametrize("case", SUBPROCESS_CASES)
-def test_console_script_stderr_is_one_line(case, saved_model, tmp_path):
-    """The same cases as a real process: nothing else (logs, warnings) reaches stderr."""
-    build, needle = CASES[case]
-    argv = [str(a) for a in build(tmp_path, saved_model)]
-    proc = subprocess.run([sys.executable, "-m", "export_gelu.cli", *argv, "-o",
-                           str(tmp_path / "o.onnx")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-    _assert_one_line_exit_2(proc.returncode, proc.stderr, needle)
+def test_console_script_stderr_is_one_line(case, console_runs):
+    """The same cases as a real process: nothing else (logs, warnings, what the program's
+    imports print) reaches stderr."""
+    _assert_one_line_exit_2(console_runs[case].code, stderr_of(console_runs, case),
+                            CASES[case][1])
 
 
 def test_debug_shows_the_traceback(tmp_path):
