@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
 import torch
 
-from tests.conftest import ROOT, note_messages, run_cli
+from tests.child_cases import Case, run_cases
+from tests.conftest import note_messages, run_cli
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
@@ -185,21 +184,28 @@ def test_missing_transformers_is_named_not_corrupt(saved_real, tmp_path: Path) -
     model = saved_real("float64_mlp", "exported")  # plain dict outputs: loads without transformers
     hf = saved_real("convnext", "exported")
     out = tmp_path / "out.onnx"
-    code = ("import sys; sys.modules['transformers'] = None; "
-            "from export_gelu.cli import main; sys.exit(main(sys.argv[1:]))")
-    run = subprocess.run([sys.executable, "-c", code, str(hf), "--target", "onnx", "-o",
-                          str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # one fresh program, two cases in turn (tests/child_cases.py): first transformers made
+    # unimportable (a None entry in sys.modules), then that entry gone again, so transformers
+    # is installed but not yet imported, as in a fresh process
+    runs = run_cases([
+        Case("without transformers", code=(
+            "import sys\nsys.modules['transformers'] = None\n"
+            "from export_gelu.cli import main\n"
+            f"sys.exit(main([{str(hf)!r}, '--target', 'onnx', '-o', {str(out)!r}]))\n")),
+        Case("transformers not imported", code=(
+            "import sys\ndel sys.modules['transformers']\n"
+            "assert not any(m.startswith('transformers.') for m in sys.modules)\n"
+            "from export_gelu.exporter.loading.load import load_model\n"
+            f"m = load_model({str(hf)!r})\nprint(m.notes, m.output_names)\n"))])
+    run = runs["without transformers"]
     assert run.returncode == 2, run.stderr
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith(f"export-gelu: error: {hf}: the ExportedProgram returns a "
                            "transformers.modeling_outputs.BaseModelOutputWithPoolingAndNoAttent")
     assert last.endswith("pip install transformers")
     assert not out.exists()
-    # a fresh process, transformers installed but not imported: the archive's types are found
-    load = ("import sys; from export_gelu.exporter.loading.load import load_model; "
-            "m = load_model(sys.argv[1]); print(m.notes, m.output_names)")
-    run = subprocess.run([sys.executable, "-c", load, str(hf)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+    # transformers installed but not imported: the archive's types are found
+    run = runs["transformers not imported"]
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == ('["imported transformers to rebuild the model\'s output '
                                   'object"] [\'last_hidden_state\', \'pooler_output\']')
