@@ -20,15 +20,20 @@ Every block runs in its own folder holding the example models `PROVIDED` saves (
 per session); `export-gelu` and `python` are the virtual environment's, and the repository
 is on PYTHONPATH (so `python -m examples.save_model` works).
 
-A command that is a plain `export-gelu ARGS…` or `python -m export_gelu.examples.save_model
-ARGS…` (no pipe, `;`, `&&`, `$`, backquote, glob, quote-escape or `VAR=value` prefix; at most
-a trailing `> /dev/null`, `2>/dev/null` or `2>&1`) runs in the test's own process instead
-(`in_process_command`): the program's `main` in the block's folder with the environment bash
-would give it, stdout and stderr into one stream in write order, and for `export-gelu` the
-tests' timing (tests/cli_runs.py `TEST_TIMING`: one timed run, no warm-up, unless the command
-gives `--iterations`/`--warmup`). That saves a fresh interpreter importing torch per command
-(about 4-5 CPU seconds each). Everything else runs in bash, and so does every command of the
-files in `AS_PROGRAM` (docs/cli.md: the installed console script itself).
+A command that is a plain `export-gelu ARGS…`, `python -m export_gelu.examples.save_model
+ARGS…`, `python -c "CODE"` or `python FILE.py` (no pipe, `;`, `&&`, `$`, backquote, glob or
+quote-escape; `VAR=value` prefixes, set in its environment, and at most a trailing `>
+/dev/null`, `2>/dev/null` or `2>&1`) runs in the test's own process instead
+(`in_process_command`), and so does a Python block (as `python snippet.py`): the program's
+`main`, or the code in a fresh `__main__` (tests/in_process_python.py, which puts back
+everything the code may change), in the block's folder with the environment bash would give
+it, stdout and stderr into one stream in write order, and for `export-gelu` the tests'
+timing (tests/cli_runs.py `TEST_TIMING`: one timed run, no warm-up, unless the command gives
+`--iterations`/`--warmup`). That saves a fresh interpreter importing torch per command
+(about 4-5 CPU seconds each). Everything else runs in bash (`ls`, `polygraphy`, `python -m
+tests.trtexec_standin`, the stand-in device scripts), and so does every command of the
+files in `AS_PROGRAM` (docs/cli.md: the installed console script itself; a page whose block
+shows an import-time behaviour belongs there too).
 `python -m tests.docs_runner` (for writing the docs) runs every command in bash, with the
 product's own timing.
 """
@@ -47,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.cli_runs import in_process, run_cli_into
+from tests.in_process_python import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- run -->"
@@ -62,6 +68,10 @@ _EXIT = re.compile(r"#\s*exit\s+(\d+)\s*$")
 _SHELL = re.compile(r"[|&;<>()$`*?\[\]{}~#!\\\n]")
 #: A trailing redirection the in-process route honours: `N>/dev/null` (N: 1 or 2) or `2>&1`.
 _DISCARD = re.compile(r"\s+([12]?>\s*/dev/null|2>&1)\s*$")
+#: `python -c "CODE"` (or single quotes) with nothing bash would expand inside the quotes.
+_PYTHON_C = re.compile(r"""python -c (?:"(?P<dq>[^"$`\\]*)"|'(?P<sq>[^']*)')""")
+#: A `VAR=value` word before the program: the program's environment.
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
 #: Files whose blocks run every command as a program in bash: docs/cli.md's block runs the
 #: installed `export-gelu` console script (its start-up, `--version`, `--help`).
 AS_PROGRAM = ("docs/cli.md",)
@@ -188,41 +198,62 @@ class InProcess:
     """A command the test's process can run itself: which program, its arguments, and
     whether its stdout and stderr reach the compared output (else /dev/null)."""
 
-    program: str  # "export-gelu" | "save_model"
+    program: str  # "export-gelu" | "save_model" | "python" (args: ["-c", CODE] or [FILE])
     args: list[str]
     stdout: bool = True
     stderr: bool = True
+    env: dict[str, str] = field(default_factory=dict)  # `VAR=value` prefixes
 
 
 def in_process_command(text: str) -> InProcess | None:
     """`text` as a command this process can run (None: bash runs it). A plain
-    `export-gelu ARGS…` or `python -m export_gelu.examples.save_model ARGS…`, shlex-split,
-    with nothing a shell would expand or connect; trailing `>/dev/null`, `2>/dev/null` and
+    `export-gelu ARGS…`, `python -m export_gelu.examples.save_model ARGS…` or `python
+    FILE.py`, shlex-split, with nothing a shell would expand or connect (`VAR=value`
+    prefixes go into its environment), or `python -c` with one quoted argument bash passes
+    as written; trailing `>/dev/null`, `2>/dev/null` and
     `2>&1` are applied left to right as bash applies them."""
     text = _EXIT.sub("", text).replace("\\\n", " ").rstrip()
     redirections: list[str] = []
     while (m := _DISCARD.search(text)) is not None:
         redirections.insert(0, m.group(1).replace(" ", ""))
         text = text[:m.start()]
-    if _SHELL.search(text):
+    found = _program(text)
+    if found is None:
         return None
-    try:
-        words = shlex.split(text)
-    except ValueError:
-        return None
-    if words[:1] == ["export-gelu"]:
-        program, args = "export-gelu", words[1:]
-    elif words[:3] == SAVE_MODEL:
-        program, args = "save_model", words[3:]
-    else:
-        return None
+    program, args, env = found
     kept = {1: True, 2: True}  # True: into the compared stream; False: /dev/null
     for r in redirections:
         if r == "2>&1":
             kept[2] = kept[1]
         else:
             kept[2 if r.startswith("2") else 1] = False
-    return InProcess(program, args, kept[1], kept[2])
+    return InProcess(program, args, kept[1], kept[2], env)
+
+
+def _program(text: str) -> tuple[str, list[str], dict[str, str]] | None:
+    """The program, arguments and `VAR=value` prefixes of a command without redirections
+    (None: bash runs it)."""
+    if (m := _PYTHON_C.fullmatch(text)) is not None:
+        code = m.group("dq") if m.group("dq") is not None else m.group("sq")
+        return "python", ["-c", code], {}
+    if _SHELL.search(text):
+        return None
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    env = {}
+    while words and _ASSIGNMENT.fullmatch(words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    if words[:1] == ["export-gelu"]:
+        return "export-gelu", words[1:], env
+    if words[:3] == SAVE_MODEL:
+        return "save_model", words[3:], env
+    if len(words) == 2 and words[0] == "python" and words[1].endswith(".py") and \
+            not words[1].startswith("-"):
+        return "python", words[1:], env
+    return None
 
 
 def _save_model(args: list[str]) -> int:
@@ -250,9 +281,12 @@ def run_in_process(command: InProcess, folder: Path) -> tuple[int, str]:
     shown, dropped = io.StringIO(), io.StringIO()
     out = shown if command.stdout else dropped
     err = shown if command.stderr else dropped
-    env: dict[str, str | None] = {**environment(), "EXPORT_GELU_EXTERNAL_DATA_THRESHOLD": None}
+    env: dict[str, str | None] = {**environment(), "EXPORT_GELU_EXTERNAL_DATA_THRESHOLD": None,
+                                  **command.env}
     if command.program == "export-gelu":
         code = run_cli_into(out, err, *command.args, env=env, cwd=folder)
+    elif command.program == "python":
+        code = run_python(command.args, out, err, env, folder)
     else:
         with in_process(out, err, env, folder):
             code = _save_model(command.args)
