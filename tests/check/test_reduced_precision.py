@@ -22,6 +22,7 @@ from export_gelu.check.verdict.parity import OutputError, ParityResult
 from export_gelu.check.verdict.reduced_precision import SCALE_SHARE, judge_reduced
 from export_gelu.tolerances import JUDGED_ATOL, JUDGED_PYTORCH_PRECISION
 from tests.conftest import run_cli
+from tests.hf_exports import saved_folder
 
 FP16_ATOL = 0.02
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json")
@@ -142,19 +143,13 @@ def test_an_accurate_graph_of_a_model_unsafe_in_fp16_passes_with_the_warning(tmp
     assert "and 5% of the output's scale, or the atol)" in res.out
 
 
-def _t5(folder: Path) -> None:
-    from examples.hf_folders import save_folder
-
-    save_folder("t5", folder)
-
-
 @pytest.mark.slow  # the rule: test_an_unsafe_precision_fails_a_graph_beyond_the_scale_and_says_why
 def test_flan_t5_at_fp16_is_reported_unsafe(session_cache, tmp_path):
     """T5ForConditionalGeneration with feed_forward_proj="gated-gelu" (examples' tiny T5, wide
     init) at `--target trt8.6 --precision fp16`: PyTorch's own fp16 is off by the output's
     whole scale; the graph (fp32 islands) is better but not usable: exit 1, fp16 named unsafe
     with the numbers, T5's `wo` named to keep in fp32."""
-    folder = shutil.copytree(session_cache.folder("t5-gated-gelu", _t5), tmp_path / "t5")
+    folder = shutil.copytree(saved_folder(session_cache, "t5"), tmp_path / "t5")
     rep = tmp_path / "r.json"
     res = run_cli(folder, "--target", "trt8.6", "--precision", "fp16", "-o", tmp_path / "out",
                   "--iterations", "0", "--report", rep)
@@ -175,11 +170,6 @@ def test_flan_t5_at_fp16_is_reported_unsafe(session_cache, tmp_path):
 @pytest.mark.parametrize("name", ["bloom", "gemma2"])
 def test_bloom_and_gemma2_still_pass_at_fp16(name, session_cache, tmp_path):
     def build(folder: Path) -> None:
-        if name == "bloom":
-            from examples.hf_folders import save_folder
-
-            save_folder("bloom", folder)
-            return
         import transformers as t
 
         from examples.hf_folders import TEXT
@@ -189,7 +179,9 @@ def test_bloom_and_gemma2_still_pass_at_fp16(name, session_cache, tmp_path):
                                            initializer_range=0.5, sliding_window=16)
                             ).eval().save_pretrained(folder)
 
-    folder = shutil.copytree(session_cache.folder(f"{name}-fp16", build), tmp_path / name)
+    saved = saved_folder(session_cache, "bloom") if name == "bloom" else \
+        session_cache.folder("gemma2-fp16", build)  # BLOOM's: test_hf_folders.py's too
+    folder = shutil.copytree(saved, tmp_path / name)
     rep = tmp_path / "r.json"
     res = run_cli(folder, "--target", "trt8.6", "--precision", "fp16", "-o",
                   tmp_path / "o.onnx", "--iterations", "0", "--report", rep)

@@ -166,11 +166,13 @@ def test_the_readme_section_shows_each_spelling():
                for c in commands)
 
 
-#: slow (make test only): each spelling it runs is exported fast by test_dynamic_matrix's
-#: FAST cases (named dims, axis lists, one INPUT:AXIS at a time, an ExportedProgram saved
-#: dynamic with no flag); that the README shows each spelling is pinned fast by
-#: test_the_readme_section_shows_each_spelling.
-@pytest.mark.slow
+#: full (make test-full): tests/cli/test_docs_run.py's README block of this section
+#: (test_block_runs_as_documented[README.md:105], in make test) runs the same commands with
+#: the same flags and checks each exits 0 and prints its dims (`Dynamic dims: batch …, seq …`);
+#: the graphs' named input dims of each spelling are pinned by test_dynamic_matrix's FAST cases
+#: (named dims, axis lists, one INPUT:AXIS at a time, an ExportedProgram saved dynamic with no
+#: flag); that the README shows each spelling by test_the_readme_section_shows_each_spelling.
+@pytest.mark.full
 def test_every_readme_example_runs(tmp_path, monkeypatch):
     """Each command as written, in a fresh folder: the examples are saved, each export exits
     0 with `batch` and `seq` on its graph's inputs."""

@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, run_cli
+from tests.hf_exports import saved_folder
 from tests.hf_folders import save_folder
+from tests.session_cache import SessionCache
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
@@ -28,8 +30,9 @@ def _report(path: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_folder("bert", tmp_path_factory.mktemp("hf_src") / "bert")
+def bert(session_cache: SessionCache) -> Path:
+    """The tiny BERT folder, saved once per test run (read-only: tests change copies)."""
+    return saved_folder(session_cache, "bert")
 
 
 def test_sharded_safetensors_folder_loads_every_shard(tmp_path: Path) -> None:

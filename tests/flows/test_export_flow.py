@@ -12,10 +12,12 @@ from export_gelu.errors import BadInputError
 from export_gelu.flows.export import export
 from export_gelu.options import ExportOptions
 from export_gelu.report.build import build_report
-from export_gelu.results.export import GraphExport, GraphsExport
+from export_gelu.results.export import GraphExport
 from export_gelu.run import Run
 from export_gelu.steps.request import prepare
 from tests.flows.step_log import StepLog
+from tests.hf_exports import OUTPUT, folder_export, saved_folder
+from tests.session_cache import SessionCache
 
 GRAPHS = ["encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"]
 
@@ -47,10 +49,9 @@ def test_a_torch_export_runs_its_steps_in_order(program, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def bart(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from examples.hf_folders import save_folder
-
-    return save_folder("bart", tmp_path_factory.mktemp("hf") / "bart")
+def bart(session_cache: SessionCache) -> Path:
+    """The tiny BART folder, saved once per test run (read-only: nothing here writes to it)."""
+    return saved_folder(session_cache, "bart")
 
 
 def test_several_graphs_refuse_one_graphs_flags(bart: Path, tmp_path: Path) -> None:
@@ -65,16 +66,22 @@ def test_several_graphs_refuse_one_graphs_flags(bart: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.slow  # three dynamo exports and a greedy decode: ~20 s; the refusal above is fast
-def test_several_graphs_are_each_exported_and_checked(bart: Path, tmp_path: Path) -> None:
-    result = export(prepare(ExportOptions(target="ort", output=str(tmp_path / "out")), bart),
-                    Run())
-    assert isinstance(result, GraphsExport) and list(result.parts) == GRAPHS
-    rep = build_report(result)
-    assert sorted(p.name for p in (tmp_path / "out").glob("*.onnx")) == sorted(GRAPHS)
-    assert list(rep.graphs or {}) == GRAPHS and rep.output == str(tmp_path / "out")
+def test_several_graphs_are_each_exported_and_checked(session_cache: SessionCache) -> None:
+    """The folder's export through flows/export.py's steps, shared with
+    tests/exporter/test_hf_folders.py's bart-ort row (one export per test run,
+    tests/hf_exports.py): what export() returned, and the report built from it."""
+    shared = folder_export(session_cache, "bart", "ort")
+    assert shared.result == "GraphsExport" and shared.parts == GRAPHS
+    rep = shared.report()
+    assert sorted(p.name for p in shared.out.glob("*.onnx")) == sorted(GRAPHS)
+    assert list(rep.graphs or {}) == GRAPHS and rep.output == OUTPUT
     assert rep.task == "text2text-generation-with-past"
     assert rep.parity.status == "passed" and rep.parity.reason == "all 3 graphs passed"
     assert rep.gelu_sites and all(s.module.split(":")[0] in {g[:-5] for g in GRAPHS}
                                   for s in rep.gelu_sites)
     assert rep.generation is not None and rep.generation.status == "passed"
     assert rep.generation.reference == rep.generation.deployed
+    # each graph went through the one-graph steps, timed under the same keys
+    assert list(rep.stage_seconds) == ["load", "capture", "fx_passes", "export", "onnx_passes",
+                                       "checks", "save", "verify"]
+    assert all(seconds >= 0 for seconds in rep.stage_seconds.values())

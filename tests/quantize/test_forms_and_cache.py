@@ -19,7 +19,9 @@ from export_gelu.quantize.read_qdq import QDQ_OPS
 from tests.conftest import run_cli
 from tests.device.conftest import device_run
 from tests.device.test_bundle import bundle_feed, write_trtexec_outputs
+from tests.hf_exports import saved_folder
 from tests.quantize.outlier_mlp import MLP, outlier_mlp
+from tests.session_cache import SessionCache
 
 #: (target, forms it takes at int8): the plugin where the parser creates it. The sigmoid
 #: form passes with its own error in the bound (tests/quantize/test_form_error.py).
@@ -197,10 +199,8 @@ def test_gelu_auto_int8_bundle_device_chooses_by_the_int8_verdict(saved_model, s
     assert res.out.count(" passed ") >= 4
 
 
-def test_hf_folder_int8(tmp_path: Path) -> None:
-    from export_gelu.examples.hf_folders import save_folder
-
-    folder = save_folder("bert", tmp_path / "bert")
+def test_hf_folder_int8(session_cache: SessionCache, tmp_path: Path) -> None:
+    folder = saved_folder(session_cache, "bert")  # read-only: the export writes to tmp_path
     rep_path = tmp_path / "r.json"
     res = run_cli(folder, "--target", "trt8.6", "--precision", "int8", "-o",
                   tmp_path / "b.onnx", "--report", rep_path)

@@ -12,13 +12,14 @@ import pytest
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.run import Run
 from export_gelu.steps.generation import decode_and_compare, judged
+from tests.hf_exports import saved_folder
+from tests.session_cache import SessionCache
 
 
 @pytest.fixture(scope="module")
-def gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from examples.hf_folders import save_folder
-
-    return save_folder("gpt2", tmp_path_factory.mktemp("hf") / "gpt2")
+def gpt2(session_cache: SessionCache) -> Path:
+    """The tiny GPT-2 folder, saved once per test run (read-only)."""
+    return saved_folder(session_cache, "gpt2")
 
 
 def test_tokens_are_judged_only_for_the_models_own_math() -> None:

@@ -12,6 +12,8 @@ from export_gelu.results.request import GraphsSource, OnnxSource, ProgramSource
 from export_gelu.run import Run
 from export_gelu.steps.load import load, load_one_graph, several_graphs
 from tests.flows.step_log import StepLog
+from tests.hf_exports import saved_folder
+from tests.session_cache import SessionCache
 from tests.steps.step_inputs import TINY_SHAPE, export_request, onnx_model, verify_request
 
 
@@ -41,13 +43,11 @@ def test_load_takes_a_model_handed_over(program: Path, tmp_path: Path) -> None:
 
 
 def test_a_folder_of_several_graphs_is_one_source_and_refused_outside_export(
-        tmp_path: Path) -> None:
+        session_cache: SessionCache, tmp_path: Path) -> None:
     """A folder task with several graphs (a BART with past: encoder, decoder, decoder with
     past) is export's only (exit 2 for verify and --compare-forms), refused from config.json
     before anything is loaded."""
-    from examples.hf_folders import save_folder
-
-    folder = save_folder("bart", tmp_path / "bart")
+    folder = saved_folder(session_cache, "bart")  # read-only: nothing here writes to it
     assert several_graphs(export_request(folder, tmp_path)) == (
         "text2text-generation-with-past", 3)
     assert several_graphs(export_request(folder, tmp_path, task="text2text-generation")) == (
