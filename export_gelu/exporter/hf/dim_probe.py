@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from export_gelu.exporter.hf.probed_capture import ProbedCapture, shapes_key
 from export_gelu.notes import Note
 
 if TYPE_CHECKING:
@@ -129,13 +130,19 @@ def _runs(program: torch.export.ExportedProgram, inputs: TensorFeed,
 
 
 def _attempt(module: torch.nn.Module, inputs: TensorFeed, dims: Sequence[GraphDim]
-             ) -> tuple[str, str]:
-    """("", "") when `dims` capture and run; else (why, torch's whole message)."""
+             ) -> tuple[str, str, ProbedCapture | None]:
+    """("", "", the capture) when `dims` capture and run; else (why, torch's whole message,
+    None)."""
     try:
         program = _capture(module, inputs, dims)
     except Exception as exc:  # noqa: BLE001 - refused or specialized: try fewer dims
-        return f"torch.export cannot keep it symbolic ({torch_refusal(exc)})", str(exc)
-    return _runs(program, inputs, dims), ""
+        return f"torch.export cannot keep it symbolic ({torch_refusal(exc)})", str(exc), None
+    why = _runs(program, inputs, dims)
+    if why:
+        return why, "", None
+    names = list(inputs)
+    return "", "", ProbedCapture(program, module, tuple(inputs.values()),
+                                 shapes_key(_torch_shapes(dims, names)))
 
 
 def _suggested(error: str, dim: GraphDim) -> tuple[int, int] | None:
@@ -163,15 +170,18 @@ def _note(dim: GraphDim, why: str) -> Note:
 
 
 def capturable_dims(module: torch.nn.Module, inputs: TensorFeed, dims: Sequence[GraphDim]
-                    ) -> tuple[list[GraphDim], list[Note]]:
+                    ) -> tuple[list[GraphDim], list[Note], ProbedCapture | None]:
     """The dims of `dims` (hf/graph_spec.py: GraphDim, each with name, min, opt, max, axes) that
     `module` can be captured and run with, on its example `inputs`; every other one kept at
-    its example size (or narrowed to torch's range), with a note saying why."""
+    its example size (or narrowed to torch's range), with a note saying why; and the program
+    captured with the dims kept (hf/probed_capture.py), when the last capture tried kept them
+    all."""
     kept, notes = list(dims), []
+    probed = None
     for _ in range(len(dims) + 1):
         if not kept:
             break
-        why, error = _attempt(module, inputs, kept)
+        why, error, probed = _attempt(module, inputs, kept)
         if not why:
             break
         violated = _VIOLATED.search(error)
@@ -203,7 +213,7 @@ def capturable_dims(module: torch.nn.Module, inputs: TensorFeed, dims: Sequence[
             notes.append(_note(d, why))
         if culprit is None:
             break
-    return kept, notes
+    return kept, notes, probed  # (None unless the last capture tried succeeded)
 
 
 def _one_culprit(module: torch.nn.Module, inputs: TensorFeed, dims: list[GraphDim]

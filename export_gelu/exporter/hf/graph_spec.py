@@ -15,6 +15,7 @@ from export_gelu.exporter.hf import inputs as hi
 if TYPE_CHECKING:
     import torch
 
+    from export_gelu.exporter.hf.probed_capture import ProbedCapture
     from export_gelu.exporter.torch_values import TensorFeed
 
 #: Outputs no graph returns: the loss needs labels; hidden states and attentions are off.
@@ -49,6 +50,8 @@ class GraphSpec:
     output_names: list[str]
     dims: list[GraphDim] = field(default_factory=list)
     role: str = "model"  # model | encoder | decoder | decoder_with_past
+    #: the program the dim probe captured with `dims`, for the capture step to take
+    probed: ProbedCapture | None = None
 
 
 def _param(name: str) -> str:

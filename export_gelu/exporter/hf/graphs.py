@@ -135,9 +135,9 @@ def single_graph(fm: FolderModel, given: TensorFeed | None = None,
                              "static-size") for s in sizes if s.why_static)
         dims = one_graph_dims(inputs, config, fm.task.name, sizes)
         if not _captured_already(inputs, sizes):
-            dims, static_notes = capturable_dims(module, inputs, dims)
+            dims, static_notes, probed = capturable_dims(module, inputs, dims)
             fm.notes.extend(static_notes)
-    return GraphSpec("model.onnx", module, inputs, names, dims)
+    return GraphSpec("model.onnx", module, inputs, names, dims, probed=probed)
 
 
 def _captured_already(inputs: TensorFeed, sizes: Sequence[SizeDims]) -> bool:
@@ -259,10 +259,10 @@ def _one_step(model: torch.nn.Module) -> object:
 def _probed(fm: FolderModel, spec: GraphSpec) -> GraphSpec:
     """`spec` with the dims its module can be captured with (hf/dim_probe.py); a note for
     each one kept static or left to torch, named after the graph's file."""
-    dims, notes = capturable_dims(spec.module, spec.inputs, spec.dims)
+    dims, notes, probed = capturable_dims(spec.module, spec.inputs, spec.dims)
     stem = spec.file_name.removesuffix(".onnx")
     fm.notes.extend(Note(f"{stem}: {n}", getattr(n, "code", "static-dim")) for n in notes)
-    return dataclasses.replace(spec, dims=dims)
+    return dataclasses.replace(spec, dims=dims, probed=probed)
 
 
 def graphs_for(fm: FolderModel, given: TensorFeed | None = None,

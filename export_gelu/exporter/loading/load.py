@@ -34,7 +34,7 @@ def _graph_loaded(path: Path, spec: GraphSpec, notes: list[str], task: str) -> L
                        example_inputs=tuple(spec.inputs.values()),
                        input_names=list(spec.inputs), output_names=list(spec.output_names),
                        notes=list(notes), task=task, dims=list(spec.dims),
-                       file_name=spec.file_name)
+                       file_name=spec.file_name, probed=spec.probed)
 
 
 def _load_hf_folder(path: Path, task: str | None, allow_pickle: bool,

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from export_gelu.exporter.hf.folder import FolderModel
     from export_gelu.exporter.hf.graph_spec import GraphDim
+    from export_gelu.exporter.hf.probed_capture import ProbedCapture
     from export_gelu.exporter.torch_values import PyTree
 
 
@@ -41,6 +42,9 @@ class LoadedModel:
     #: keyword arguments that are no tensors (use_cache=False, a mode string), passed on
     #: every call as given: constants of the call, as torch.export keeps them
     call_constants: tuple[tuple[str, PyTree], ...] = ()
+    #: a folder graph's program as its dim probe captured it: the capture step takes it
+    #: (once) where it would make the same call (hf/probed_capture.py)
+    probed: ProbedCapture | None = None
 
     @property
     def is_onnx(self) -> bool:

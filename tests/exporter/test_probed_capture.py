@@ -1,0 +1,71 @@
+"""exporter/hf/probed_capture.py: a folder graph is captured once. The dim probe's program is
+what the capture step takes when it would make the same torch.export call; any other call
+(another module, other values, other dims) captures again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from export_gelu.exporter.hf.probed_capture import ProbedCapture, shapes_key
+from export_gelu.run import Run
+from export_gelu.steps.torch_graph import capture
+from tests.steps.step_inputs import export_inputs_of, export_request
+
+pytest.importorskip("transformers")
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def _probed(module: torch.nn.Module, x: torch.Tensor, shapes: tuple) -> ProbedCapture:
+    program = torch.export.export(module, (x,), dynamic_shapes=shapes, strict=False)
+    return ProbedCapture(program, module, (x,), shapes_key(shapes))
+
+
+def test_fits_only_the_same_call() -> None:
+    module, x = _Scale(), torch.arange(12.0).reshape(3, 4)
+    batch = torch.export.Dim("batch", min=1, max=8)
+    probed = _probed(module, x, ({0: batch},))
+    assert probed.fits(module, (x.clone(),), ({0: torch.export.Dim("batch", min=1, max=8)},))
+    assert not probed.fits(_Scale(), (x,), ({0: batch},))  # another module
+    assert not probed.fits(module, (x + 1,), ({0: batch},))  # other values
+    assert not probed.fits(module, (x.double(),), ({0: batch},))  # another dtype
+    assert not probed.fits(module, (x,), ({0: torch.export.Dim("batch", min=1, max=4)},))
+    assert not probed.fits(module, (x,), ({0: torch.export.Dim("b", min=1, max=8)},))
+    assert not probed.fits(module, (x,), ({0: torch.export.Dim.AUTO},))
+    assert not probed.fits(module, (x,), None)  # static
+
+
+def test_an_input_without_dims_is_the_same_as_none_or_empty() -> None:
+    assert shapes_key(({0: torch.export.Dim.AUTO}, None)) == \
+        shapes_key(({0: torch.export.Dim.AUTO}, {}))
+    assert shapes_key(None) == ()
+
+
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.hf_folders import save_folder
+
+    return save_folder("bert", tmp_path_factory.mktemp("probed") / "bert")
+
+
+def test_a_folder_graph_is_captured_once(bert_folder: Path, tmp_path: Path) -> None:
+    inputs = export_inputs_of(export_request(bert_folder, tmp_path))
+    probed = inputs.loaded.probed
+    assert probed is not None and inputs.dynamic.ranged  # batch and sequence, probed
+    captured = capture(inputs, "fp32", Run())
+    assert captured.program is probed.program
+    assert inputs.loaded.probed is None  # taken once: the fx passes edit the program
+
+
+def test_another_precision_captures_again(bert_folder: Path, tmp_path: Path) -> None:
+    inputs = export_inputs_of(export_request(bert_folder, tmp_path, precision="fp16"))
+    probed = inputs.loaded.probed
+    assert probed is not None
+    captured = capture(inputs, "fp16", Run())
+    assert captured.program is not None and captured.program is not probed.program
