@@ -69,3 +69,15 @@ def test_another_precision_captures_again(bert_folder: Path, tmp_path: Path) -> 
     assert probed is not None
     captured = capture(inputs, "fp16", Run())
     assert captured.program is not None and captured.program is not probed.program
+
+
+@pytest.mark.parametrize("how", ["static", "inputs given"])
+def test_a_graph_without_probed_dims_has_no_program_to_hand_over(bert_folder: Path,
+                                                                 how: str) -> None:
+    """--static and the user's own --input sizes skip the probe: nothing probed, and the
+    folder loads (the capture step then captures as for any module)."""
+    from export_gelu.exporter.loading.load import load_model
+
+    loaded = load_model(bert_folder, static=True) if how == "static" else \
+        load_model(bert_folder, inputs=["input_ids:1x7:int64", "attention_mask:1x7:int64"])
+    assert loaded.probed is None and loaded.module is not None and not loaded.dims

@@ -128,6 +128,7 @@ def single_graph(fm: FolderModel, given: TensorFeed | None = None,
     names = tensor_fields(out)
     module = _task_module(model, list(inputs), names)
     dims: list[GraphDim] = []
+    probed = None
     if not static and given is None:
         sizes = size_dims(model, lambda m: _task_module(m, list(inputs), names), inputs,
                           (BATCH_RANGE[0], BATCH_RANGE[2]), sizes_opset, sizes_precision)
