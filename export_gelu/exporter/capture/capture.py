@@ -167,11 +167,19 @@ def capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ..
     plan = plan or CallPlan(tuple(f"{i}" for i in range(len(args))))
     pos, kw = plan.split_values(args)
 
+    def in_order(dynamic_shapes: tuple[AxisDims, ...] | None) -> tuple[object, ...] | None:
+        if dynamic_shapes is None:
+            return None
+        ds_pos, ds_kw = plan.split_values(tuple(dynamic_shapes))  # the signature's order
+        return (*ds_pos, *ds_kw.values())
+
+    def probed_fits(dynamic_shapes: tuple[AxisDims, ...]) -> bool:
+        probed = loaded.probed
+        return probed is not None and not kw and probed.fits(module, pos,
+                                                              in_order(dynamic_shapes))
+
     def export(dynamic_shapes: tuple[AxisDims, ...] | None) -> torch.export.ExportedProgram:
-        shapes = None
-        if dynamic_shapes is not None:  # torch.export wants them in the signature's order
-            ds_pos, ds_kw = plan.split_values(tuple(dynamic_shapes))
-            shapes = (*ds_pos, *ds_kw.values())
+        shapes = in_order(dynamic_shapes)
         probed = loaded.probed
         if probed is not None and not kw and probed.fits(module, pos, shapes):
             loaded.probed = None  # taken once: the fx passes edit it
@@ -189,7 +197,7 @@ def capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ..
                 return export(None), None
             names = [*plan.positional, *(n for n, _ in plan.keyword)]
             sizes = {n: tuple(getattr(a, "shape", ())) for n, a in zip(names, args)}
-            return export_dynamic(dynamic, sizes, export), None
+            return export_dynamic(dynamic, sizes, export, probed_fits), None
     except BadInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - any capture failure means "no fx passes"

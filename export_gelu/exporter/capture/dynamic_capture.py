@@ -58,6 +58,15 @@ def dynamic_shapes(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]],
     return tuple(per_input[n] or None for n in shapes)
 
 
+def auto_axes(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]]) -> set[tuple[str, int]]:
+    """The axes `dynamic_shapes` gives `Dim.AUTO` because their size is a ranged dim's OPT."""
+    import torch
+
+    spec = dynamic_shapes(plan, shapes)
+    return {(n, a) for n, s in zip(shapes, spec) if s for a, v in s.items()
+            if v is torch.export.Dim.AUTO} - plan.free_axes()
+
+
 def _symbols(program: torch.export.ExportedProgram, names: Sequence[str]
              ) -> dict[tuple[str, int], str]:
     """(input, axis) → the symbol torch gave it, for every symbolic axis of the user inputs."""
@@ -157,13 +166,24 @@ def merge_tied(plan: DynamicPlan, exc: BaseException) -> bool:
 
 
 def export_dynamic(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]],
-                   export: Callable[[tuple[AxisDims, ...]], torch.export.ExportedProgram]
+                   export: Callable[[tuple[AxisDims, ...]], torch.export.ExportedProgram],
+                   captured: Callable[[tuple[AxisDims, ...]], bool] | None = None
                    ) -> torch.export.ExportedProgram:
     """`export(dynamic_shapes)` (torch.export.export on the model) with the plan's dims, torch
     left to tie the axes the flags did not name; the plan gains those axes. A range the model
-    does not allow is bad input (exit 2, in one line)."""
+    does not allow is bad input (exit 2, in one line).
+
+    `captured(spec)` says a program for `spec` is at hand already (a folder graph's dim probe,
+    hf/probed_capture.py). When it is for the spec with every `Dim.AUTO` axis static, that
+    capture proved no axis must equal a ranged dim (an equality would have fixed the dim: the
+    probe's capture would have failed), so the first try's AUTO axes could only come back as
+    symbols of their own, captured again static: the loop starts there."""
     names = list(shapes)
     static: set[tuple[str, int]] = set()
+    if captured is not None:
+        auto = auto_axes(plan, shapes)
+        if auto and captured(dynamic_shapes(plan, shapes, auto)):
+            static = auto
     for _ in range(MAX_TRIES):
         spec = dynamic_shapes(plan, shapes, static)
         try:
