@@ -10,7 +10,6 @@ import inspect
 import json
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
@@ -20,9 +19,9 @@ from torch import nn
 
 from export_gelu import graph as G
 from export_gelu.graph.provenance import module_of
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
+from tests.report_schema import validate_report
 
-SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 K = 2  # the corrupted block
 BLOCKS = 4
 NOISE = 0.05
@@ -163,7 +162,7 @@ def test_verify_names_block_k(files, tmp_path, source, how):
                   "--warmup", "0", "--no-calibration")
     assert res.code == 1, res.err
     data = json.loads(report.read_text())
-    jsonschema.validate(data, SCHEMA)
+    validate_report(data)
     parity = data["parity"]
     first = parity["first_divergence"]
     assert first["torch_module"] == EXPECTED_MODULE[how], parity["module_errors"]

@@ -11,7 +11,6 @@ import math
 import shutil
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import pytest
 import torch
@@ -23,10 +22,9 @@ from export_gelu.check.verdict.reduced_precision import SCALE_SHARE, judge_reduc
 from export_gelu.tolerances import JUDGED_ATOL, JUDGED_PYTORCH_PRECISION
 from tests.conftest import run_cli
 from tests.hf_exports import saved_folder
+from tests.report_schema import validate_report
 
 FP16_ATOL = 0.02
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json")
-                    .read_text())
 
 
 # -- the rule: (reference error at the precision, graph error, output scale) ----------------
@@ -136,7 +134,7 @@ def test_an_accurate_graph_of_a_model_unsafe_in_fp16_passes_with_the_warning(tmp
         "PyTorch's own fp16 errs on output_0 by " in parity_line  # not a bare PASSED
     assert "within 5%) or fp32" in parity_line and "--precision bf16 (" in parity_line
     report = json.loads(rep.read_text())
-    jsonschema.validate(report, SCHEMA)
+    validate_report(report)
     block = report["parity"]["pytorch_precision"]
     assert block["scale_share"] == SCALE_SHARE and block["unsafe"]["output_0"]["share"] > 0.5
     assert block["bf16"]["output_0"] < SCALE_SHARE * block["unsafe"]["output_0"]["ref_scale"]

@@ -8,7 +8,6 @@ import inspect
 import json
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import onnx
 import pytest
@@ -18,10 +17,9 @@ from torch import nn
 
 from export_gelu.check.localize.ties import WAY_OUT, arg_ties, find_ties, topk_ties
 from tests.conftest import run_cli
+from tests.report_schema import validate_report
 
 K = 4
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json")
-                    .read_text())
 
 
 class TopKTies(nn.Module):
@@ -134,7 +132,7 @@ def test_a_tie_fed_topk_is_named_as_the_cause(tied_files, tmp_path):
     assert "the first module out of tolerance after it: proj" in line
     assert line.endswith(WAY_OUT) and "--inputs FILE.npz" in line
     report = json.loads(rep.read_text())
-    jsonschema.validate(report, SCHEMA)
+    validate_report(report)
     parity = report["parity"]
     ties = parity["tie_order"]
     assert ties["cause"] and ties["way_out"] == WAY_OUT

@@ -9,7 +9,6 @@ import json
 import shutil
 import subprocess
 
-import jsonschema
 import numpy as np
 import onnx
 import pytest
@@ -18,11 +17,9 @@ from export_gelu.check.latency import summarize
 from export_gelu.device.choice import DeviceFormRow, DeviceForms, choose_device_form
 from export_gelu.device.trtexec_flags import accepted_flags
 from export_gelu.report.plots import matplotlib_missing
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
 from tests.device.conftest import ATOL, TARGET, device_run, sha, varied, verify
-
-SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
-
+from tests.report_schema import validate_report
 
 # -- the bundle ------------------------------------------------------------------------------
 
@@ -96,7 +93,7 @@ def test_two_devices_that_disagree_each_get_their_own_form(forms_bundle, tmp_pat
                      tmp_path / device / "r.json")
         assert res.code == 0, res.err + res.out
         report = json.loads((tmp_path / device / "r.json").read_text())
-        jsonschema.validate(report, SCHEMA)
+        validate_report(report)
         rows = {r["form"]: r for r in report["forms"]["rows"]}
         chosen[device] = report["forms"]["chosen"]
         assert rows[chosen[device]]["chosen"] and all(r["passed"] for r in rows.values())

@@ -15,14 +15,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import jsonschema
 import onnx
 import pytest
 
 from export_gelu.notes import UNCLASSIFIED
-from tests.conftest import ROOT, note_codes, run_cli
+from tests.conftest import note_codes, run_cli
 from tests.hf_exports import OUTPUT, folder_export, saved_folder
 from tests.hf_folders import MODELS, MORE_MODELS, build, counting_gelus
+from tests.report_schema import validate_report
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
@@ -31,7 +31,6 @@ TARGETS = ("ort", "trt8.6", "trt8.2")
 OPSETS = {"ort": 20, "trt8.6": 17, "trt8.2": 13}
 FAST = [("bert", "trt8.6"), ("gpt2", "ort"), ("bart", "ort"), ("clip", "ort")]
 MULTI = {"t5", "bart", "whisper", "marian"}
-SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 DECODERS = {"gpt2", "phi", "falcon", "llama", "bloom", "gemma"}
 
 
@@ -188,7 +187,7 @@ def _check_names(name: str, out: Path, report: dict) -> None:
 def _check(hf_export, name: str, target: str) -> None:
     code, report, out, err, given = hf_export(name, target)
     assert code == 0, err
-    jsonschema.validate(report, SCHEMA)
+    validate_report(report)
     assert UNCLASSIFIED not in note_codes(report), report["notes"]
     assert report["model_format"] == "Hugging Face folder"
     assert name not in MODELS or report["task"] == MODELS[name][1]
