@@ -18,6 +18,7 @@ from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
 
 if TYPE_CHECKING:
     from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
+    from export_gelu.exporter.hf.probed_capture import ProbedCapture
     from export_gelu.exporter.inputs.call_plan import CallPlan
     from export_gelu.exporter.torch_values import AxisDims, PyTree
 
@@ -173,17 +174,18 @@ def capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ..
         ds_pos, ds_kw = plan.split_values(tuple(dynamic_shapes))  # the signature's order
         return (*ds_pos, *ds_kw.values())
 
-    def probed_fits(dynamic_shapes: tuple[AxisDims, ...]) -> bool:
+    def probed_for(shapes: tuple[object, ...] | None) -> ProbedCapture | None:
+        """The dim probe's capture when it was this very call (hf/probed_capture.py)."""
         probed = loaded.probed
-        return probed is not None and not kw and probed.fits(module, pos,
-                                                              in_order(dynamic_shapes))
+        return probed if probed is not None and not kw and probed.fits(module, pos, shapes) \
+            else None
 
     def export(dynamic_shapes: tuple[AxisDims, ...] | None) -> torch.export.ExportedProgram:
         shapes = in_order(dynamic_shapes)
-        probed = loaded.probed
-        if probed is not None and not kw and probed.fits(module, pos, shapes):
+        probed = probed_for(shapes)
+        if probed is not None:
             loaded.probed = None  # taken once: the fx passes edit it
-            return probed.program  # the dim probe's capture was this very call
+            return probed.program
         return torch.export.export(module, pos, kw or None, dynamic_shapes=shapes, strict=False)
 
     try:
@@ -197,7 +199,8 @@ def capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ..
                 return export(None), None
             names = [*plan.positional, *(n for n, _ in plan.keyword)]
             sizes = {n: tuple(getattr(a, "shape", ())) for n, a in zip(names, args)}
-            return export_dynamic(dynamic, sizes, export, probed_fits), None
+            return export_dynamic(dynamic, sizes, export,
+                                  lambda spec: probed_for(in_order(spec)) is not None), None
     except BadInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - any capture failure means "no fx passes"
