@@ -124,7 +124,7 @@ def test_a_probed_program_for_the_static_spec_skips_the_try_with_auto_axes() -> 
 
 
 def test_a_decoder_with_past_is_captured_once(tmp_path: Path) -> None:
-    """GPT-2's past key values have a head axis of the sequence's OPT size: the probe's
+    """GPT-2's past key values' head count and head size are its dims' OPTs: the probe's
     program (those axes static) is what the capture step takes, without a try before it."""
     from tests.hf_folders import save_folder
 
