@@ -58,13 +58,18 @@ def dynamic_shapes(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]],
     return tuple(per_input[n] or None for n in shapes)
 
 
-def auto_axes(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]]) -> set[tuple[str, int]]:
-    """The axes `dynamic_shapes` gives `Dim.AUTO` because their size is a ranged dim's OPT."""
+def _auto_in(plan: DynamicPlan, names: Sequence[str], spec: Sequence[AxisDims]
+             ) -> set[tuple[str, int]]:
+    """The axes `spec` gives `Dim.AUTO`, but the plan's free ones (always left to torch)."""
     import torch
 
-    spec = dynamic_shapes(plan, shapes)
-    return {(n, a) for n, s in zip(shapes, spec) if s for a, v in s.items()
+    return {(n, a) for n, s in zip(names, spec) if s for a, v in s.items()
             if v is torch.export.Dim.AUTO} - plan.free_axes()
+
+
+def auto_axes(plan: DynamicPlan, shapes: Mapping[str, Sequence[int]]) -> set[tuple[str, int]]:
+    """The axes `dynamic_shapes` gives `Dim.AUTO` because their size is a ranged dim's OPT."""
+    return _auto_in(plan, list(shapes), dynamic_shapes(plan, shapes))
 
 
 def _symbols(program: torch.export.ExportedProgram, names: Sequence[str]
@@ -99,13 +104,10 @@ def _dim_symbols(plan: DynamicPlan, symbols: dict[tuple[str, int], str]) -> dict
 def loose_axes(plan: DynamicPlan, program: torch.export.ExportedProgram, names: Sequence[str],
                spec: Sequence[AxisDims]) -> set[tuple[str, int]]:
     """`Dim.AUTO` axes torch made symbols of their own (not one of the plan's dims)."""
-    import torch
-
     symbols = _symbols(program, names)
     mine = _dim_symbols(plan, symbols)
-    auto = {(n, a) for n, s in zip(names, spec) if s for a, v in s.items()
-            if v is torch.export.Dim.AUTO} - plan.free_axes()
-    return {key for key in auto if key in symbols and symbols[key] not in mine}
+    return {key for key in _auto_in(plan, names, spec)
+            if key in symbols and symbols[key] not in mine}
 
 
 def adopt_ties(plan: DynamicPlan, program: torch.export.ExportedProgram,
