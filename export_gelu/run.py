@@ -32,19 +32,22 @@ OOM_HINT = ("try smaller --input shapes or --dynamic ranges, fewer --threads, or
 class Run:
     """One command's progress, step clock, notes and output transaction."""
 
-    def __init__(self, progress: Progress | None = None, *,
-                 seconds: dict[str, float] | None = None) -> None:
-        """`seconds`: a clock to charge (a part of a bigger run shares its parent's)."""
+    def __init__(self, progress: Progress | None = None) -> None:
         self.progress = progress if progress is not None else Progress(enabled=False)
         #: wall seconds per step key, in the order the steps first ran
-        self.seconds: dict[str, float] = seconds if seconds is not None else {}
+        self.seconds: dict[str, float] = {}
         #: what the steps found worth saying, in the order they said it
         self.notes: list[str] = []
 
-    def part(self, *, same_clock: bool = False) -> Run:
+    def part(self) -> Run:
         """A run for one part of this one (a graph of several, a GELU form): the same progress
-        channel, notes of its own, and this run's clock when `same_clock`."""
-        return Run(self.progress, seconds=self.seconds if same_clock else None)
+        channel, notes and a clock of its own."""
+        return Run(self.progress)
+
+    def add_seconds(self, seconds: dict[str, float]) -> None:
+        """Charge a part's step times (`part().seconds`) to this run's clock."""
+        for key, spent in seconds.items():
+            self.seconds[key] = self.seconds.get(key, 0.0) + spent
 
     def say(self, message: str) -> None:
         """Announce a step on the progress channel."""

@@ -85,8 +85,9 @@ def export_graphs(request: Request[ExportOptions], plan: ExportPlan, source: Gra
     for graph in source.graphs:
         run.say(f"graph {graph.file_name}")
         part = _part_request(request, plan.output, graph.file_name, source)
-        parts[graph.file_name] = export_part(part, run.part(same_clock=True))
-    parts_seconds = dict(run.seconds)
+        part_run = run.part()
+        parts[graph.file_name] = export_part(part, part_run)
+        run.add_seconds(part_run.seconds)
     run.add_notes(dict.fromkeys(n for p in parts.values() for n in p.notes))  # each once
     parity = None
     if request.options.verify:  # each graph was checked (by its own export)
@@ -103,4 +104,4 @@ def export_graphs(request: Request[ExportOptions], plan: ExportPlan, source: Gra
                                          run_precision=first.inputs.run_precision,
                                          threads=request.options.threads, run=run)
     return GraphsExport(request, plan, source, parts, parity, decoded, tuple(run.notes),
-                        run.seconds, parts_seconds)
+                        run.seconds)

@@ -248,7 +248,6 @@ def _graphs_report(result: GraphsExport) -> Report:
     reports = {}
     for name, part in result.parts.items():
         reports[name] = _graph_report(part, part=True)
-        reports[name].stage_seconds = result.parts_seconds
     rep.output = str(result.plan.output)
     rep.graphs = reports
     rep.gelu_sites = [dataclasses.replace(s, module=f"{Path(n).stem}:{s.module or s.name}")

@@ -204,9 +204,7 @@ class GraphsExport:
     parity: ParityResult | None  # None: --no-verify
     generation: DecodeResult | None
     notes: tuple[str, ...]
-    seconds: dict[str, float]
-    #: the clock when the graphs were done (each graph's own report shows it)
-    parts_seconds: dict[str, float]
+    seconds: dict[str, float]  # the folder's: each graph's steps summed, then its own
 
 
 #: What an export returns.

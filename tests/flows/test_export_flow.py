@@ -85,3 +85,12 @@ def test_several_graphs_are_each_exported_and_checked(session_cache: SessionCach
     assert list(rep.stage_seconds) == ["load", "capture", "fx_passes", "export", "onnx_passes",
                                        "checks", "save", "verify"]
     assert all(seconds >= 0 for seconds in rep.stage_seconds.values())
+    # each graph's report times that graph alone; the folder's sums them and adds its own
+    # steps (loading the folder; the generation check, timed as verify)
+    graphs = list((rep.graphs or {}).values())
+    assert len({tuple(g.stage_seconds.values()) for g in graphs}) == len(graphs)
+    for key in ("capture", "fx_passes", "export", "onnx_passes", "checks", "save"):
+        assert rep.stage_seconds[key] == pytest.approx(
+            sum(g.stage_seconds[key] for g in graphs), abs=1e-6), key
+    for key in ("load", "verify"):
+        assert rep.stage_seconds[key] > sum(g.stage_seconds[key] for g in graphs), key
