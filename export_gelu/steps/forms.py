@@ -18,6 +18,7 @@ from export_gelu.check.runners.deployed import feed_for, open_deployed
 from export_gelu.check.runners.devices import DeviceChoice, ready_runners
 from export_gelu.errors import BadInputError, ExportGeluError
 from export_gelu.exporter.capture.program_copy import copy_program
+from export_gelu.exporter.capture.shared_capture import SharedCaptures
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.json_value import JsonObject
 from export_gelu.options import COMPARED_FORMS, ExportOptions, FormsOptions, quantizing, validate
@@ -118,6 +119,26 @@ def compare(request: Request[FormsOptions], source: OneGraphSource, inputs: Form
     o = request.options
     where = "onnxruntime (CPU EP)" if device.device == "cpu" else "onnxruntime (CUDA EP)"
     result = FormsComparison(str(request.model), where, o.threads, o.iterations)
+    source.loaded.captures = SharedCaptures()  # one capture for the forms (shared_capture.py)
+    try:
+        _make_graphs(request, source, folder, result, run)
+    finally:
+        source.loaded.captures = None
+    _measure(request, source, inputs, device, result, run)
+    quantized = [r for r in result.rows if r.quantized is not None]
+    if quantized:  # the error column is against fp32 PyTorch; the verdict is at the scales
+        result.notes.append(f"{o.precision} forms, each judged against PyTorch at its graph's "
+                            "scales (SQNR against fp32): " + "; ".join(
+                                f"{r.label} @ {r.target}: {_verdict_words(r.quantized)}"
+                                for r in quantized if r.quantized is not None))
+    return result
+
+
+def _make_graphs(request: Request[FormsOptions], source: OneGraphSource, folder: Path,
+                 result: FormsComparison, run: Run) -> None:
+    """Each form's graph on each target, written in `folder`, a row each (the identical
+    graphs of a target: one row)."""
+    o = request.options
     seen: dict[str, FormRow] = {}
     jobs = [(t, f) for t in o.targets for f in o.forms]
     for i, (target, form) in enumerate(jobs):
@@ -137,14 +158,6 @@ def compare(request: Request[FormsOptions], source: OneGraphSource, inputs: Form
         seen[key] = FormRow(form, target, graph=ops, layout=layout, opset=made.opset,
                             exporter=made.exporter, path=made.path, quantized=made.quantized)
         result.rows.append(seen[key])
-    _measure(request, source, inputs, device, result, run)
-    quantized = [r for r in result.rows if r.quantized is not None]
-    if quantized:  # the error column is against fp32 PyTorch; the verdict is at the scales
-        result.notes.append(f"{o.precision} forms, each judged against PyTorch at its graph's "
-                            "scales (SQNR against fp32): " + "; ".join(
-                                f"{r.label} @ {r.target}: {_verdict_words(r.quantized)}"
-                                for r in quantized if r.quantized is not None))
-    return result
 
 
 def _verdict_words(q: JsonObject) -> str:

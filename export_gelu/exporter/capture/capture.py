@@ -156,12 +156,25 @@ def capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ..
 
     `dynamic` (a DynamicPlan with ranged dims) keeps those axes symbolic and lets torch tie
     the axes its flags left out (dynamic_capture.py; the plan gains them); a range the model
-    does not allow is bad input (exit 2), not a capture failure.
+    does not allow is bad input (exit 2), not a capture failure. While a comparison holds
+    `loaded.captures`, a TorchScript model's static capture made before for the same call is
+    loaded from it (shared_capture.py).
     """
-    from export_gelu.exporter.inputs.call_plan import CallPlan
-
     if loaded.exported is not None and precision in ("fp32", "fp64"):
         return loaded.exported, None
+    if loaded.captures is not None and dynamic is None \
+            and isinstance(module, torch.jit.ScriptModule):  # a comparison's graphs: one capture
+        return loaded.captures.capture(
+            args, precision, plan, lambda: _capture(loaded, module, args, precision, plan, None))
+    return _capture(loaded, module, args, precision, plan, dynamic)
+
+
+def _capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ...],
+             precision: str, plan: CallPlan | None, dynamic: DynamicPlan | None
+             ) -> tuple[torch.export.ExportedProgram | None, str | None]:
+    """capture()'s torch.export (or TS2EPConverter) call itself."""
+    from export_gelu.exporter.inputs.call_plan import CallPlan
+
     if dynamic is not None and isinstance(module, torch.jit.ScriptModule):
         return None, ("TS2EPConverter keeps the traced shapes; the TorchScript module is "
                       "exported with dynamic_axes instead")

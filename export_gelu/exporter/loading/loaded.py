@@ -12,6 +12,7 @@ from export_gelu.exporter.model_files.detect import ModelFormat
 if TYPE_CHECKING:
     import torch
 
+    from export_gelu.exporter.capture.shared_capture import SharedCaptures
     from export_gelu.exporter.hf.folder import FolderModel
     from export_gelu.exporter.hf.graph_spec import GraphDim
     from export_gelu.exporter.hf.probed_capture import ProbedCapture
@@ -45,6 +46,9 @@ class LoadedModel:
     #: a folder graph's program as its dim probe captured it: the capture step takes it
     #: (once) where it would make the same call (hf/probed_capture.py)
     probed: ProbedCapture | None = None
+    #: while `--compare-forms` / `--gelu auto` make their graphs: the captures a TorchScript
+    #: model's forms share (capture/shared_capture.py)
+    captures: SharedCaptures | None = None
 
     @property
     def is_onnx(self) -> bool:

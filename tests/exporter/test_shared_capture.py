@@ -1,0 +1,88 @@
+"""exporter/capture/shared_capture.py: the graphs of one comparison share one capture. The
+first form captures; every later form that makes the same call loads its own program, with its
+own fake mode and ShapeEnv (a deep copy would share them, and one form's export changed the
+next one's graph)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from export_gelu.exporter.capture.shared_capture import SharedCaptures
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def _fresh(x: torch.Tensor, calls: Counter[str]):
+    def capture():
+        calls["capture"] += 1
+        return torch.export.export(_Scale(), (x,), strict=False), None
+    return capture
+
+
+def _shape_env(program: torch.export.ExportedProgram) -> object:
+    val = next(n.meta["val"] for n in program.graph.nodes if n.op == "placeholder")
+    return val.fake_mode.shape_env
+
+
+def test_the_same_call_loads_its_own_program() -> None:
+    shared, calls, x = SharedCaptures(), Counter[str](), torch.arange(6.0).reshape(2, 3)
+    first, _ = shared.capture((x,), "fp32", None, _fresh(x, calls))
+    second, _ = shared.capture((x.clone(),), "fp32", None, _fresh(x, calls))
+    assert calls["capture"] == 1
+    assert first is not None and second is not None and second is not first
+    assert str(second.graph) == str(first.graph)
+    assert _shape_env(second) is not _shape_env(first)  # (a deep copy's is the same one)
+
+
+@pytest.mark.parametrize("other", ["values", "dtype", "precision"])
+def test_another_call_captures_again(other: str) -> None:
+    shared, calls, x = SharedCaptures(), Counter[str](), torch.arange(6.0).reshape(2, 3)
+    shared.capture((x,), "fp32", None, _fresh(x, calls))
+    y = {"values": x + 1, "dtype": x.double(), "precision": x}[other]
+    shared.capture((y,), "fp16" if other == "precision" else "fp32", None, _fresh(y, calls))
+    assert calls["capture"] == 2
+
+
+def test_a_failed_capture_is_not_tried_again() -> None:
+    shared, x = SharedCaptures(), torch.ones(2)
+    assert shared.capture((x,), "fp32", None, lambda: (None, "why")) == (None, "why")
+    assert shared.capture((x,), "fp32", None, lambda: pytest.fail("captured again")) == \
+        (None, "why")
+
+
+def test_a_torchscript_comparison_converts_and_captures_once(saved_model, tmp_path,
+                                                             monkeypatch) -> None:
+    """TorchScript BERT, four forms for --target onnx: one TS2EPConverter conversion and one
+    torch.export (each form made both before), and every graph exported as captured (a deep
+    copy's shared ShapeEnv made the second form's dynamo export fail, and erf no longer gave
+    keep's graph)."""
+    from torch._export.converter import TS2EPConverter
+
+    from export_gelu import compare_forms
+
+    calls: Counter[str] = Counter()
+    export, convert = torch.export.export, TS2EPConverter.convert
+
+    def counted_export(*args, **kwargs):
+        calls["torch.export"] += 1
+        return export(*args, **kwargs)
+
+    def counted_convert(self):
+        calls["TS2EPConverter"] += 1
+        return convert(self)
+
+    monkeypatch.setattr(torch.export, "export", counted_export)
+    monkeypatch.setattr(TS2EPConverter, "convert", counted_convert)
+    forms = compare_forms(saved_model("bert", "torchscript"), targets=["onnx"],
+                          input=["x:2x16:int64:0,1000"], iterations=2, warmup=1,
+                          workdir=str(tmp_path))
+    assert calls == {"TS2EPConverter": 1, "torch.export": 1}
+    by = {r.form: r for r in forms.rows}
+    assert by["keep"].same_as == ["erf"]  # BERT's GELU is the erf form
+    assert [(r.exporter, r.error) for r in forms.rows] == [("dynamo", "")] * 3
