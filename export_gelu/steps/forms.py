@@ -66,13 +66,16 @@ def auto_options(options: ExportOptions) -> FormsOptions:
                         target_sqnr=options.target_sqnr)
 
 
-def form_request(model: Path, loaded: LoadedModel, options: ExportOptions
-                 ) -> Request[ExportOptions]:
+def form_request(model: Path, loaded: LoadedModel, options: ExportOptions,
+                 captures: SharedCaptures | None = None) -> Request[ExportOptions]:
     """One form's export over the already loaded model: its options checked, its own copy of
-    an ExportedProgram (the fx passes rewrite it in place)."""
+    an ExportedProgram (the fx passes rewrite it in place), and the captures the forms of one
+    comparison share (`captures`, shared_capture.py)."""
     if loaded.exported is not None:
         loaded = dataclasses.replace(loaded, exported=copy_program(loaded.exported),
                                      notes=list(loaded.notes))
+    if captures is not None:
+        loaded = dataclasses.replace(loaded, captures=captures)
     return Request(options, validate(options), model, in_memory=loaded)
 
 
@@ -119,11 +122,7 @@ def compare(request: Request[FormsOptions], source: OneGraphSource, inputs: Form
     o = request.options
     where = "onnxruntime (CPU EP)" if device.device == "cpu" else "onnxruntime (CUDA EP)"
     result = FormsComparison(str(request.model), where, o.threads, o.iterations)
-    source.loaded.captures = SharedCaptures()  # one capture for the forms (shared_capture.py)
-    try:
-        _make_graphs(request, source, folder, result, run)
-    finally:
-        source.loaded.captures = None
+    _make_graphs(request, source, folder, result, run)
     _measure(request, source, inputs, device, result, run)
     quantized = [r for r in result.rows if r.quantized is not None]
     if quantized:  # the error column is against fp32 PyTorch; the verdict is at the scales
@@ -140,11 +139,13 @@ def _make_graphs(request: Request[FormsOptions], source: OneGraphSource, folder:
     graphs of a target: one row)."""
     o = request.options
     seen: dict[str, FormRow] = {}
+    captures = SharedCaptures()  # one capture for the forms (shared_capture.py)
     jobs = [(t, f) for t in o.targets for f in o.forms]
     for i, (target, form) in enumerate(jobs):
         run.say(f"exporting form {i + 1}/{len(jobs)}: {form} for {target}")
         out = folder / f"{request.model.stem}.{form}.{target}.onnx"
-        asked = form_request(request.model, source.loaded, form_options(o, target, form, out))
+        asked = form_request(request.model, source.loaded, form_options(o, target, form, out),
+                             captures)
         made = _make_form_graph(asked, out, run.part())
         if made is None or made.path is None:
             result.rows.append(made or FormRow(form, target, error="not written"))

@@ -105,7 +105,7 @@ class _Call:
 
 @dataclass
 class SharedCaptures:
-    """The captures of one comparison's graphs (held by the loaded model while it runs)."""
+    """The captures of one comparison's graphs (each form's loaded model holds the same one)."""
 
     calls: list[_Call] = field(default_factory=list)
 

@@ -46,8 +46,8 @@ class LoadedModel:
     #: a folder graph's program as its dim probe captured it: the capture step takes it
     #: (once) where it would make the same call (hf/probed_capture.py)
     probed: ProbedCapture | None = None
-    #: while `--compare-forms` / `--gelu auto` make their graphs: the captures a TorchScript
-    #: model's forms share (capture/shared_capture.py)
+    #: a `--compare-forms` / `--gelu auto` form's: the captures a TorchScript model's forms
+    #: share (capture/shared_capture.py; steps/forms.py hands each form the same one)
     captures: SharedCaptures | None = None
 
     @property
