@@ -36,9 +36,9 @@ if TYPE_CHECKING:
     import torch
 
     from export_gelu.exporter.inputs.call_plan import CallPlan
+    from export_gelu.exporter.loading.loaded import Captured
     from export_gelu.exporter.torch_values import PyTree
 
-Captured = tuple["torch.export.ExportedProgram | None", "str | None"]
 
 #: torch's loggers that report on a program being saved or loaded (e.g. "Symbol u1 did not
 #: appear in the graph that was deserialized", for an unbacked symbol a runtime assert names)

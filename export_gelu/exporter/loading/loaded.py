@@ -3,20 +3,34 @@ what it carries), and the one-line form of a loader's error."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from export_gelu.exporter.model_files.detect import ModelFormat
 
 if TYPE_CHECKING:
     import torch
 
-    from export_gelu.exporter.capture.shared_capture import SharedCaptures
     from export_gelu.exporter.hf.folder import FolderModel
     from export_gelu.exporter.hf.graph_spec import GraphDim
     from export_gelu.exporter.hf.probed_capture import ProbedCapture
+    from export_gelu.exporter.inputs.call_plan import CallPlan
     from export_gelu.exporter.torch_values import PyTree
+
+#: A capture's result: the program, or None and why not.
+Captured = tuple["torch.export.ExportedProgram | None", "str | None"]
+
+
+class FormCaptures(Protocol):
+    """The captures the forms of one comparison share: capture/shared_capture.py's
+    SharedCaptures (named by what it does here: loading sits below capture)."""
+
+    def capture(self, args: tuple[PyTree, ...], precision: str, plan: CallPlan | None,
+                fresh: Callable[[], Captured]) -> Captured:
+        """`fresh()`'s result for this call, made once per call."""
+        ...
 
 
 @dataclass
@@ -48,7 +62,7 @@ class LoadedModel:
     probed: ProbedCapture | None = None
     #: a `--compare-forms` / `--gelu auto` form's: the captures a TorchScript model's forms
     #: share (capture/shared_capture.py; steps/forms.py hands each form the same one)
-    captures: SharedCaptures | None = None
+    captures: FormCaptures | None = None
 
     @property
     def is_onnx(self) -> bool:
