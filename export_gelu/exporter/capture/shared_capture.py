@@ -6,14 +6,9 @@ in memory) before the fx passes edit it, and every later form that makes the sam
 its own (about 0.15 s against 0.75 s for the bundled BERT and GPT-2). An nn.Module is captured
 per form as before: its torch.export costs what loading the program does.
 
-Why not `copy.deepcopy`: a deep copy shares the program's fake values (every node's
-`meta["val"]`: FakeTensors and SymInts are copied as themselves), hence their FakeTensorMode
-and ShapeEnv, with the original and with every other copy. The dynamo exporter retraces the
-program in that mode, and what one form's export leaves in it changes the next form's graph: a
-TorchScript BERT's second form failed with `PendingUnbackedSymbolNotFound` on the unbacked
-symbols the first form's export had left pending, and was exported after
-`run_decompositions` (83 nodes against 73). A loaded program has its own mode and ShapeEnv;
-its graphs are the fresh capture's, byte for byte (docs/testing.md).
+Each later form's program is a loaded copy, not a deep copy, for the reason program_copy.py
+gives (a deep copy shares the fake mode and ShapeEnv, and a TorchScript BERT's second form then
+exported another graph); its graphs are the fresh capture's, byte for byte.
 
 Shared only where the call would be identical: the same precision, inputs equal in structure,
 shape, dtype and values, the same call plan, and no ranged dims (a dynamic capture adds the
@@ -23,41 +18,16 @@ saved or loaded is captured again, as before.
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import io
-import logging
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import torch
+from export_gelu.exporter.capture.program_copy import SavedProgram, save_program
 
+if TYPE_CHECKING:
     from export_gelu.exporter.inputs.call_plan import CallPlan
     from export_gelu.exporter.loading.loaded import Captured
     from export_gelu.exporter.torch_values import PyTree
-
-
-#: torch's loggers that report on a program being saved or loaded (e.g. "Symbol u1 did not
-#: appear in the graph that was deserialized", for an unbacked symbol a runtime assert names)
-_SERDE_LOGGERS = ("torch._export.serde.serialize", "torch.export")
-
-
-@contextlib.contextmanager
-def _quiet_serde() -> Iterator[None]:
-    loggers = [logging.getLogger(n) for n in _SERDE_LOGGERS]
-    levels = [lg.level for lg in loggers]
-    try:
-        for lg in loggers:
-            lg.setLevel(logging.ERROR)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
 
 
 def _same_values(a: PyTree, b: PyTree) -> bool:
@@ -94,8 +64,7 @@ class _Call:
     precision: str
     args: tuple[PyTree, ...]
     plan: CallPlan | None
-    saved: bytes | None
-    extra: dict[str, object]  # export-gelu's own attributes of the program
+    saved: SavedProgram | None
     why_not: str | None
 
     def fits(self, args: tuple[PyTree, ...], precision: str, plan: CallPlan | None) -> bool:
@@ -117,38 +86,12 @@ class SharedCaptures:
             if call.fits(args, precision, plan):
                 if call.saved is None:
                     return None, call.why_not
-                loaded = _load(call.saved, call.extra)
+                loaded = call.saved.load()
                 if loaded is not None:
                     return loaded, None
                 break  # could not be loaded: capture again, as before
         program, why_not = fresh()
-        saved = _save(program) if program is not None else None
+        saved = save_program(program) if program is not None else None
         if program is None or saved is not None:
-            extra = {k: copy.copy(v) for k, v in vars(program).items()
-                     if k.startswith("export_gelu_")} if program is not None else {}
-            self.calls.append(_Call(precision, args, plan, saved, extra, why_not))
+            self.calls.append(_Call(precision, args, plan, saved, why_not))
         return program, why_not
-
-
-def _save(program: torch.export.ExportedProgram) -> bytes | None:
-    import torch
-
-    buffer = io.BytesIO()
-    try:
-        with _quiet_serde():
-            torch.export.save(program, buffer)
-    except Exception:  # noqa: BLE001 - a program torch cannot save is captured per form
-        return None
-    return buffer.getvalue()
-
-
-def _load(saved: bytes, extra: dict[str, object]) -> torch.export.ExportedProgram | None:
-    import torch
-
-    try:
-        with _quiet_serde():
-            program = torch.export.load(io.BytesIO(saved))
-    except Exception:  # noqa: BLE001 - captured again instead
-        return None
-    vars(program).update({k: copy.copy(v) for k, v in extra.items()})
-    return program
