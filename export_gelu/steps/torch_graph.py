@@ -74,11 +74,10 @@ def capture(inputs: ExportInputs, precision: str, run: Run) -> Captured:
     module = module_for_precision(loaded, precision)
     run.add_notes(tagged("precision-fit", fit_module_precision(module, precision)))
     big = module_weight_bytes(module) > external_data_threshold()
-    run.say("capturing the model with torch.export")
     dplan = inputs.dynamic
     program, why_not = capture_program(loaded, module, _torch_args(inputs, module, precision),
                                        precision, inputs.call_plan,
-                                       dplan if dplan.ranged else None)
+                                       dplan if dplan.ranged else None, say=run.say)
     run.add_notes(tagged("precision-fit", fit_program_precision(program, precision)))
     if program is None:
         run.note(f"fx GELU passes skipped: torch.export capture failed ({why_not}); GELU "

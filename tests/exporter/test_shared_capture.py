@@ -30,11 +30,18 @@ def _shape_env(program: torch.export.ExportedProgram) -> object:
     return val.fake_mode.shape_env
 
 
+def _loading(calls: Counter[str]):
+    def loading() -> None:
+        calls["loading"] += 1
+    return loading
+
+
 def test_the_same_call_loads_its_own_program() -> None:
     shared, calls, x = SharedCaptures(), Counter[str](), torch.arange(6.0).reshape(2, 3)
-    first, _ = shared.capture((x,), "fp32", None, _fresh(x, calls))
-    second, _ = shared.capture((x.clone(),), "fp32", None, _fresh(x, calls))
-    assert calls["capture"] == 1
+    first, _ = shared.capture((x,), "fp32", None, _fresh(x, calls), _loading(calls))
+    assert calls == {"capture": 1}
+    second, _ = shared.capture((x.clone(),), "fp32", None, _fresh(x, calls), _loading(calls))
+    assert calls == {"capture": 1, "loading": 1}
     assert first is not None and second is not None and second is not first
     assert str(second.graph) == str(first.graph)
     assert _shape_env(second) is not _shape_env(first)  # (a deep copy's is the same one)
@@ -43,28 +50,32 @@ def test_the_same_call_loads_its_own_program() -> None:
 @pytest.mark.parametrize("other", ["values", "dtype", "precision"])
 def test_another_call_captures_again(other: str) -> None:
     shared, calls, x = SharedCaptures(), Counter[str](), torch.arange(6.0).reshape(2, 3)
-    shared.capture((x,), "fp32", None, _fresh(x, calls))
+    shared.capture((x,), "fp32", None, _fresh(x, calls), _loading(calls))
     y = {"values": x + 1, "dtype": x.double(), "precision": x}[other]
-    shared.capture((y,), "fp16" if other == "precision" else "fp32", None, _fresh(y, calls))
-    assert calls["capture"] == 2
+    shared.capture((y,), "fp16" if other == "precision" else "fp32", None, _fresh(y, calls),
+                   _loading(calls))
+    assert calls == {"capture": 2}
 
 
 def test_a_failed_capture_is_not_tried_again() -> None:
     shared, x = SharedCaptures(), torch.ones(2)
-    assert shared.capture((x,), "fp32", None, lambda: (None, "why")) == (None, "why")
-    assert shared.capture((x,), "fp32", None, lambda: pytest.fail("captured again")) == \
-        (None, "why")
+    nothing = _loading(Counter())
+    assert shared.capture((x,), "fp32", None, lambda: (None, "why"), nothing) == (None, "why")
+    assert shared.capture((x,), "fp32", None, lambda: pytest.fail("captured again"),
+                          nothing) == (None, "why")
 
 
 def test_a_torchscript_comparison_converts_and_captures_once(saved_model, tmp_path,
-                                                             monkeypatch) -> None:
+                                                             monkeypatch, capsys) -> None:
     """TorchScript BERT, four forms for --target onnx: one TS2EPConverter conversion and one
     torch.export (each form made both before), and every graph exported as captured (a deep
     copy's shared ShapeEnv made the second form's dynamo export fail, and erf no longer gave
-    keep's graph)."""
+    keep's graph); the progress says which form captures and which load."""
     from torch._export.converter import TS2EPConverter
 
     from export_gelu import compare_forms
+    from export_gelu.exporter.capture.capture import CAPTURING, LOADING_SHARED
+    from export_gelu.progress import QUIET_ENV, Progress
 
     calls: Counter[str] = Counter()
     export, convert = torch.export.export, TS2EPConverter.convert
@@ -79,10 +90,16 @@ def test_a_torchscript_comparison_converts_and_captures_once(saved_model, tmp_pa
 
     monkeypatch.setattr(torch.export, "export", counted_export)
     monkeypatch.setattr(TS2EPConverter, "convert", counted_convert)
+    monkeypatch.delenv(QUIET_ENV, raising=False)
+    progress = Progress()  # (stderr is captured: one plain line per step)
     forms = compare_forms(saved_model("bert", "torchscript"), targets=["onnx"],
                           input=["x:2x16:int64:0,1000"], iterations=2, warmup=1,
-                          workdir=str(tmp_path))
+                          workdir=str(tmp_path), progress=progress)
     assert calls == {"TS2EPConverter": 1, "torch.export": 1}
+    steps = [line[2:line.rindex("  [")] for line in capsys.readouterr().err.splitlines()
+             if line.startswith("… ")]  # (building the cached model may print first)
+    said = [s for s in steps if s in (CAPTURING, LOADING_SHARED)]
+    assert said == [CAPTURING] + [LOADING_SHARED] * 3, steps
     by = {r.form: r for r in forms.rows}
     assert by["keep"].same_as == ["erf"]  # BERT's GELU is the erf form
     assert [(r.exporter, r.error) for r in forms.rows] == [("dynamo", "")] * 3

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from export_gelu.exporter.torch_values import AxisDims, PyTree
 
 T = TypeVar("T")
+#: What capture() tells the progress channel it does.
+CAPTURING = "capturing the model with torch.export"
+USING_PROGRAM = "using the loaded ExportedProgram as it is (no capture)"
+LOADING_SHARED = "reusing the first form's capture (a saved and loaded copy)"
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                     "fp64": torch.float64}
 
@@ -149,7 +153,8 @@ def _script_at_precision(script: torch.jit.ScriptModule, pos: tuple[PyTree, ...]
 
 
 def capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ...],
-            precision: str, plan: CallPlan | None = None, dynamic: DynamicPlan | None = None
+            precision: str, plan: CallPlan | None = None, dynamic: DynamicPlan | None = None,
+            *, say: Callable[[str], None] = lambda _: None
             ) -> tuple[torch.export.ExportedProgram | None, str | None]:
     """An ExportedProgram for `module` on `args` (feed order; `plan` says which go by
     keyword), or (None, why not) when capture fails.
@@ -158,15 +163,22 @@ def capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ..
     the axes its flags left out (dynamic_capture.py; the plan gains them); a range the model
     does not allow is bad input (exit 2), not a capture failure. While a comparison holds
     `loaded.captures`, a TorchScript model's static capture made before for the same call is
-    loaded from it (shared_capture.py).
+    loaded from it (shared_capture.py). `say` announces which of these it does (progress).
     """
     if loaded.exported is not None and precision in ("fp32", "fp64"):
+        say(USING_PROGRAM)
         return loaded.exported, None
+
+    def fresh(dynamic: DynamicPlan | None) -> tuple[torch.export.ExportedProgram | None,
+                                                    str | None]:
+        say(CAPTURING)
+        return _capture(loaded, module, args, precision, plan, dynamic)
+
     if loaded.captures is not None and dynamic is None \
             and isinstance(module, torch.jit.ScriptModule):  # a comparison's graphs: one capture
-        return loaded.captures.capture(
-            args, precision, plan, lambda: _capture(loaded, module, args, precision, plan, None))
-    return _capture(loaded, module, args, precision, plan, dynamic)
+        return loaded.captures.capture(args, precision, plan, lambda: fresh(None),
+                                       lambda: say(LOADING_SHARED))
+    return fresh(dynamic)
 
 
 def _capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ...],

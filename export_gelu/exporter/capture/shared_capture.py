@@ -79,13 +79,15 @@ class SharedCaptures:
     calls: list[_Call] = field(default_factory=list)
 
     def capture(self, args: tuple[PyTree, ...], precision: str, plan: CallPlan | None,
-                fresh: Callable[[], Captured]) -> Captured:
+                fresh: Callable[[], Captured], loading: Callable[[], None]) -> Captured:
         """`fresh()`'s result for this call: the one made before for the same call, loaded
-        afresh; else `fresh()`, remembered (saved before the caller edits it)."""
+        afresh (`loading()` called first); else `fresh()`, remembered (saved before the
+        caller edits it)."""
         for call in self.calls:
             if call.fits(args, precision, plan):
                 if call.saved is None:
                     return None, call.why_not
+                loading()
                 loaded = call.saved.load()
                 if loaded is not None:
                     return loaded, None

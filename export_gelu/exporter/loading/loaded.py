@@ -28,8 +28,9 @@ class FormCaptures(Protocol):
     SharedCaptures (named by what it does here: loading sits below capture)."""
 
     def capture(self, args: tuple[PyTree, ...], precision: str, plan: CallPlan | None,
-                fresh: Callable[[], Captured]) -> Captured:
-        """`fresh()`'s result for this call, made once per call."""
+                fresh: Callable[[], Captured], loading: Callable[[], None]) -> Captured:
+        """`fresh()`'s result for this call, made once per call (`loading()` announces a
+        later call's copy)."""
         ...
 
 
