@@ -17,6 +17,7 @@ from pathlib import Path
 
 from export_gelu.check.compare_forms import choose_form
 from export_gelu.check.runners.devices import resolve_device
+from export_gelu.exporter.capture.shared_capture import SharedCaptures
 from export_gelu.flows.export import export
 from export_gelu.flows.forms_bundle import (
     forms_base_options,
@@ -40,10 +41,12 @@ from export_gelu.steps.request import prepare
 from export_gelu.tolerances import resolve_tolerances
 
 
-def compare_forms(request: Request[FormsOptions], run: Run, *, calibration: bool = True
-                  ) -> FormsResult:
+def compare_forms(request: Request[FormsOptions], run: Run, *, calibration: bool = True,
+                  captures: SharedCaptures | None = None) -> FormsResult:
     """Every form on every target, measured; with `--bundle`, every form bundled for the
-    device too; the GELU input ranges on the feed (`calibration`)."""
+    device too; the GELU input ranges on the feed (`calibration`). One capture of the model
+    serves every graph where it can (`captures`: kept by a caller that exports again)."""
+    captures = captures if captures is not None else SharedCaptures()
     o = request.options
     device = resolve_device(o.device)
     with run.step("load"):
@@ -53,12 +56,12 @@ def compare_forms(request: Request[FormsOptions], run: Run, *, calibration: bool
     with run.step("forms"), contextlib.ExitStack() as stack:
         folder = (Path(o.workdir) if o.workdir is not None else
                   Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gelu-forms-"))))
-        comparison = compare(request, source, inputs, device, folder, run)
+        comparison = compare(request, source, inputs, device, folder, run, captures=captures)
     bundle = None
     if o.bundle:
         with run.step("bundle"):
             bundle = write_device_forms(request.model, source.loaded, forms_base_options(o),
-                                        o.bundle, run)
+                                        o.bundle, run, captures=captures)
             notes = forms_bundle_notes(bundle, request.model)
             run.add_notes(notes)
             comparison.notes += [str(n) for n in notes]
@@ -83,8 +86,9 @@ def gelu_auto(request: Request[ExportOptions], progress: Progress | None = None)
     whose end-to-end error stays within `--atol` (default: the precision's); the model is
     loaded once for both."""
     options = request.options
+    captures = SharedCaptures()  # the comparison's capture serves the export and bundle too
     compared = compare_forms(prepare(auto_options(options), request.model), Run(progress),
-                             calibration=False)
+                             calibration=False, captures=captures)
     comparison = compared.comparison
     limit = (resolve_tolerances(options.precision or "fp32").atol if options.atol is None
              else options.atol)
@@ -92,12 +96,13 @@ def gelu_auto(request: Request[ExportOptions], progress: Progress | None = None)
     chosen_options = dataclasses.replace(options, gelu=chosen.form, atol=limit, report=None,
                                          report_md=None, bundle=None)
     run = Run(progress)
-    made = export(form_request(request.model, compared.source.loaded, chosen_options), run)
+    made = export(form_request(request.model, compared.source.loaded, chosen_options,
+                               captures), run)
     assert isinstance(made, GraphExport)  # (the comparison loaded one graph)
     bundle, notes = None, []
     if options.bundle:  # every form, for the device to time: verify --device-outputs chooses
         bundle = write_device_forms(request.model, compared.source.loaded, options,
-                                    options.bundle, run)
+                                    options.bundle, run, captures=captures)
         notes = forms_bundle_notes(bundle, request.model)
     return AutoResult(options, compared, made, bundle, tuple(notes))
 

@@ -16,6 +16,7 @@ from export_gelu.check.verdict.parity import ParityResult, skipped
 from export_gelu.device.binding import device_precision
 from export_gelu.device.forms_bundle import FormPart, write_forms_bundle
 from export_gelu.errors import ExportGeluError
+from export_gelu.exporter.capture.shared_capture import SharedCaptures
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.flows.export import export
 from export_gelu.json_value import JsonObject
@@ -37,13 +38,13 @@ def _local_parity(parity: ParityResult) -> JsonObject:
 
 
 def _one_form(model: Path, loaded: LoadedModel, base: ExportOptions, form: str, tmp: Path,
-              run: Run) -> GraphExport:
+              run: Run, *, captures: SharedCaptures) -> GraphExport:
     """`--gelu FORM --bundle tmp/parts/FORM` on the already loaded model (all or nothing)."""
     options = dataclasses.replace(base, gelu=form, output=str(tmp / f"{form}.onnx"),
                                   bundle=str(tmp / "parts" / form), verify=True, iterations=0,
                                   warmup=0, report=None, report_md=None, engine=None,
                                   localize=False)
-    request = form_request(model, loaded, options)
+    request = form_request(model, loaded, options, captures)
     with run.transaction():
         result = export(request, run)
     assert isinstance(result, GraphExport)  # (one loaded graph)
@@ -51,9 +52,10 @@ def _one_form(model: Path, loaded: LoadedModel, base: ExportOptions, form: str, 
 
 
 def write_device_forms(model: Path, loaded: LoadedModel, base: ExportOptions, bundle_dir: str,
-                       run: Run) -> FormsBundle:
+                       run: Run, *, captures: SharedCaptures) -> FormsBundle:
     """Export every form `bundle_forms` lists for `base.target`, check each here, and write
-    the forms bundle; identical graphs (keep = erf, often) are one form of the bundle."""
+    the forms bundle; identical graphs (keep = erf, often) are one form of the bundle. The
+    comparison's `captures` are reused (a TorchScript model is not captured again)."""
     profile = resolve_target(base.target)[0]
     forms = bundle_forms(profile)
     parts: list[FormPart] = []
@@ -66,7 +68,8 @@ def write_device_forms(model: Path, loaded: LoadedModel, base: ExportOptions, bu
         for i, form in enumerate(forms):
             run.say(f"device bundle form {i + 1}/{len(forms)}: {form}")
             try:
-                made = _one_form(model, loaded, base, form, tmp, run.part())
+                made = _one_form(model, loaded, base, form, tmp, run.part(),
+                                 captures=captures)
             except ExportGeluError as exc:
                 left_out.append((form, (str(exc).splitlines() or [""])[0]))
                 continue

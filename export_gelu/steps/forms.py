@@ -116,13 +116,14 @@ def _make_form_graph(request: Request[ExportOptions], out: Path, run: Run) -> Fo
 
 
 def compare(request: Request[FormsOptions], source: OneGraphSource, inputs: FormsInputs,
-            device: DeviceChoice, folder: Path, run: Run) -> FormsComparison:
-    """Every form on every target: the graphs (identical ones measured once, in `folder`),
-    checked and timed together."""
+            device: DeviceChoice, folder: Path, run: Run, *, captures: SharedCaptures
+            ) -> FormsComparison:
+    """Every form on every target: the graphs (identical ones measured once, in `folder`;
+    the model captured once where `captures` can share it), checked and timed together."""
     o = request.options
     where = "onnxruntime (CPU EP)" if device.device == "cpu" else "onnxruntime (CUDA EP)"
     result = FormsComparison(str(request.model), where, o.threads, o.iterations)
-    _make_graphs(request, source, folder, result, run)
+    _make_graphs(request, source, folder, result, run, captures=captures)
     _measure(request, source, inputs, device, result, run)
     quantized = [r for r in result.rows if r.quantized is not None]
     if quantized:  # the error column is against fp32 PyTorch; the verdict is at the scales
@@ -134,12 +135,11 @@ def compare(request: Request[FormsOptions], source: OneGraphSource, inputs: Form
 
 
 def _make_graphs(request: Request[FormsOptions], source: OneGraphSource, folder: Path,
-                 result: FormsComparison, run: Run) -> None:
+                 result: FormsComparison, run: Run, *, captures: SharedCaptures) -> None:
     """Each form's graph on each target, written in `folder`, a row each (the identical
     graphs of a target: one row)."""
     o = request.options
     seen: dict[str, FormRow] = {}
-    captures = SharedCaptures()  # one capture for the forms (shared_capture.py)
     jobs = [(t, f) for t in o.targets for f in o.forms]
     for i, (target, form) in enumerate(jobs):
         run.say(f"exporting form {i + 1}/{len(jobs)}: {form} for {target}")

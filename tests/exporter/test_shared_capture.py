@@ -103,3 +103,45 @@ def test_a_torchscript_comparison_converts_and_captures_once(saved_model, tmp_pa
     by = {r.form: r for r in forms.rows}
     assert by["keep"].same_as == ["erf"]  # BERT's GELU is the erf form
     assert [(r.exporter, r.error) for r in forms.rows] == [("dynamo", "")] * 3
+
+
+class _LinearGelu(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(self.fc(x))
+
+
+def test_gelu_auto_with_a_bundle_captures_a_torchscript_model_once(tmp_path, monkeypatch
+                                                                   ) -> None:
+    """`--gelu auto --bundle` on TorchScript: the comparison's forms, the chosen form's export
+    and every form of the device bundle share one conversion and one torch.export (the export
+    and the bundle captured again, once per graph, before)."""
+    from torch._export.converter import TS2EPConverter
+
+    from export_gelu import api
+
+    model = tmp_path / "tiny.ts.pt"
+    torch.jit.save(torch.jit.trace(_LinearGelu().eval(), torch.randn(2, 8)), str(model))
+    calls: Counter[str] = Counter()
+    export, convert = torch.export.export, TS2EPConverter.convert
+
+    def counted_export(*args, **kwargs):
+        calls["torch.export"] += 1
+        return export(*args, **kwargs)
+
+    def counted_convert(self):
+        calls["TS2EPConverter"] += 1
+        return convert(self)
+
+    monkeypatch.setattr(torch.export, "export", counted_export)
+    monkeypatch.setattr(TS2EPConverter, "convert", counted_convert)
+    rep = api.export_with_best_form(model, api.ExportOptions(
+        target="trt8.6", output=str(tmp_path / "o.onnx"), gelu="auto", inputs=("x:2x8",),
+        bundle=str(tmp_path / "B"), iterations=2, warmup=0))
+    assert calls == {"TS2EPConverter": 1, "torch.export": 1}
+    assert rep.parity.status == "passed" and (tmp_path / "o.onnx").is_file()
+    manifest = (tmp_path / "B" / "manifest.json").read_text()
+    assert all(f'"form": "{form}"' in manifest for form in ("keep", "sigmoid", "plugin"))

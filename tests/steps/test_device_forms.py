@@ -17,6 +17,7 @@ import pytest
 from export_gelu.check.latency import summarize
 from export_gelu.device.choice import DeviceFormRow, DeviceForms, FormRun, choose_device_form
 from export_gelu.device.outputs import read_device_outputs
+from export_gelu.exporter.capture.shared_capture import SharedCaptures
 from export_gelu.exporter.inputs.specs import load_npz
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.flows.forms_bundle import forms_base_options, write_device_forms
@@ -45,7 +46,7 @@ def forms_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     program = tiny_program(folder)
     opts = FormsOptions(targets=("trt8.6",), bundle=str(folder / "fb"))
     write_device_forms(program, load_model(program), forms_base_options(opts),
-                       str(folder / "fb"), Run())
+                       str(folder / "fb"), Run(), captures=SharedCaptures())
     bundle = folder / "fb"
     feed = dict(load_npz(bundle / "inputs.npz"))
     for entry in json.loads((bundle / "manifest.json").read_text())["forms"]:

@@ -10,6 +10,7 @@ import pytest
 
 from export_gelu.check.runners.devices import resolve_device
 from export_gelu.errors import BadInputError
+from export_gelu.exporter.capture.shared_capture import SharedCaptures
 from export_gelu.exporter.loading.load import load_model
 from export_gelu.options import ExportOptions, FormsOptions
 from export_gelu.run import Run
@@ -55,7 +56,7 @@ def test_compare_measures_each_form(program: Path, tmp_path: Path) -> None:
                                    warmup=0, workdir=str(tmp_path)), program)
     found = source(program)
     result = compare(request, found, forms_inputs(found, request), resolve_device("cpu"),
-                     tmp_path, Run())
+                     tmp_path, Run(), captures=SharedCaptures())
     rows = {r.form: r for r in result.rows}
     assert set(rows) == {"keep", "sigmoid"}
     assert rows["keep"].max_abs < 1e-5 < rows["sigmoid"].max_abs < 0.05

@@ -1,10 +1,11 @@
-"""One capture for the graphs of a comparison (`--compare-forms`, `--gelu auto`): every GELU
-form exports the same model on the same inputs, so a TorchScript model's capture (its
-TS2EPConverter conversion, then torch.export at the example's sizes) is the same call each
-time. The first form captures and takes the program; the program is saved (torch.export.save,
-in memory) before the fx passes edit it, and every later form that makes the same call loads
-its own (about 0.15 s against 0.75 s for the bundled BERT and GPT-2). An nn.Module is captured
-per form as before: its torch.export costs what loading the program does.
+"""One capture for the graphs of a comparison (`--compare-forms`, `--gelu auto`, the chosen
+form's export and every form of a `--bundle`): every GELU form exports the same model on the
+same inputs, so a TorchScript model's capture (its TS2EPConverter conversion, then
+torch.export at the example's sizes) is the same call each time. The first form captures and
+takes the program; the program is saved (torch.export.save, in memory) before the fx passes
+edit it, and every later form that makes the same call loads its own (about 0.15 s against
+0.75 s for the bundled BERT and GPT-2). An nn.Module is captured per form as before: its
+torch.export costs what loading the program does.
 
 Each later form's program is a loaded copy, not a deep copy, for the reason program_copy.py
 gives (a deep copy shares the fake mode and ShapeEnv, and a TorchScript BERT's second form then
