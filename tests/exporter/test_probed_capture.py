@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from export_gelu.exporter.capture.capture import CAPTURING, USING_PROBED
 from export_gelu.exporter.capture.dynamic_capture import auto_axes, dynamic_shapes, export_dynamic
 from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
 from export_gelu.exporter.hf.probed_capture import ProbedCapture, shapes_key
 from export_gelu.flags.dynamic import DimRange
 from export_gelu.run import Run
 from export_gelu.steps.torch_graph import capture
+from tests.flows.step_log import StepLog
 from tests.steps.step_inputs import export_inputs_of, export_request
 
 pytest.importorskip("transformers")
@@ -61,17 +63,21 @@ def test_a_folder_graph_is_captured_once(bert_folder: Path, tmp_path: Path) -> N
     inputs = export_inputs_of(export_request(bert_folder, tmp_path))
     probed = inputs.loaded.probed
     assert probed is not None and inputs.dynamic.ranged  # batch and sequence, probed
-    captured = capture(inputs, "fp32", Run())
+    log = StepLog()
+    captured = capture(inputs, "fp32", Run(log))
     assert captured.program is probed.program
     assert inputs.loaded.probed is None  # taken once: the fx passes edit the program
+    assert log.steps == [USING_PROBED]  # not "capturing": no torch.export ran here
 
 
 def test_another_precision_captures_again(bert_folder: Path, tmp_path: Path) -> None:
     inputs = export_inputs_of(export_request(bert_folder, tmp_path, precision="fp16"))
     probed = inputs.loaded.probed
     assert probed is not None
-    captured = capture(inputs, "fp16", Run())
+    log = StepLog()
+    captured = capture(inputs, "fp16", Run(log))
     assert captured.program is not None and captured.program is not probed.program
+    assert log.steps == [CAPTURING]
 
 
 @pytest.mark.parametrize("how", ["static", "inputs given"])

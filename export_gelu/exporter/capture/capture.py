@@ -27,6 +27,7 @@ T = TypeVar("T")
 CAPTURING = "capturing the model with torch.export"
 USING_PROGRAM = "using the loaded ExportedProgram as it is (no capture)"
 LOADING_SHARED = "reusing the first form's capture (a saved and loaded copy)"
+USING_PROBED = "using the capture the dim probe made (no second torch.export)"
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                     "fp64": torch.float64}
 
@@ -169,22 +170,21 @@ def capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ..
         say(USING_PROGRAM)
         return loaded.exported, None
 
-    def fresh(dynamic: DynamicPlan | None) -> tuple[torch.export.ExportedProgram | None,
-                                                    str | None]:
-        say(CAPTURING)
-        return _capture(loaded, module, args, precision, plan, dynamic)
-
     if loaded.captures is not None and dynamic is None \
             and isinstance(module, torch.jit.ScriptModule):  # a comparison's graphs: one capture
-        return loaded.captures.capture(args, precision, plan, lambda: fresh(None),
-                                       lambda: say(LOADING_SHARED))
-    return fresh(dynamic)
+        return loaded.captures.capture(
+            args, precision, plan,
+            lambda: _capture(loaded, module, args, precision, plan, None, say=say),
+            lambda: say(LOADING_SHARED))
+    return _capture(loaded, module, args, precision, plan, dynamic, say=say)
 
 
 def _capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, ...],
-             precision: str, plan: CallPlan | None, dynamic: DynamicPlan | None
+             precision: str, plan: CallPlan | None, dynamic: DynamicPlan | None, *,
+             say: Callable[[str], None]
              ) -> tuple[torch.export.ExportedProgram | None, str | None]:
-    """capture()'s torch.export (or TS2EPConverter) call itself."""
+    """capture()'s torch.export (or TS2EPConverter) call itself, or the dim probe's program
+    when the probe made this very call."""
     from export_gelu.exporter.inputs.call_plan import CallPlan
 
     if dynamic is not None and isinstance(module, torch.jit.ScriptModule):
@@ -209,13 +209,16 @@ def _capture(loaded: LoadedModel, module: torch.nn.Module, args: tuple[PyTree, .
         shapes = in_order(dynamic_shapes)
         probed = probed_for(shapes)
         if probed is not None:
+            say(USING_PROBED)
             loaded.probed = None  # taken once: the fx passes edit it
             return probed.program
+        say(CAPTURING)
         return torch.export.export(module, pos, kw or None, dynamic_shapes=shapes, strict=False)
 
     try:
         with quiet_exporter(), torch.no_grad():
             if isinstance(module, torch.jit.ScriptModule):
+                say(CAPTURING)
                 if precision in ("fp16", "bf16") and \
                         isinstance(loaded.module, torch.jit.ScriptModule):
                     return _script_at_precision(loaded.module, pos, kw, precision), None
