@@ -65,31 +65,37 @@ def test_a_failed_capture_is_not_tried_again() -> None:
                           nothing) == (None, "why")
 
 
-def test_a_torchscript_comparison_converts_and_captures_once(saved_model, tmp_path,
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """TS2EPConverter conversions and torch.export calls made while the test runs."""
+    from torch._export.converter import TS2EPConverter
+
+    counted: Counter[str] = Counter()
+    export, convert = torch.export.export, TS2EPConverter.convert
+
+    def counted_export(*args, **kwargs):
+        counted["torch.export"] += 1
+        return export(*args, **kwargs)
+
+    def counted_convert(self):
+        counted["TS2EPConverter"] += 1
+        return convert(self)
+
+    monkeypatch.setattr(torch.export, "export", counted_export)
+    monkeypatch.setattr(TS2EPConverter, "convert", counted_convert)
+    return counted
+
+
+def test_a_torchscript_comparison_converts_and_captures_once(saved_model, tmp_path, calls,
                                                              monkeypatch, capsys) -> None:
     """TorchScript BERT, four forms for --target onnx: one TS2EPConverter conversion and one
     torch.export (each form made both before), and every graph exported as captured (a deep
     copy's shared ShapeEnv made the second form's dynamo export fail, and erf no longer gave
     keep's graph); the progress says which form captures and which load."""
-    from torch._export.converter import TS2EPConverter
-
     from export_gelu import compare_forms
     from export_gelu.exporter.capture.capture import CAPTURING, LOADING_SHARED
     from export_gelu.progress import QUIET_ENV, Progress
 
-    calls: Counter[str] = Counter()
-    export, convert = torch.export.export, TS2EPConverter.convert
-
-    def counted_export(*args, **kwargs):
-        calls["torch.export"] += 1
-        return export(*args, **kwargs)
-
-    def counted_convert(self):
-        calls["TS2EPConverter"] += 1
-        return convert(self)
-
-    monkeypatch.setattr(torch.export, "export", counted_export)
-    monkeypatch.setattr(TS2EPConverter, "convert", counted_convert)
     monkeypatch.delenv(QUIET_ENV, raising=False)
     progress = Progress()  # (stderr is captured: one plain line per step)
     forms = compare_forms(saved_model("bert", "torchscript"), targets=["onnx"],
@@ -114,30 +120,14 @@ class _LinearGelu(torch.nn.Module):
         return torch.nn.functional.gelu(self.fc(x))
 
 
-def test_gelu_auto_with_a_bundle_captures_a_torchscript_model_once(tmp_path, monkeypatch
-                                                                   ) -> None:
+def test_gelu_auto_with_a_bundle_captures_a_torchscript_model_once(tmp_path, calls) -> None:
     """`--gelu auto --bundle` on TorchScript: the comparison's forms, the chosen form's export
     and every form of the device bundle share one conversion and one torch.export (the export
     and the bundle captured again, once per graph, before)."""
-    from torch._export.converter import TS2EPConverter
-
     from export_gelu import api
 
     model = tmp_path / "tiny.ts.pt"
     torch.jit.save(torch.jit.trace(_LinearGelu().eval(), torch.randn(2, 8)), str(model))
-    calls: Counter[str] = Counter()
-    export, convert = torch.export.export, TS2EPConverter.convert
-
-    def counted_export(*args, **kwargs):
-        calls["torch.export"] += 1
-        return export(*args, **kwargs)
-
-    def counted_convert(self):
-        calls["TS2EPConverter"] += 1
-        return convert(self)
-
-    monkeypatch.setattr(torch.export, "export", counted_export)
-    monkeypatch.setattr(TS2EPConverter, "convert", counted_convert)
     rep = api.export_with_best_form(model, api.ExportOptions(
         target="trt8.6", output=str(tmp_path / "o.onnx"), gelu="auto", inputs=("x:2x8",),
         bundle=str(tmp_path / "B"), iterations=2, warmup=0))
