@@ -135,3 +135,22 @@ def test_gelu_auto_with_a_bundle_captures_a_torchscript_model_once(tmp_path, cal
     assert rep.parity.status == "passed" and (tmp_path / "o.onnx").is_file()
     manifest = (tmp_path / "B" / "manifest.json").read_text()
     assert all(f'"form": "{form}"' in manifest for form in ("keep", "sigmoid", "plugin"))
+
+
+def test_a_program_over_the_limit_is_captured_per_form() -> None:
+    """A program whose weights exceed the limit is not held as a saved copy: every form
+    captures (a Linear(4, 4): 80 bytes of weights)."""
+    module, x = torch.nn.Linear(4, 4), torch.ones(2, 4)
+    calls: Counter[str] = Counter()
+
+    def fresh():
+        calls["capture"] += 1
+        return torch.export.export(module, (x,), strict=False), None
+
+    for limit, captures in ((80, 1), (79, 2)):
+        calls.clear()
+        shared = SharedCaptures(limit_bytes=limit)
+        first, _ = shared.capture((x,), "fp32", None, fresh, _loading(calls))
+        second, _ = shared.capture((x,), "fp32", None, fresh, _loading(calls))
+        assert calls["capture"] == captures and first is not None and second is not None
+        assert second is not first

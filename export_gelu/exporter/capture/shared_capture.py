@@ -14,7 +14,9 @@ exported another graph); its graphs are the fresh capture's, byte for byte.
 Shared only where the call would be identical: the same precision, inputs equal in structure,
 shape, dtype and values, the same call plan, and no ranged dims (a dynamic capture adds the
 axes torch ties to the plan, which a loaded program would not do). A program that cannot be
-saved or loaded is captured again, as before.
+saved or loaded is captured again, as before, and so is one whose weights exceed
+MAX_SHARED_BYTES: its saved copy, and each program loaded from it, would hold the weights once
+more beside the model's own.
 """
 
 from __future__ import annotations
@@ -26,9 +28,31 @@ from typing import TYPE_CHECKING
 from export_gelu.exporter.capture.program_copy import SavedProgram, save_program
 
 if TYPE_CHECKING:
+    import torch
+
     from export_gelu.exporter.inputs.call_plan import CallPlan
     from export_gelu.exporter.loading.loaded import Captured
     from export_gelu.exporter.torch_values import PyTree
+
+
+#: Weights (bytes) above which a program is not shared: captured per form, as before.
+MAX_SHARED_BYTES = 1 << 30
+
+
+def _weight_bytes(program: torch.export.ExportedProgram) -> int:
+    """Bytes of a program's parameters, buffers and tensor constants, each storage once."""
+    import torch
+
+    seen: set[int] = set()
+    total = 0
+    for tensor in (*program.state_dict.values(), *program.constants.values()):
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        key = tensor.untyped_storage().data_ptr()
+        if key not in seen:
+            seen.add(key)
+            total += tensor.untyped_storage().nbytes()
+    return total
 
 
 def _same_values(a: PyTree, b: PyTree) -> bool:
@@ -78,6 +102,8 @@ class SharedCaptures:
     """The captures of one comparison's graphs (each form's loaded model holds the same one)."""
 
     calls: list[_Call] = field(default_factory=list)
+    #: a program with more weights is captured per form (MAX_SHARED_BYTES)
+    limit_bytes: int = MAX_SHARED_BYTES
 
     def capture(self, args: tuple[PyTree, ...], precision: str, plan: CallPlan | None,
                 fresh: Callable[[], Captured], loading: Callable[[], None]) -> Captured:
@@ -94,6 +120,8 @@ class SharedCaptures:
                     return loaded, None
                 break  # could not be loaded: capture again, as before
         program, why_not = fresh()
+        if program is not None and _weight_bytes(program) > self.limit_bytes:
+            return program, why_not  # too big to hold a copy of: the next form captures too
         saved = save_program(program) if program is not None else None
         if program is None or saved is not None:
             self.calls.append(_Call(precision, args, plan, saved, why_not))
