@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from export_gelu.exporter.capture.program_copy import SavedProgram, save_program
+from export_gelu.exporter.saving.weight_size import tensors_bytes
 
 if TYPE_CHECKING:
-    import torch
-
     from export_gelu.exporter.inputs.call_plan import CallPlan
     from export_gelu.exporter.loading.loaded import Captured
     from export_gelu.exporter.torch_values import PyTree
@@ -37,22 +36,6 @@ if TYPE_CHECKING:
 
 #: Weights (bytes) above which a program is not shared: captured per form, as before.
 MAX_SHARED_BYTES = 1 << 30
-
-
-def _weight_bytes(program: torch.export.ExportedProgram) -> int:
-    """Bytes of a program's parameters, buffers and tensor constants, each storage once."""
-    import torch
-
-    seen: set[int] = set()
-    total = 0
-    for tensor in (*program.state_dict.values(), *program.constants.values()):
-        if not isinstance(tensor, torch.Tensor):
-            continue
-        key = tensor.untyped_storage().data_ptr()
-        if key not in seen:
-            seen.add(key)
-            total += tensor.untyped_storage().nbytes()
-    return total
 
 
 def _same_values(a: PyTree, b: PyTree) -> bool:
@@ -120,7 +103,8 @@ class SharedCaptures:
                     return loaded, None
                 break  # could not be loaded: capture again, as before
         program, why_not = fresh()
-        if program is not None and _weight_bytes(program) > self.limit_bytes:
+        if program is not None and tensors_bytes(
+                (*program.state_dict.values(), *program.constants.values())) > self.limit_bytes:
             return program, why_not  # too big to hold a copy of: the next form captures too
         saved = save_program(program) if program is not None else None
         if program is None or saved is not None:

@@ -19,9 +19,18 @@ DISK_MARGIN = 64 << 20
 
 def module_weight_bytes(module: torch.nn.Module) -> int:
     """Bytes of a torch module's parameters and buffers, each storage counted once."""
+    return tensors_bytes(module.state_dict().values())
+
+
+def tensors_bytes(tensors: Iterable[object]) -> int:
+    """Bytes of the tensors among `tensors`, each storage counted once (other values: 0)."""
+    import torch
+
     seen: set[int] = set()
     total = 0
-    for tensor in module.state_dict().values():
+    for tensor in tensors:
+        if not isinstance(tensor, torch.Tensor):
+            continue
         try:
             key = tensor.untyped_storage().data_ptr()
         except (AttributeError, RuntimeError):
