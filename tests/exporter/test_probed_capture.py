@@ -12,8 +12,11 @@ import torch
 from export_gelu.exporter.capture.capture import CAPTURING, USING_PROBED
 from export_gelu.exporter.capture.dynamic_capture import auto_axes, dynamic_shapes, export_dynamic
 from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
+from export_gelu.exporter.hf.graph_spec import GraphDim, GraphSpec
+from export_gelu.exporter.hf.graphs import _probed_at
 from export_gelu.exporter.hf.probed_capture import ProbedCapture, shapes_key
 from export_gelu.flags.dynamic import DimRange
+from export_gelu.results.request import OneGraphSource
 from export_gelu.run import Run
 from export_gelu.steps.torch_graph import capture
 from tests.flows.step_log import StepLog
@@ -70,14 +73,72 @@ def test_a_folder_graph_is_captured_once(bert_folder: Path, tmp_path: Path) -> N
     assert log.steps == [USING_PROBED]  # not "capturing": no torch.export ran here
 
 
-def test_another_precision_captures_again(bert_folder: Path, tmp_path: Path) -> None:
+def test_a_one_graph_folder_at_another_precision_captures_again(bert_folder: Path,
+                                                                 tmp_path: Path) -> None:
+    """A one-graph task's probe runs its program at the dims' sizes: it stays at fp32 (a
+    missing fp16 CPU kernel there would keep a dim static), so fp16 captures again."""
     inputs = export_inputs_of(export_request(bert_folder, tmp_path, precision="fp16"))
     probed = inputs.loaded.probed
-    assert probed is not None
+    assert probed is not None and probed.precision == "fp32"
     log = StepLog()
     captured = capture(inputs, "fp16", Run(log))
     assert captured.program is not None and captured.program is not probed.program
     assert log.steps == [CAPTURING]
+
+
+class _Batch(torch.nn.Module):
+    """Takes its batch dynamic at fp32; at fp16 it fixes the batch at 4 (the capture at
+    batch 1..8 then fails)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float16:
+            torch._check(x.shape[0] == 4)
+        return self.linear(x)
+
+
+def _batch_spec() -> GraphSpec:
+    from collections import OrderedDict
+
+    return GraphSpec("model.onnx", _Batch().eval(), OrderedDict(x=torch.randn(4, 3)), ["y"],
+                     [GraphDim("batch", 1, 4, 8, axes=(("x", 0),))])
+
+
+def test_a_generation_graph_is_probed_at_the_exports_precision() -> None:
+    """fp16/bf16: the probe captures a cast copy on cast inputs, once, and hands the copy over
+    with the program; the loaded module stays float32."""
+    spec = _batch_spec()
+    spec.module = torch.nn.Linear(3, 3)  # takes any batch at any precision
+    got = _probed_at(spec, "bf16")
+    assert got is not None and got.probed is not None and got.probed.precision == "bf16"
+    assert got.probed.module is not spec.module
+    assert got.probed.module.weight.dtype == torch.bfloat16
+    assert spec.module.weight.dtype == torch.float32
+    assert [t.dtype for t in got.probed.inputs] == [torch.bfloat16]
+    assert got.dims == spec.dims and _probed_at(spec, "fp32") is None
+
+
+def test_a_dim_the_cast_copy_refuses_leaves_the_probe_to_fp32() -> None:
+    """One capture at fp16, no narrowing: where it refuses a declared dim, the fp32 probe
+    decides as before (and the export then captures the cast module)."""
+    assert _probed_at(_batch_spec(), "fp16") is None
+
+
+def test_weights_over_the_copy_limit_are_not_probed_cast(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """A cast copy held from loading to export would double the weights in memory: up to
+    COPY_LIMIT_BYTES only (Linear(3, 3): 48 bytes)."""
+    from export_gelu.exporter.saving import weight_size
+
+    spec = _batch_spec()
+    spec.module = torch.nn.Linear(3, 3)
+    monkeypatch.setattr(weight_size, "COPY_LIMIT_BYTES", 47)
+    assert _probed_at(spec, "fp16") is None
+    monkeypatch.setattr(weight_size, "COPY_LIMIT_BYTES", 48)
+    assert _probed_at(spec, "fp16") is not None
 
 
 @pytest.mark.parametrize("how", ["static", "inputs given"])
@@ -153,3 +214,25 @@ def test_a_decoder_with_past_is_captured_once(tmp_path: Path) -> None:
     finally:
         torch.export.export = real
     assert captured.program is probed.program and calls == []
+
+
+def test_a_decoder_with_past_at_fp16_is_captured_once(tmp_path: Path) -> None:
+    """At --precision fp16 the probe's cast copy is what the export captures from: the
+    capture step takes the probe's program (no torch.export of its own)."""
+    from tests.hf_folders import save_folder
+
+    from export_gelu.steps.inputs import export_inputs
+    from export_gelu.steps.load import load
+
+    folder = save_folder("gpt2", tmp_path / "gpt2")
+    request = export_request(folder, tmp_path, precision="fp16")
+    source = load(request, Run())  # as the export loads it: probed at the run's precision
+    assert isinstance(source, OneGraphSource)
+    inputs = export_inputs(source, request, Run())
+    probed = inputs.loaded.probed
+    assert probed is not None and probed.precision == "fp16"
+    log = StepLog()
+    captured = capture(inputs, "fp16", Run(log))
+    assert captured.program is probed.program and captured.module is probed.module
+    assert log.steps == [USING_PROBED]
+    assert next(inputs.loaded.module.parameters()).dtype == torch.float32  # the reference

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar, overload
@@ -12,9 +11,9 @@ import torch
 
 from export_gelu.errors import BadInputError
 from export_gelu.exporter.capture.dynamic_capture import export_dynamic
-from export_gelu.exporter.capture.weight_fold import fold_weights
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
+from export_gelu.exporter.weight_fold import cast_copy, fold_weights
 
 if TYPE_CHECKING:
     from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
@@ -47,14 +46,18 @@ def cast_args(args: tuple[PyTree, ...], precision: str) -> tuple[PyTree, ...]:
 
 
 def module_for_precision(loaded: LoadedModel, precision: str) -> torch.nn.Module:
-    """The module to export: the original, or a cast copy for fp16/bf16 (the original stays)."""
+    """The module to export: the original, or a cast copy for fp16/bf16 (the original stays;
+    weights made from weights computed before the cast, weight_fold.py). A folder graph the
+    dim probe captured at this precision is exported from the probe's copy, so that its
+    capture is the one the probe made (hf/probed_capture.py)."""
     module = loaded.reference_module()
     assert module is not None, "an ONNX model has no module to export"
     if precision == "fp32":
         return module
-    cast = copy.deepcopy(module)
-    fold_weights(cast)  # weights made from weights, computed before the cast (weight_fold.py)
-    return cast.to(PRECISION_DTYPES[precision])
+    probed = loaded.probed
+    if probed is not None and probed.precision == precision:
+        return probed.module
+    return cast_copy(module, PRECISION_DTYPES[precision])
 
 
 def _then_with_grad(fn: Callable[[], T]) -> T:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from export_gelu.exporter.capture.program_copy import SavedProgram, save_program
-from export_gelu.exporter.saving.weight_size import tensors_bytes
+from export_gelu.exporter.saving.weight_size import COPY_LIMIT_BYTES, tensors_bytes
 
 if TYPE_CHECKING:
     from export_gelu.exporter.inputs.call_plan import CallPlan
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 #: Weights (bytes) above which a program is not shared: captured per form, as before.
-MAX_SHARED_BYTES = 1 << 30
+MAX_SHARED_BYTES = COPY_LIMIT_BYTES
 
 
 def _same_values(a: PyTree, b: PyTree) -> bool:

@@ -145,6 +145,14 @@ def _attempt(module: torch.nn.Module, inputs: TensorFeed, dims: Sequence[GraphDi
                                  shapes_key(_torch_shapes(dims, names)))
 
 
+def capture_keeping_all(module: torch.nn.Module, inputs: TensorFeed, dims: Sequence[GraphDim]
+                        ) -> ProbedCapture | None:
+    """The program of one capture of `module` with every one of `dims` kept symbolic (and run
+    at their sizes, as capturable_dims runs a one-graph task's), or None where torch refuses
+    any: no narrowing, no retries."""
+    return _attempt(module, inputs, dims)[2]
+
+
 def _suggested(error: str, dim: GraphDim) -> tuple[int, int] | None:
     """The narrower range torch suggests for `dim` that still holds its example size."""
     for name, fix in _FIX.findall(error):

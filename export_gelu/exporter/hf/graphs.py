@@ -34,7 +34,7 @@ from export_gelu.exporter.hf.cache import (
     returned_cache,
     split_cache,
 )
-from export_gelu.exporter.hf.dim_probe import capturable_dims
+from export_gelu.exporter.hf.dim_probe import capturable_dims, capture_keeping_all
 from export_gelu.exporter.hf.folder import FolderModel
 from export_gelu.exporter.hf.graph_spec import (
     BATCH_RANGE,
@@ -257,9 +257,35 @@ def _one_step(model: torch.nn.Module) -> object:
                      return_dict=True)
 
 
-def _probed(fm: FolderModel, spec: GraphSpec) -> GraphSpec:
+def _probed_at(spec: GraphSpec, precision: str) -> GraphSpec | None:
+    """`spec` with the probe's capture made on a copy cast to `precision` (fp16/bf16), which
+    the export then takes (capture/capture.py's module_for_precision) instead of capturing
+    the cast module once more; None where that one capture does not keep every declared dim
+    (the fp32 probe then decides, as before), or where the weights are too big to hold twice
+    (COPY_LIMIT_BYTES)."""
+    import torch
+
+    from export_gelu.exporter.saving.weight_size import COPY_LIMIT_BYTES, module_weight_bytes
+    from export_gelu.exporter.weight_fold import cast_copy
+
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    if dtype is None or module_weight_bytes(spec.module) > COPY_LIMIT_BYTES:
+        return None
+    inputs: TensorFeed = OrderedDict(
+        (n, t.to(dtype) if t.is_floating_point() else t) for n, t in spec.inputs.items())
+    probed = capture_keeping_all(cast_copy(spec.module, dtype), inputs, spec.dims)
+    if probed is None:
+        return None
+    return dataclasses.replace(spec, probed=dataclasses.replace(probed, precision=precision))
+
+
+def _probed(fm: FolderModel, spec: GraphSpec, precision: str = "fp32") -> GraphSpec:
     """`spec` with the dims its module can be captured with (hf/dim_probe.py); a note for
-    each one kept static or left to torch, named after the graph's file."""
+    each one kept static or left to torch, named after the graph's file. An fp16/bf16
+    export's graph is probed at that precision first, where every declared dim holds."""
+    at_precision = _probed_at(spec, precision)
+    if at_precision is not None:
+        return at_precision
     dims, notes, probed = capturable_dims(spec.module, spec.inputs, spec.dims)
     stem = spec.file_name.removesuffix(".onnx")
     fm.notes.extend(Note(f"{stem}: {n}", getattr(n, "code", "static-dim")) for n in notes)
@@ -274,7 +300,7 @@ def graphs_for(fm: FolderModel, given: TensorFeed | None = None,
     kind = fm.task.kind
     if kind == DECODER and fm.task.with_past:
         try:
-            return [_probed(fm, decoder_graph(fm))]
+            return [_probed(fm, decoder_graph(fm), sizes_precision)]
         except NotKeyValueCache as exc:  # Mamba: a state cache, no key/values to pass
             plain = fm.task.name.removesuffix(WITH_PAST)
             fm.notes.append(Note(f"{fm.task.class_name}: no {fm.task.name} graph ({exc}); "
@@ -283,7 +309,7 @@ def graphs_for(fm: FolderModel, given: TensorFeed | None = None,
                                  "no-kv-cache"))
             fm.task = dataclasses.replace(fm.task, name=plain, with_past=False)
     if kind == SEQ2SEQ:
-        return [_probed(fm, spec) for spec in seq2seq_graphs(fm)]
+        return [_probed(fm, spec, sizes_precision) for spec in seq2seq_graphs(fm)]
     if kind == DECODER:
         cache_off(fm.config)
     return [single_graph(fm, given, static, sizes_opset, sizes_precision)]

@@ -1,12 +1,13 @@
 """A folder graph's program as the dim probe captured it (hf/dim_probe.py), handed to the
 capture step so the graph is captured once, not twice.
 
-The probe calls torch.export on the graph's module and example inputs with the dims it keeps;
-the capture step (capture/capture.py) then calls it again with the run's dims. When that second
-call would be the same call (the same module, inputs equal in shape, dtype and values, the
-same dynamic shapes: each axis the same Dim name and range, or `Dim.AUTO`), the probe's
-program is what it would return; the capture step takes it, once (the fx passes edit it in
-place), and captures as before in every other case.
+The probe calls torch.export on the graph's module and example inputs with the dims it keeps
+(for an fp16/bf16 export of a generation graph, on a cast copy of the module and its inputs
+cast alike, hf/graphs.py); the capture step (capture/capture.py) then calls it again with the
+run's dims. When that second call would be the same call (the same module, inputs equal in
+shape, dtype and values, the same dynamic shapes: each axis the same Dim name and range, or
+`Dim.AUTO`), the probe's program is what it would return; the capture step takes it, once
+(the fx passes edit it in place), and captures as before in every other case.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class ProbedCapture:
     module: torch.nn.Module
     inputs: tuple[torch.Tensor, ...]
     shapes: tuple[AxesKey, ...]
+    #: the run's precision the probe captured at: fp32 (the loaded module itself), or fp16/bf16
+    #: (`module` is then a cast copy the export takes in place of making its own)
+    precision: str = "fp32"
 
     def fits(self, module: torch.nn.Module, args: Sequence[object],
              dynamic_shapes: Sequence[object | None] | None) -> bool:

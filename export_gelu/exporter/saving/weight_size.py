@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
 #: Room kept free beyond the estimate (the graph, the report, filesystem slack).
 DISK_MARGIN = 64 << 20
+#: Weights (bytes) up to which a second copy may be held in memory to save a capture (a
+#: comparison's shared program, a folder graph's cast copy probed at fp16/bf16).
+COPY_LIMIT_BYTES = 1 << 30
 
 
 def module_weight_bytes(module: torch.nn.Module) -> int:

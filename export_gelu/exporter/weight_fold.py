@@ -131,3 +131,13 @@ def fold_weights(module: torch.nn.Module) -> int:
     if isinstance(module, torch.nn.Module):
         return _bake_parametrizations(module)
     return 0
+
+
+def cast_copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A copy of `module` computing in `dtype` (fp16/bf16), its derived weights computed in
+    float32 first (fold_weights); `module` stays as it is."""
+    import copy
+
+    cast = copy.deepcopy(module)
+    fold_weights(cast)
+    return cast.to(dtype)
