@@ -38,6 +38,9 @@ from export_gelu.run import Run
 from export_gelu.steps.islands import finds_islands, fix_overflow
 from export_gelu.tolerances import Tolerances, resolve_tolerances
 
+#: Why a bf16 graph is not run in ONNX Runtime, for parity and for the generation check.
+BF16_NOT_RUN = "bf16 graphs are not checked in ONNX Runtime (numpy has no bf16)"
+
 if TYPE_CHECKING:
     from polygraphy.backend.base import BaseRunner
 
@@ -124,8 +127,7 @@ def _check_graph(ctx: CheckContext, saved: SavedGraph, graph: onnx.ModelProto,
     if ctx.engine is not None:
         runners.append(trt_runner(ctx.engine.engine))
     if not runners:
-        return GraphCheck(skipped("bf16 graphs are not checked in ONNX Runtime (numpy has no "
-                                  "bf16)"))
+        return GraphCheck(skipped(BF16_NOT_RUN))
     run.say(f"checking parity ({', '.join(r.name for r in runners)})")
     outcome = run_check(CheckJob(reference, runners, [feed], ctx.tolerances, o.iterations,
                                  o.warmup, precision=inputs.run_precision), run.progress)
