@@ -219,10 +219,9 @@ def test_a_decoder_with_past_is_captured_once(tmp_path: Path) -> None:
 def test_a_decoder_with_past_at_fp16_is_captured_once(tmp_path: Path) -> None:
     """At --precision fp16 the probe's cast copy is what the export captures from: the
     capture step takes the probe's program (no torch.export of its own)."""
-    from tests.hf_folders import save_folder
-
     from export_gelu.steps.inputs import export_inputs
     from export_gelu.steps.load import load
+    from tests.hf_folders import save_folder
 
     folder = save_folder("gpt2", tmp_path / "gpt2")
     request = export_request(folder, tmp_path, precision="fp16")
