@@ -106,10 +106,19 @@ def _ort_runs(ctx: CheckContext, saved: SavedGraph) -> list[ProviderRun] | str:
         return ready_runners(saved.path, ctx.run_on, ctx.inputs.run_precision,
                              ctx.options.threads)
     except BadInputError as exc:  # the file is written and valid ONNX: say what ORT lacks
-        if "NOT_IMPLEMENTED" not in str(exc):
+        lacking = no_kernel(exc)
+        if lacking is None:
             raise
-        return (f"ONNX Runtime (CPU) has no kernel for an op of the written graph: "
-                f"{str(exc).split('NOT_IMPLEMENTED : ')[-1]}")
+        return lacking
+
+
+def no_kernel(exc: BaseException) -> str | None:
+    """Why a written graph does not run, when ONNX Runtime (CPU) has no kernel for one of its
+    ops (NOT_IMPLEMENTED); None for any other failure."""
+    if "NOT_IMPLEMENTED" not in str(exc):
+        return None
+    return ("ONNX Runtime (CPU) has no kernel for an op of the written graph: "
+            f"{str(exc).split('NOT_IMPLEMENTED : ')[-1]}")
 
 
 def _check_graph(ctx: CheckContext, saved: SavedGraph, graph: onnx.ModelProto,

@@ -12,7 +12,7 @@ from export_gelu.check import greedy_decode as gd
 from export_gelu.exporter.hf.inputs import start_token
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.run import Run
-from export_gelu.steps.check import BF16_NOT_RUN, ort_missing
+from export_gelu.steps.check import BF16_NOT_RUN, no_kernel, ort_missing
 
 
 def _prompt(loaded: LoadedModel) -> dict[str, np.ndarray]:
@@ -50,11 +50,10 @@ def decode_and_compare(model: LoadedModel, graphs: dict[str, Path], first: Loade
                     if seq2seq else gd.decoder_tokens(graphs["decoder_with_past"],
                                                       prompt["input_ids"], threads=threads))
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime lacks a kernel: not run, said why
-        if "NOT_IMPLEMENTED" not in str(exc):
+        lacking = no_kernel(exc)
+        if lacking is None:
             raise
-        return gd.DecodeResult("skipped", reason=(
-            "ONNX Runtime (CPU) has no kernel for an op of the written graphs: "
-            f"{str(exc).split('NOT_IMPLEMENTED : ')[-1]}"))
+        return gd.DecodeResult("skipped", reason=lacking)
     reference = gd.generate_tokens(fm.model, gd.torch_inputs(prompt))
     result = gd.compare(reference, deployed, judged(gelu, run_precision))
     if result.status == "differs":

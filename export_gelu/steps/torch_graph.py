@@ -12,12 +12,13 @@ import onnx
 
 from export_gelu.errors import TargetUnmetError
 from export_gelu.exporter.capture.capture import capture as capture_program
-from export_gelu.exporter.capture.capture import cast_args, module_for_precision
+from export_gelu.exporter.capture.capture import module_for_precision
 from export_gelu.exporter.capture.fallback import export_with_fallback
 from export_gelu.exporter.feeds import graph_dims as dyn
 from export_gelu.exporter.loading.model_dtype import feed_precision
 from export_gelu.exporter.onnx_export.model_names import apply_output_names, model_output_names
 from export_gelu.exporter.onnx_export.to_onnx import DYNAMO_MIN_OPSET, prepare_program_for_opset
+from export_gelu.exporter.precision_cast import cast_args
 from export_gelu.exporter.saving.save import external_data_threshold
 from export_gelu.exporter.saving.weight_size import module_weight_bytes
 from export_gelu.exporter.saving.workdir import exporting_weights_to, weights_workdir

@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from export_gelu.exporter.weight_fold import fold_weights
+from export_gelu.exporter.precision_cast import fold_weights
 from tests.conftest import run_cli
 
 transformers = pytest.importorskip("transformers")

@@ -12,6 +12,7 @@ import torch
 from export_gelu.exporter.capture.capture import CAPTURING, USING_PROBED
 from export_gelu.exporter.capture.dynamic_capture import auto_axes, dynamic_shapes, export_dynamic
 from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
+from export_gelu.exporter.hf.dim_probe import capture_keeping_all
 from export_gelu.exporter.hf.graph_spec import GraphDim, GraphSpec
 from export_gelu.exporter.hf.graphs import _probed_at
 from export_gelu.exporter.hf.probed_capture import ProbedCapture, shapes_key
@@ -124,7 +125,9 @@ def test_a_generation_graph_is_probed_at_the_exports_precision() -> None:
 def test_a_dim_the_cast_copy_refuses_leaves_the_probe_to_fp32() -> None:
     """One capture at fp16, no narrowing: where it refuses a declared dim, the fp32 probe
     decides as before (and the export then captures the cast module)."""
-    assert _probed_at(_batch_spec(), "fp16") is None
+    spec = _batch_spec()
+    assert capture_keeping_all(spec.module, spec.inputs, spec.dims) is not None  # fp32 keeps it
+    assert _probed_at(spec, "fp16") is None
 
 
 def test_weights_over_the_copy_limit_are_not_probed_cast(monkeypatch: pytest.MonkeyPatch

@@ -65,4 +65,4 @@ def test_a_graph_onnx_runtime_has_no_kernel_for_is_skipped_with_why(gpt2: Path,
                                 run_precision="fp16", threads=1, run=Run())
     assert result.status == "skipped"
     assert result.reason.startswith("ONNX Runtime (CPU) has no kernel for an op of the written "
-                                    "graphs: Could not find an implementation for Where(16)")
+                                    "graph: Could not find an implementation for Where(16)")

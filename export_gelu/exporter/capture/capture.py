@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar, overload
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
@@ -13,7 +13,7 @@ from export_gelu.errors import BadInputError
 from export_gelu.exporter.capture.dynamic_capture import export_dynamic
 from export_gelu.exporter.loading.loaded import LoadedModel
 from export_gelu.exporter.onnx_export.to_onnx import quiet_exporter
-from export_gelu.exporter.weight_fold import cast_copy, fold_weights
+from export_gelu.exporter.precision_cast import PRECISION_DTYPES, cast_args, cast_copy, fold_weights
 
 if TYPE_CHECKING:
     from export_gelu.exporter.feeds.dynamic_plan import DynamicPlan
@@ -27,27 +27,11 @@ CAPTURING = "capturing the model with torch.export"
 USING_PROGRAM = "using the loaded ExportedProgram as it is (no capture)"
 LOADING_SHARED = "reusing the first form's capture (a saved and loaded copy)"
 USING_PROBED = "using the capture the dim probe made (no second torch.export)"
-PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-                    "fp64": torch.float64}
-
-
-@overload
-def cast_args(args: tuple[torch.Tensor, ...], precision: str) -> tuple[torch.Tensor, ...]: ...
-@overload
-def cast_args(args: tuple[PyTree, ...], precision: str) -> tuple[PyTree, ...]: ...
-def cast_args(args: tuple[PyTree, ...], precision: str) -> tuple[PyTree, ...]:
-    """Floating tensors cast to the precision's dtype; other tensors unchanged.
-
-    "fp64" is not a `--precision`: it is fp32's meaning for a float64 model (its own dtype).
-    """
-    dtype = PRECISION_DTYPES[precision]
-    return tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                 for a in args)
 
 
 def module_for_precision(loaded: LoadedModel, precision: str) -> torch.nn.Module:
     """The module to export: the original, or a cast copy for fp16/bf16 (the original stays;
-    weights made from weights computed before the cast, weight_fold.py). A folder graph the
+    weights made from weights computed before the cast, precision_cast.py). A folder graph the
     dim probe captured at this precision is exported from the probe's copy, so that its
     capture is the one the probe made (hf/probed_capture.py)."""
     module = loaded.reference_module()
@@ -57,7 +41,7 @@ def module_for_precision(loaded: LoadedModel, precision: str) -> torch.nn.Module
     probed = loaded.probed
     if probed is not None and probed.precision == precision:
         return probed.module
-    return cast_copy(module, PRECISION_DTYPES[precision])
+    return cast_copy(module, precision)
 
 
 def _then_with_grad(fn: Callable[[], T]) -> T:

@@ -15,8 +15,8 @@ Shared only where the call would be identical: the same precision, inputs equal 
 shape, dtype and values, the same call plan, and no ranged dims (a dynamic capture adds the
 axes torch ties to the plan, which a loaded program would not do). A program that cannot be
 saved or loaded is captured again, as before, and so is one whose weights exceed
-MAX_SHARED_BYTES: its saved copy, and each program loaded from it, would hold the weights once
-more beside the model's own.
+COPY_LIMIT_BYTES (saving/weight_size.py): its saved copy, and each program loaded from it,
+would hold the weights once more beside the model's own.
 """
 
 from __future__ import annotations
@@ -32,10 +32,6 @@ if TYPE_CHECKING:
     from export_gelu.exporter.inputs.call_plan import CallPlan
     from export_gelu.exporter.loading.loaded import Captured
     from export_gelu.exporter.torch_values import PyTree
-
-
-#: Weights (bytes) above which a program is not shared: captured per form, as before.
-MAX_SHARED_BYTES = COPY_LIMIT_BYTES
 
 
 def _same_values(a: PyTree, b: PyTree) -> bool:
@@ -85,8 +81,8 @@ class SharedCaptures:
     """The captures of one comparison's graphs (each form's loaded model holds the same one)."""
 
     calls: list[_Call] = field(default_factory=list)
-    #: a program with more weights is captured per form (MAX_SHARED_BYTES)
-    limit_bytes: int = MAX_SHARED_BYTES
+    #: a program with more weights is captured per form, as before
+    limit_bytes: int = COPY_LIMIT_BYTES
 
     def capture(self, args: tuple[PyTree, ...], precision: str, plan: CallPlan | None,
                 fresh: Callable[[], Captured], loading: Callable[[], None]) -> Captured:

@@ -263,17 +263,14 @@ def _probed_at(spec: GraphSpec, precision: str) -> GraphSpec | None:
     the cast module once more; None where that one capture does not keep every declared dim
     (the fp32 probe then decides, as before), or where the weights are too big to hold twice
     (COPY_LIMIT_BYTES)."""
-    import torch
-
+    from export_gelu.exporter.precision_cast import cast_args, cast_copy
     from export_gelu.exporter.saving.weight_size import COPY_LIMIT_BYTES, module_weight_bytes
-    from export_gelu.exporter.weight_fold import cast_copy
 
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
-    if dtype is None or module_weight_bytes(spec.module) > COPY_LIMIT_BYTES:
+    if precision not in ("fp16", "bf16") or module_weight_bytes(spec.module) > COPY_LIMIT_BYTES:
         return None
-    inputs: TensorFeed = OrderedDict(
-        (n, t.to(dtype) if t.is_floating_point() else t) for n, t in spec.inputs.items())
-    probed = capture_keeping_all(cast_copy(spec.module, dtype), inputs, spec.dims)
+    inputs: TensorFeed = OrderedDict(zip(spec.inputs, cast_args(tuple(spec.inputs.values()),
+                                                                precision)))
+    probed = capture_keeping_all(cast_copy(spec.module, precision), inputs, spec.dims)
     if probed is None:
         return None
     return dataclasses.replace(spec, probed=dataclasses.replace(probed, precision=precision))

@@ -1,4 +1,6 @@
-"""Weights derived from weights, computed in float32 before a model is cast to fp16/bf16.
+"""The cast to a run's precision: each precision's dtype, inputs cast (`cast_args`), and a
+module's cast copy (`cast_copy`), whose weights derived from weights are computed in float32
+before the cast (`fold_weights`, below).
 
 A weight-normalized convolution (`weight_norm`: weight = g · v / ‖v‖, wav2vec2, HuBERT,
 SEW, SEW-D's positional conv) computes its weight from two parameters on every call. Cast
@@ -16,8 +18,29 @@ buffers, and yields no more values than it reads, is evaluated and stored as a b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, overload
+
 import torch
 from torch import fx
+
+if TYPE_CHECKING:
+    from export_gelu.exporter.torch_values import PyTree
+
+#: Each precision's dtype. "fp64" is not a `--precision`: it is fp32's meaning for a float64
+#: model (its own dtype).
+PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                    "fp64": torch.float64}
+
+
+@overload
+def cast_args(args: tuple[torch.Tensor, ...], precision: str) -> tuple[torch.Tensor, ...]: ...
+@overload
+def cast_args(args: tuple[PyTree, ...], precision: str) -> tuple[PyTree, ...]: ...
+def cast_args(args: tuple[PyTree, ...], precision: str) -> tuple[PyTree, ...]:
+    """Floating tensors cast to the precision's dtype; other values unchanged."""
+    dtype = PRECISION_DTYPES[precision]
+    return tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                 for a in args)
 
 
 def _bake_parametrizations(module: torch.nn.Module) -> int:
@@ -133,11 +156,11 @@ def fold_weights(module: torch.nn.Module) -> int:
     return 0
 
 
-def cast_copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-    """A copy of `module` computing in `dtype` (fp16/bf16), its derived weights computed in
-    float32 first (fold_weights); `module` stays as it is."""
+def cast_copy(module: torch.nn.Module, precision: str) -> torch.nn.Module:
+    """A copy of `module` computing in `precision` (fp16/bf16), its derived weights computed
+    in float32 first (fold_weights); `module` stays as it is."""
     import copy
 
     cast = copy.deepcopy(module)
     fold_weights(cast)
-    return cast.to(dtype)
+    return cast.to(PRECISION_DTYPES[precision])
