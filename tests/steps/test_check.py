@@ -19,6 +19,7 @@ from export_gelu.steps.check import (
     check_shapes,
     checks_shapes,
     export_tolerances,
+    no_kernel,
 )
 from tests.steps.step_inputs import (
     export_inputs_of,
@@ -100,3 +101,11 @@ def test_ort_missing_is_none_where_onnxruntime_imports() -> None:
     from export_gelu.steps.check import ort_missing
 
     assert ort_missing() is None  # the test environment has onnxruntime
+
+
+def test_no_kernel_names_the_op_onnx_runtime_lacks_and_nothing_else() -> None:
+    lacking = no_kernel(RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find "
+                                     "an implementation for Where(16) node with name 'w'"))
+    assert lacking == ("ONNX Runtime (CPU) has no kernel for an op of the written graph: "
+                       "Could not find an implementation for Where(16) node with name 'w'")
+    assert no_kernel(RuntimeError("[ONNXRuntimeError] : 1 : FAIL : shape mismatch")) is None
